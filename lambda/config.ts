@@ -1,0 +1,35 @@
+/**
+ * The one config loader. Same variable names in Lambda and in the local
+ * runtime (see README, "Configuration").
+ */
+import { z } from 'zod';
+
+const Env = z.object({
+  TABLE_NAME: z.string().min(1).default('ratchet-operations'),
+  DYNAMODB_ENDPOINT: z.url().optional(),
+  WEBHOOK_SIGNING_SECRETS: z.string().optional(),
+  /** In AWS: a Secrets Manager secret holding WEBHOOK_SIGNING_SECRETS, so the value stays out of the function's configuration. */
+  WEBHOOK_SIGNING_SECRETS_ARN: z.string().optional(),
+  GEMINI_API_KEY: z.string().optional(),
+  GEMINI_BASE_URL: z.url().optional(),
+  RECONCILE_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
+  EFFECTS_WEBHOOK_URL: z.url().optional(),
+  EFFECTS_SIGNING_SECRET: z.string().optional(),
+  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
+  HOST: z.string().min(1).default('127.0.0.1'),
+  DATA_DIR: z.string().min(1).optional(),
+});
+
+export type Config = z.infer<typeof Env>;
+
+export class ConfigError extends Error {
+  override name = 'ConfigError';
+}
+
+export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
+  // An empty variable means "unset", as in most shells' habits.
+  const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
+  const parsed = Env.safeParse(present);
+  if (!parsed.success) throw new ConfigError(`invalid configuration: ${z.prettifyError(parsed.error)}`);
+  return parsed.data;
+}

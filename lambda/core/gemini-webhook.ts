@@ -1,0 +1,89 @@
+/**
+ * Gemini webhook envelope -> canonical event. Pure; the signature was checked
+ * before this runs.
+ */
+import { z } from 'zod';
+import type { OperationKind, OperationState } from './lifecycle.ts';
+import { normalizeOperationName } from './names.ts';
+import type { OperationEvent, OperationResult } from './reducer.ts';
+import { normalizeTime } from './time.ts';
+
+export class MalformedEventError extends Error {
+  override name = 'MalformedEventError';
+}
+
+export const WEBHOOK_EVENT_TYPES: Readonly<Record<string, { kind: OperationKind; state: OperationState }>> = {
+  'batch.succeeded': { kind: 'batch', state: 'SUCCEEDED' },
+  'batch.failed': { kind: 'batch', state: 'FAILED' },
+  'batch.cancelled': { kind: 'batch', state: 'CANCELLED' },
+  'batch.expired': { kind: 'batch', state: 'EXPIRED' },
+  'video.generated': { kind: 'video', state: 'SUCCEEDED' },
+  'interaction.completed': { kind: 'interaction', state: 'SUCCEEDED' },
+  'interaction.failed': { kind: 'interaction', state: 'FAILED' },
+  'interaction.cancelled': { kind: 'interaction', state: 'CANCELLED' },
+  'interaction.requires_action': { kind: 'interaction', state: 'REQUIRES_ACTION' },
+};
+
+const Envelope = z.object({ type: z.string().min(1) });
+
+const KnownEnvelope = z.object({
+  type: z.string(),
+  version: z.literal('v1').optional(),
+  timestamp: z.string(),
+  data: z.looseObject({
+    id: z.string().min(1),
+    update_time: z.string().optional(),
+    updateTime: z.string().optional(),
+    output_file_uri: z.string().optional(),
+    outputFileUri: z.string().optional(),
+    video_uri: z.string().optional(),
+    videoUri: z.string().optional(),
+    error: z
+      .union([z.string(), z.looseObject({ code: z.union([z.number(), z.string()]).optional(), message: z.string().optional() })])
+      .optional(),
+  }),
+});
+
+export type WebhookMapping = { kind: 'event'; event: OperationEvent } | { kind: 'ignored'; type: string };
+
+/**
+ * Maps a parsed delivery body. Unknown types (pings, future events) are
+ * `ignored`; a known type with missing or invalid fields throws
+ * MalformedEventError (and so does a time that does not parse).
+ */
+export function mapWebhookDelivery(body: unknown, deliveryId: string): WebhookMapping {
+  const envelope = Envelope.safeParse(body);
+  if (!envelope.success) throw new MalformedEventError(`not a Gemini webhook envelope: ${z.prettifyError(envelope.error)}`);
+  const type = WEBHOOK_EVENT_TYPES[envelope.data.type];
+  if (!type) return { kind: 'ignored', type: envelope.data.type };
+
+  const parsed = KnownEnvelope.safeParse(body);
+  if (!parsed.success) throw new MalformedEventError(`invalid ${envelope.data.type} event: ${z.prettifyError(parsed.error)}`);
+  const { data, timestamp } = parsed.data;
+  return {
+    kind: 'event',
+    event: {
+      name: normalizeOperationName(data.id),
+      kind: type.kind,
+      state: type.state,
+      providerState: envelope.data.type,
+      // The event's own time when the payload has one, else the envelope's.
+      updateTime: normalizeTime(data.update_time ?? data.updateTime ?? timestamp),
+      source: 'webhook',
+      eventId: deliveryId,
+      result: resultOf(data),
+    },
+  };
+}
+
+function resultOf(data: z.infer<typeof KnownEnvelope>['data']): OperationResult | undefined {
+  const outputUri = data.output_file_uri ?? data.outputFileUri ?? data.video_uri ?? data.videoUri;
+  const error =
+    typeof data.error === 'string' ? { message: data.error } : data.error && { code: data.error.code, message: data.error.message };
+  if (outputUri === undefined && error === undefined) return undefined;
+  return { ...(outputUri !== undefined && { outputUri }), ...(error !== undefined && { error: stripUndefined(error) }) };
+}
+
+function stripUndefined<T extends object>(value: T): T {
+  return Object.fromEntries(Object.entries(value).filter(([, v]) => v !== undefined)) as T;
+}

@@ -1,0 +1,116 @@
+/**
+ * The one place that decides whether an event moves an operation forward.
+ * Pure: no I/O, no clock (the caller passes `now`).
+ */
+import { isTerminal, type OperationKind, type OperationState, rankOf } from './lifecycle.ts';
+
+export type EventSource = 'webhook' | 'poll' | 'track';
+
+export interface OperationResult {
+  /** Where the output lives: a batch's output file, a generated video. */
+  outputUri?: string;
+  error?: { code?: string | number; message?: string };
+}
+
+/** One observation of an operation's state, already normalised at the edge. */
+export interface OperationEvent {
+  name: string;
+  kind: OperationKind;
+  state: OperationState;
+  /** The provider's own word for the state, e.g. `JOB_STATE_SUCCEEDED` or `batch.succeeded`. */
+  providerState: string;
+  /** Normalised (see time.ts); absent when the source carries no time (video polls). */
+  updateTime?: string;
+  source: Exclude<EventSource, 'track'>;
+  /** Webhook delivery id, or a poll's own id; for tracing only. */
+  eventId?: string;
+  result?: OperationResult;
+}
+
+/** The stored record of an operation. `version` counts applied writes. */
+export interface OperationRecord {
+  name: string;
+  kind: OperationKind;
+  /** null while the operation is tracked but nothing about it was observed yet. */
+  state: OperationState | null;
+  providerState: string | null;
+  updateTime: string | null;
+  version: number;
+  /** The state before the write that produced this version. */
+  previousState: OperationState | null;
+  /** Whether the write that produced this version changed `state` (drives side effects). */
+  stateChanged: boolean;
+  source: EventSource;
+  eventId: string | null;
+  result: OperationResult | null;
+  createdAt: string;
+  recordedAt: string;
+}
+
+export type DiscardReason = 'duplicate' | 'regress-from-terminal' | 'lower-rank' | 'stale-or-equal-update-time' | 'terminal-conflict';
+
+export type Decision = { applied: true; next: OperationRecord; stateChanged: boolean } | { applied: false; reason: DiscardReason };
+
+export function applyEvent(current: OperationRecord | undefined, event: OperationEvent, now: string): Decision {
+  const reason = discardReason(current, event);
+  if (reason) return { applied: false, reason };
+  const stateChanged = current?.state !== event.state;
+  const next: OperationRecord = {
+    name: event.name,
+    kind: event.kind,
+    state: event.state,
+    providerState: event.providerState,
+    updateTime: event.updateTime ?? null,
+    version: (current?.version ?? 0) + 1,
+    previousState: current?.state ?? null,
+    stateChanged,
+    source: event.source,
+    eventId: event.eventId ?? null,
+    result: event.result ?? current?.result ?? null,
+    createdAt: current?.createdAt ?? now,
+    recordedAt: now,
+  };
+  return { applied: true, next, stateChanged };
+}
+
+function discardReason(current: OperationRecord | undefined, event: OperationEvent): DiscardReason | undefined {
+  if (!current || current.state === null) return undefined;
+  // A redelivery of the webhook that produced the stored state (Gemini keeps webhook-id across retries).
+  if (event.eventId !== undefined && event.eventId === current.eventId) return 'duplicate';
+  const from = rankOf(current.state);
+  const to = rankOf(event.state);
+  if (isTerminal(current.state)) {
+    if (to < from) return 'regress-from-terminal';
+    // Terminal is absorbing: the first terminal stored stays, a different one is an anomaly.
+    if (event.state !== current.state) return 'terminal-conflict';
+  } else {
+    if (to < from) return 'lower-rank';
+    if (to > from) return undefined;
+  }
+  // Same rank: fencing on time. An event without a time never overrides a same-rank state.
+  return isLater(event.updateTime, current.updateTime) ? undefined : 'stale-or-equal-update-time';
+}
+
+/** Normalised times compare as strings; a missing time is earlier than any time. */
+function isLater(candidate: string | null | undefined, stored: string | null | undefined): boolean {
+  return candidate != null && (stored == null || candidate > stored);
+}
+
+/** The record `POST /operations` creates: known, polled, but with no observed state yet. */
+export function trackedRecord(name: string, kind: OperationKind, now: string): OperationRecord {
+  return {
+    name,
+    kind,
+    state: null,
+    providerState: null,
+    updateTime: null,
+    version: 1,
+    previousState: null,
+    stateChanged: false,
+    source: 'track',
+    eventId: null,
+    result: null,
+    createdAt: now,
+    recordedAt: now,
+  };
+}

@@ -1,0 +1,61 @@
+/**
+ * Standard Webhooks verification of inbound Gemini deliveries: HMAC-SHA256
+ * over `id.timestamp.rawBody`, ±300 s, any of several secrets (rotation).
+ */
+import { Webhook, WebhookVerificationError } from 'standardwebhooks';
+
+export class InvalidSecretError extends Error {
+  override name = 'InvalidSecretError';
+}
+
+/** `whsec_…` secrets separated by spaces or commas; each must decode to a non-empty key. */
+export function parseSigningSecrets(value: string): string[] {
+  const secrets = value.split(/[\s,]+/).filter(Boolean);
+  if (secrets.length === 0) throw new InvalidSecretError('no webhook signing secret configured');
+  secrets.forEach((secret, i) => {
+    if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) {
+      // Never echo the secret itself.
+      throw new InvalidSecretError(`webhook signing secret #${i + 1} is not of the form whsec_<base64>`);
+    }
+  });
+  return secrets;
+}
+
+export type Verification = { ok: true; id: string } | { ok: false; reason: string };
+
+export class WebhookSignatureVerifier {
+  private readonly verifiers = new Map<string, Webhook>();
+
+  /** `secrets` is asked on every delivery, so a rotated secret is picked up without a restart. */
+  constructor(private readonly secrets: () => Promise<readonly string[]>) {}
+
+  async verify(rawBody: string, headers: Headers): Promise<Verification> {
+    const id = headers.get('webhook-id');
+    const timestamp = headers.get('webhook-timestamp');
+    const signature = headers.get('webhook-signature');
+    if (!id || !timestamp || !signature) return { ok: false, reason: 'missing webhook-id, webhook-timestamp or webhook-signature header' };
+    if (!/^\d+$/.test(timestamp)) return { ok: false, reason: 'webhook-timestamp is not unix seconds' };
+    const signed = { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': signature };
+    let reason = 'no matching signature';
+    for (const secret of await this.secrets()) {
+      try {
+        this.verifierFor(secret).verify(rawBody, signed, { jsonParse: false });
+        return { ok: true, id };
+      } catch (error) {
+        if (!(error instanceof WebhookVerificationError)) throw error;
+        if (/timestamp/i.test(error.message)) return { ok: false, reason: 'webhook-timestamp outside the ±300 s tolerance' };
+        reason = 'no matching signature';
+      }
+    }
+    return { ok: false, reason };
+  }
+
+  private verifierFor(secret: string): Webhook {
+    let verifier = this.verifiers.get(secret);
+    if (!verifier) {
+      verifier = new Webhook(secret);
+      this.verifiers.set(secret, verifier);
+    }
+    return verifier;
+  }
+}

@@ -1,0 +1,29 @@
+/** The one DynamoDB client factory. */
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
+
+export interface DynamoDbSettings {
+  /** Use this DynamoDB (DynamoDB Local) instead of the regional endpoint. */
+  endpoint?: string;
+  region?: string;
+  /** Per-request timeout; the webhook must answer Gemini within a few seconds. */
+  requestTimeoutMs?: number;
+}
+
+export function createDynamoDbClient(settings: DynamoDbSettings = {}): DynamoDBClient {
+  const local = settings.endpoint !== undefined;
+  return new DynamoDBClient({
+    ...(local && {
+      endpoint: settings.endpoint,
+      // DynamoDB Local accepts any credentials; fixed dummies keep one shared database.
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    }),
+    region: settings.region ?? process.env.AWS_REGION ?? 'us-east-1',
+    maxAttempts: 3,
+    requestHandler: { requestTimeout: settings.requestTimeoutMs ?? 2_000, connectionTimeout: 1_000 },
+  });
+}
+
+export function createDocumentClient(client: DynamoDBClient): DynamoDBDocumentClient {
+  return DynamoDBDocumentClient.from(client, { marshallOptions: { removeUndefinedValues: true } });
+}

@@ -1,0 +1,23 @@
+import type { TestProject } from 'vitest/node';
+import { createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { startDynamoDbLocal } from '../../local/dynamodb-local.ts';
+import { ensureTable } from '../../local/runtime.ts';
+
+export const TEST_TABLE = 'ratchet-test-operations';
+
+export default async function setup(project: TestProject) {
+  const db = await startDynamoDbLocal();
+  const client = createDynamoDbClient({ endpoint: db.endpoint });
+  await ensureTable(client, TEST_TABLE);
+  client.destroy();
+  project.provide('dynamodbEndpoint', db.endpoint);
+  project.provide('tableName', TEST_TABLE);
+  return () => db.stop();
+}
+
+declare module 'vitest' {
+  export interface ProvidedContext {
+    dynamodbEndpoint: string;
+    tableName: string;
+  }
+}

@@ -1,0 +1,70 @@
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { InvalidSecretError, parseSigningSecrets, WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
+import { newSecret, sign, signedDelivery } from '../support/deliveries.ts';
+
+const verifierFor = (...secrets: string[]) => new WebhookSignatureVerifier(async () => secrets);
+const verify = (verifier: WebhookSignatureVerifier, d: { body: string; headers: Record<string, string> }) =>
+  verifier.verify(d.body, new Headers(d.headers));
+
+afterEach(() => {
+  vi.useRealTimers();
+});
+
+describe('WebhookSignatureVerifier', () => {
+  it('accepts a delivery signed with the secret and returns its id', async () => {
+    const secret = newSecret();
+    const delivery = signedDelivery(secret, { type: 'ping' }, { id: 'msg_42' });
+    expect(await verify(verifierFor(secret), delivery)).toEqual({ ok: true, id: 'msg_42' });
+  });
+
+  it('accepts any configured secret and any of several signatures (rotation)', async () => {
+    const [oldSecret, newOne, unrelated] = [newSecret(), newSecret(), newSecret()];
+    const delivery = signedDelivery(newOne, { type: 'ping' });
+    expect((await verify(verifierFor(oldSecret, newOne), delivery)).ok).toBe(true);
+    const { headers } = delivery;
+    const both = {
+      ...headers,
+      'webhook-signature': `${sign(unrelated, headers['webhook-id']!, Number(headers['webhook-timestamp']), delivery.body)} ${headers['webhook-signature']}`,
+    };
+    expect((await verify(verifierFor(newOne), { body: delivery.body, headers: both })).ok).toBe(true);
+  });
+
+  it('rejects a wrong secret, a changed body and missing headers', async () => {
+    const secret = newSecret();
+    const delivery = signedDelivery(secret, { type: 'ping' });
+    expect(await verify(verifierFor(newSecret()), delivery)).toEqual({ ok: false, reason: 'no matching signature' });
+    expect(await verify(verifierFor(secret), { ...delivery, body: `${delivery.body} ` })).toEqual({
+      ok: false,
+      reason: 'no matching signature',
+    });
+    const { 'webhook-signature': _, ...unsigned } = delivery.headers;
+    expect((await verify(verifierFor(secret), { ...delivery, headers: unsigned })).ok).toBe(false);
+    expect((await verify(verifierFor(secret), { ...delivery, headers: { ...delivery.headers, 'webhook-timestamp': 'soon' } })).ok).toBe(
+      false,
+    );
+  });
+
+  it('accepts timestamps within ±300 s and rejects those beyond', async () => {
+    vi.useFakeTimers({ now: new Date('2026-11-30T10:00:00Z') });
+    const now = Math.floor(Date.now() / 1000);
+    const secret = newSecret();
+    const at = (timestamp: number) => verify(verifierFor(secret), signedDelivery(secret, { type: 'ping' }, { timestamp }));
+    expect((await at(now - 300)).ok).toBe(true);
+    expect((await at(now + 300)).ok).toBe(true);
+    expect(await at(now - 301)).toEqual({ ok: false, reason: 'webhook-timestamp outside the ±300 s tolerance' });
+    expect(await at(now + 301)).toEqual({ ok: false, reason: 'webhook-timestamp outside the ±300 s tolerance' });
+  });
+});
+
+describe('parseSigningSecrets', () => {
+  it('splits on spaces and commas', () => {
+    expect(parseSigningSecrets('whsec_YQ== whsec_Yg==,whsec_Yw==')).toEqual(['whsec_YQ==', 'whsec_Yg==', 'whsec_Yw==']);
+  });
+
+  it('rejects a secret not of the whsec_ form without echoing it', () => {
+    expect(() => parseSigningSecrets('whsec_YQ== hunter2')).toThrow(
+      new InvalidSecretError('webhook signing secret #2 is not of the form whsec_<base64>'),
+    );
+    expect(() => parseSigningSecrets(' ')).toThrow(InvalidSecretError);
+  });
+});
