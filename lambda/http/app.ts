@@ -55,7 +55,12 @@ export function createApp(deps: AppDeps): Hono {
     '/webhooks/gemini',
     bodyLimit({
       maxSize: MAX_WEBHOOK_BODY_BYTES,
-      onError: () => fail('payload-too-large', `body exceeds ${MAX_WEBHOOK_BODY_BYTES} bytes`),
+      onError: () => {
+        const response = fail('payload-too-large', `body exceeds ${MAX_WEBHOOK_BODY_BYTES} bytes`);
+        // The rest of the body is never read: a client must not reuse this connection.
+        response.headers.set('connection', 'close');
+        return response;
+      },
     }),
     async (c) => {
       const raw = await c.req.text();
@@ -76,7 +81,7 @@ export function createApp(deps: AppDeps): Hono {
           error instanceof InvalidNameError
         ) {
           const message = error instanceof SyntaxError ? `body is not JSON: ${error.message}` : error.message;
-          logger.warn('webhook rejected', { decision: 'rejected', reason: 'malformed', webhookId: deliveryId, message });
+          logger.warn('webhook rejected', { decision: 'rejected', reason: 'malformed', webhookId: deliveryId, detail: message });
           return fail('malformed-request', message);
         }
         throw error;

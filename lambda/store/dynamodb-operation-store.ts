@@ -20,7 +20,7 @@ export class DynamoDbOperationStore implements OperationStore {
   }
 
   async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
-    const names: Record<string, string> = { '#pk': PARTITION_KEY, '#version': 'version' };
+    const names: Record<string, string> = {};
     const values: Record<string, unknown> = {};
     const assignments: string[] = [];
     for (const [key, value] of Object.entries(next)) {
@@ -29,7 +29,9 @@ export class DynamoDbOperationStore implements OperationStore {
       values[`:${key}`] = value;
       assignments.push(`#${key} = :${key}`);
     }
-    if (expectedVersion !== undefined) values[':expectedVersion'] = expectedVersion;
+    // DynamoDB refuses names and values the expressions do not use.
+    if (expectedVersion === undefined) names['#pk'] = PARTITION_KEY;
+    else values[':expectedVersion'] = expectedVersion;
     try {
       await this.client.send(
         new UpdateCommand({

@@ -3,7 +3,7 @@ import type { OperationRecord } from '../../lambda/core/reducer.ts';
 import type { OperationStore, WriteOutcome } from '../../lambda/store/operation-store.ts';
 
 export class MemoryStore implements OperationStore {
-  readonly records = new Map<string, OperationRecord>();
+  records = new Map<string, OperationRecord>();
   writes = 0;
   /** Called before every write; may mutate records (a racing writer) or throw (an outage). */
   beforeWrite?: (next: OperationRecord) => void;

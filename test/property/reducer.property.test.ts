@@ -1,0 +1,120 @@
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import type { OperationState } from '../../lambda/core/lifecycle.ts';
+import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
+import { normalizeTime } from '../../lambda/core/time.ts';
+import { formatTime, historyArb, isAfter, normalisedForm } from '../support/histories.ts';
+
+const NOW = '2026-12-01T00:00:00.000000000Z';
+const RANK: Record<OperationState, number> = {
+  PENDING: 0,
+  RUNNING: 1,
+  REQUIRES_ACTION: 1,
+  SUCCEEDED: 2,
+  FAILED: 2,
+  CANCELLED: 2,
+  EXPIRED: 2,
+};
+
+/** Folds events through the reducer, normalising times at the edge as the webhook and reconcile do. */
+function fold(events: OperationEvent[]): { final: OperationRecord | undefined; applied: OperationRecord[] } {
+  let current: OperationRecord | undefined;
+  const applied: OperationRecord[] = [];
+  for (const event of events) {
+    const decision = applyEvent(current, { ...event, updateTime: event.updateTime && normalizeTime(event.updateTime) }, NOW);
+    if (decision.applied) {
+      current = decision.next;
+      applied.push(current);
+    }
+  }
+  return { final: current, applied };
+}
+
+const deliveryOrders = <T>(items: T[]) => fc.shuffledSubarray(items, { minLength: items.length, maxLength: items.length });
+
+describe('reducer properties', () => {
+  it('every delivery order, with duplicates, ends at the maximum under (rank, time)', () => {
+    fc.assert(
+      fc.property(
+        historyArb('batches/p').chain((history) =>
+          fc.tuple(fc.constant(history), deliveryOrders(history.observations), deliveryOrders(history.observations)),
+        ),
+        ([history, orderA, orderB]) => {
+          const a = fold(orderA.map((o) => o.event)).final;
+          const b = fold(orderB.map((o) => o.event)).final;
+          expect({ state: a?.state, updateTime: a?.updateTime }).toEqual(history.expected);
+          expect({ state: b?.state, updateTime: b?.updateTime }).toEqual(history.expected);
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('stored states never decrease: each applied write is strictly later under (rank, time), versions count up by one', () => {
+    fc.assert(
+      fc.property(
+        historyArb('batches/p').chain((h) => deliveryOrders(h.observations)),
+        (order) => {
+          const { applied } = fold(order.map((o) => o.event));
+          const key = (r: OperationRecord) => ({
+            rank: RANK[r.state as OperationState],
+            nanos: r.updateTime === null ? undefined : nanosOf(r.updateTime),
+          });
+          applied.forEach((record, i) => {
+            expect(record.version).toBe(i + 1);
+            const before = applied[i - 1];
+            if (before) {
+              expect(isAfter(key(record), key(before))).toBe(true);
+              expect(record.previousState).toBe(before.state);
+              expect(record.stateChanged).toBe(record.state !== before.state);
+            }
+          });
+        },
+      ),
+      { numRuns: 500 },
+    );
+  });
+
+  it('the first terminal state stored stays, whatever other terminal states arrive after it', () => {
+    const terminal = fc.constantFrom<OperationState>('SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED');
+    const event = fc.record({
+      state: fc.constantFrom<OperationState>('PENDING', 'RUNNING', 'REQUIRES_ACTION', 'SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED'),
+      seconds: fc.integer({ min: 0, max: 1000 }),
+    });
+    fc.assert(
+      fc.property(fc.array(event, { maxLength: 6 }), terminal, fc.array(event, { maxLength: 10 }), (before, first, after) => {
+        const toEvent = (state: OperationState, seconds: number): OperationEvent => ({
+          name: 'batches/t',
+          kind: 'batch',
+          state,
+          providerState: state,
+          updateTime: formatTime(BigInt(1_780_000_000 + seconds) * 1_000_000_000n, 0, 0),
+          source: 'poll',
+        });
+        const nonTerminalBefore = before.filter((e) => RANK[e.state] < 2).map((e) => toEvent(e.state, e.seconds));
+        const { final } = fold([...nonTerminalBefore, toEvent(first, 500), ...after.map((e) => toEvent(e.state, e.seconds))]);
+        expect(final?.state).toBe(first);
+      }),
+      { numRuns: 500 },
+    );
+  });
+
+  it('normalised times order exactly as the instants they write', () => {
+    // A day inside 1970-01-01 .. 9999-12-31, so any offset still writes a four-digit year.
+    const instant = fc.bigInt({ min: 86_400n * 1_000_000_000n, max: (253_402_300_799n - 86_400n) * 1_000_000_000n });
+    fc.assert(
+      fc.property(instant, instant, fc.integer({ min: -23 * 60, max: 23 * 60 }), (a, b, offset) => {
+        const na = normalizeTime(formatTime(a, 9, offset));
+        const nb = normalizeTime(formatTime(b, 9, 0));
+        expect(na).toBe(normalisedForm(a));
+        expect(na < nb).toBe(a < b);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+});
+
+function nanosOf(normalised: string): bigint {
+  const seconds = BigInt(Date.parse(`${normalised.slice(0, 19)}Z`) / 1000);
+  return seconds * 1_000_000_000n + BigInt(normalised.slice(20, 29));
+}

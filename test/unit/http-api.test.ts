@@ -1,0 +1,130 @@
+import { beforeEach, describe, expect, it } from 'vitest';
+import { createApp } from '../../lambda/http/app.ts';
+import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { MemoryStore } from '../support/memory-store.ts';
+import { silentLogger } from '../support/silent-logger.ts';
+
+const secret = newSecret();
+let store: MemoryStore;
+let app: ReturnType<typeof createApp>;
+
+beforeEach(() => {
+  store = new MemoryStore();
+  app = createApp({
+    store,
+    verifier: new WebhookSignatureVerifier(async () => [secret]),
+    logger: silentLogger,
+    ingest: { sleep: async () => {} },
+  });
+});
+
+async function deliver(payload: unknown, options: { id?: string; timestamp?: number; secret?: string } = {}) {
+  const { body, headers } = signedDelivery(options.secret ?? secret, payload, options);
+  const response = await app.request('/webhooks/gemini', { method: 'POST', body, headers });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+describe('POST /webhooks/gemini', () => {
+  it('applies a signed delivery and answers with the stored operation', async () => {
+    const answer = await deliver(envelope('batch.succeeded', { id: 'batch_9' }));
+    expect(answer).toMatchObject({
+      status: 200,
+      body: { applied: true, operation: { name: 'batches/9', state: 'SUCCEEDED', version: 1 } },
+    });
+    expect(store.records.get('batches/9')?.state).toBe('SUCCEEDED');
+  });
+
+  it('answers 200 without a change for a redelivery, a stale event and a terminal conflict', async () => {
+    await deliver(envelope('batch.succeeded', { id: 'batches/9' }, '2026-11-30T10:00:00Z'), { id: 'msg_a' });
+    expect(await deliver(envelope('batch.succeeded', { id: 'batches/9' }, '2026-11-30T10:00:00Z'), { id: 'msg_a' })).toMatchObject({
+      status: 200,
+      body: { applied: false, reason: 'duplicate' },
+    });
+    expect(await deliver(envelope('batch.succeeded', { id: 'batches/9' }, '2026-11-30T09:00:00Z'))).toMatchObject({
+      status: 200,
+      body: { applied: false, reason: 'stale-or-equal-update-time' },
+    });
+    expect(await deliver(envelope('batch.failed', { id: 'batches/9' }, '2026-11-30T11:00:00Z'))).toMatchObject({
+      status: 200,
+      body: { applied: false, reason: 'terminal-conflict', operation: { state: 'SUCCEEDED', version: 1 } },
+    });
+    expect(store.writes).toBe(1);
+  });
+
+  it('acknowledges unknown event types and changes nothing', async () => {
+    expect(await deliver({ type: 'webhook.ping' })).toEqual({ status: 200, body: { applied: false, reason: 'unknown-event-type' } });
+    expect(store.writes).toBe(0);
+  });
+
+  it.each([
+    ['a body that is not JSON', '{"type":'],
+    ['a known type without data.id', envelope('batch.succeeded', {})],
+    ['an unparseable time', envelope('batch.succeeded', { id: 'batches/1' }, 'Tuesday')],
+  ])('answers 400 for %s', async (_, payload) => {
+    const answer = await deliver(payload);
+    expect(answer.status).toBe(400);
+    expect(answer.body.error).toBe('malformed-request');
+    expect(store.writes).toBe(0);
+  });
+
+  it('answers 401 for a wrong secret and for a stale timestamp, before reading the body', async () => {
+    expect((await deliver(envelope('batch.succeeded', { id: 'batches/1' }), { secret: newSecret() })).status).toBe(401);
+    const stale = await deliver(envelope('batch.succeeded', { id: 'batches/1' }), { timestamp: Math.floor(Date.now() / 1000) - 600 });
+    expect(stale).toMatchObject({ status: 401, body: { error: 'invalid-signature' } });
+    expect((await deliver('not even json', { secret: newSecret() })).status).toBe(401);
+    expect(store.writes).toBe(0);
+  });
+
+  it('answers 413 above 256 KiB and accepts exactly 256 KiB', async () => {
+    const base = JSON.stringify(envelope('batch.succeeded', { id: 'batches/big', pad: '' }));
+    const pad = (bytes: number) => base.replace('"pad":""', `"pad":"${'x'.repeat(bytes - base.length)}"`);
+    expect((await deliver(pad(256 * 1024))).status).toBe(200);
+    expect((await deliver(pad(256 * 1024 + 1))).status).toBe(413);
+  });
+
+  it('answers 503 when the event could not be recorded', async () => {
+    store.failReads = true;
+    expect(await deliver(envelope('batch.succeeded', { id: 'batches/1' }))).toMatchObject({ status: 503, body: { error: 'not-recorded' } });
+  });
+});
+
+describe('operations API', () => {
+  const track = (body: unknown) =>
+    app.request('/operations', { method: 'POST', body: JSON.stringify(body), headers: { 'content-type': 'application/json' } });
+
+  it('tracks a new operation with 201, a known one with 200', async () => {
+    const created = await track({ name: 'batch_5' });
+    expect(created.status).toBe(201);
+    expect(await created.json()).toMatchObject({ name: 'batches/5', state: null, version: 1 });
+    const again = await track({ name: 'batches/5' });
+    expect(again.status).toBe(200);
+    expect(store.writes).toBe(1);
+  });
+
+  it('rejects a body without a valid name with 400', async () => {
+    expect((await track({})).status).toBe(400);
+    expect((await track({ name: 'two words' })).status).toBe(400);
+    expect((await app.request('/operations', { method: 'POST', body: '{' })).status).toBe(400);
+  });
+
+  it('reads names containing slashes, raw or percent-encoded; 404 for unknown', async () => {
+    await deliver(envelope('video.generated', { id: 'models/veo-3/operations/v1' }));
+    for (const path of ['/operations/models/veo-3/operations/v1', '/operations/models%2Fveo-3%2Foperations%2Fv1']) {
+      const response = await app.request(path);
+      expect(response.status).toBe(200);
+      expect(await response.json()).toMatchObject({
+        name: 'models/veo-3/operations/v1',
+        state: 'SUCCEEDED',
+        providerState: 'video.generated',
+        version: 1,
+      });
+    }
+    expect((await app.request('/operations/batches/unknown')).status).toBe(404);
+  });
+
+  it('answers healthz and unknown routes', async () => {
+    expect((await app.request('/healthz')).status).toBe(200);
+    expect((await app.request('/nope')).status).toBe(404);
+  });
+});
