@@ -6,7 +6,7 @@ export default defineConfig({
     projects: [
       {
         extends: true,
-        test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/property/**/*.test.ts'] },
+        test: { name: 'unit', include: ['test/unit/**/*.test.ts', 'test/property/**/*.test.ts', 'test/stack/**/*.test.ts'] },
       },
       {
         extends: true,
