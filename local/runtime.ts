@@ -12,7 +12,7 @@ import { serve } from '@hono/node-server';
 import type { Config } from '../lambda/config.ts';
 import { createApp } from '../lambda/http/app.ts';
 import { parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
-import { createLogger } from '../lambda/logger.ts';
+import { createLogger, createMetrics } from '../lambda/logger.ts';
 import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../lambda/store/table.ts';
@@ -46,7 +46,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   try {
     await ensureTable(client, config.TABLE_NAME);
     const store = new DynamoDbOperationStore(createDocumentClient(client), config.TABLE_NAME);
-    const app = createApp({ store, verifier: new WebhookSignatureVerifier(async () => secrets), logger });
+    const app = createApp({ store, verifier: new WebhookSignatureVerifier(async () => secrets), logger, metrics: createMetrics() });
     const server = await listen(app.fetch, config.HOST, config.PORT);
     stopped.push(
       () =>

@@ -7,7 +7,7 @@ import { handle } from 'hono/aws-lambda';
 import { ConfigError, loadConfig } from '../config.ts';
 import { createApp } from '../http/app.ts';
 import { parseSigningSecrets, WebhookSignatureVerifier } from '../http/webhook-signature.ts';
-import { createLogger } from '../logger.ts';
+import { createLogger, createMetrics } from '../logger.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../store/dynamodb-operation-store.ts';
 
@@ -26,4 +26,6 @@ async function signingSecrets(): Promise<readonly string[]> {
   return parseSigningSecrets(String(value ?? ''));
 }
 
-export const handler = handle(createApp({ store, verifier: new WebhookSignatureVerifier(signingSecrets), logger }));
+export const handler = handle(
+  createApp({ store, verifier: new WebhookSignatureVerifier(signingSecrets), logger, metrics: createMetrics() }),
+);

@@ -4,6 +4,7 @@
  * use case, shape the response.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
+import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { Hono } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
@@ -22,6 +23,8 @@ export interface AppDeps {
   store: OperationStore;
   verifier: WebhookSignatureVerifier;
   logger: Logger;
+  /** Counts each webhook decision (`WebhookApplied`, `WebhookTerminalConflict`, …). */
+  metrics?: Metrics;
   clock?: () => Date;
   ingest?: Omit<IngestDeps, 'store' | 'clock'>;
 }
@@ -40,7 +43,12 @@ type Failure = keyof typeof FAILURES;
 const TrackRequest = z.object({ name: z.string() });
 
 export function createApp(deps: AppDeps): Hono {
-  const { store, verifier, logger } = deps;
+  const { store, verifier, logger, metrics } = deps;
+  const count = (metric: string) => {
+    if (!metrics) return;
+    metrics.addMetric(metric, MetricUnit.Count, 1);
+    metrics.publishStoredMetrics();
+  };
   const clock = deps.clock ?? (() => new Date());
   const app = new Hono();
   const fail = (failure: Failure, message: string) =>
@@ -67,6 +75,7 @@ export function createApp(deps: AppDeps): Hono {
       const verification = await verifier.verify(raw, c.req.raw.headers);
       if (!verification.ok) {
         logger.warn('webhook rejected', { decision: 'rejected', reason: verification.reason });
+        count('WebhookRejected');
         return fail('invalid-signature', verification.reason);
       }
       const deliveryId = verification.id;
@@ -82,6 +91,7 @@ export function createApp(deps: AppDeps): Hono {
         ) {
           const message = error instanceof SyntaxError ? `body is not JSON: ${error.message}` : error.message;
           logger.warn('webhook rejected', { decision: 'rejected', reason: 'malformed', webhookId: deliveryId, detail: message });
+          count('WebhookRejected');
           return fail('malformed-request', message);
         }
         throw error;
@@ -101,6 +111,7 @@ export function createApp(deps: AppDeps): Hono {
           attempts: result.attempts,
         };
         if (result.outcome === 'applied') {
+          count('WebhookApplied');
           logger.info('webhook applied', {
             ...log,
             state: result.record.state,
@@ -110,7 +121,9 @@ export function createApp(deps: AppDeps): Hono {
           return c.json({ applied: true, operation: result.record });
         }
         // A second terminal state for one operation is a provider anomaly: surface it, never apply it.
-        const level = result.reason === 'terminal-conflict' ? 'warn' : 'info';
+        const conflict = result.reason === 'terminal-conflict';
+        count(conflict ? 'WebhookTerminalConflict' : 'WebhookDiscarded');
+        const level = conflict ? 'warn' : 'info';
         logger[level]('webhook discarded', {
           ...log,
           reason: result.reason,
@@ -120,6 +133,7 @@ export function createApp(deps: AppDeps): Hono {
         return c.json({ applied: false, reason: result.reason, operation: result.record });
       } catch (error) {
         if (!(error instanceof NotRecordedError)) throw error;
+        count('WebhookNotRecorded');
         logger.error('webhook not recorded', {
           decision: 'not-recorded',
           reason: error.reason,

@@ -76,6 +76,7 @@ describe('bundled API function', () => {
         WEBHOOK_SIGNING_SECRETS: secret,
         AWS_REGION: 'eu-west-1',
         POWERTOOLS_LOG_LEVEL: 'SILENT',
+        POWERTOOLS_METRICS_DISABLED: 'true',
         AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
       },
     });

@@ -1,4 +1,5 @@
-import { beforeEach, describe, expect, it } from 'vitest';
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { createApp } from '../../lambda/http/app.ts';
 import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
@@ -8,16 +9,23 @@ import { silentLogger } from '../support/silent-logger.ts';
 const secret = newSecret();
 let store: MemoryStore;
 let app: ReturnType<typeof createApp>;
+let metrics: Metrics;
 
 beforeEach(() => {
   store = new MemoryStore();
+  metrics = new Metrics({ namespace: 'RatchetTest', serviceName: 'test' });
+  vi.spyOn(metrics, 'publishStoredMetrics').mockReturnValue(metrics);
+  vi.spyOn(metrics, 'addMetric');
   app = createApp({
     store,
     verifier: new WebhookSignatureVerifier(async () => [secret]),
     logger: silentLogger,
+    metrics,
     ingest: { sleep: async () => {} },
   });
 });
+
+const counted = () => vi.mocked(metrics.addMetric).mock.calls.map(([name]) => name);
 
 async function deliver(payload: unknown, options: { id?: string; timestamp?: number; secret?: string } = {}) {
   const { body, headers } = signedDelivery(options.secret ?? secret, payload, options);
@@ -86,6 +94,7 @@ describe('POST /webhooks/gemini', () => {
   it('answers 503 when the event could not be recorded', async () => {
     store.failReads = true;
     expect(await deliver(envelope('batch.succeeded', { id: 'batches/1' }))).toMatchObject({ status: 503, body: { error: 'not-recorded' } });
+    expect(counted()).toEqual(['WebhookNotRecorded']);
   });
 });
 
