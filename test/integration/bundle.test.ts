@@ -12,6 +12,7 @@ import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { RatchetStack } from '../../lib/ratchet-stack.ts';
+import { httpApiEvent } from '../support/api-gateway.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 
 // Outside the project, whose package.json says "type": "module": Lambda has no such file either.
@@ -27,24 +28,6 @@ const events = JSON.parse(process.argv[2]);
   console.log(JSON.stringify(results));
 })().catch((e) => { console.error(e); process.exit(1); });
 `;
-
-function httpEvent(method: string, path: string, body?: string, headers: Record<string, string> = {}) {
-  return {
-    version: '2.0',
-    routeKey: '$default',
-    rawPath: path,
-    rawQueryString: '',
-    headers: { host: 'x.execute-api.eu-west-1.amazonaws.com', ...headers },
-    requestContext: {
-      http: { method, path, protocol: 'HTTP/1.1', sourceIp: '192.0.2.1' },
-      stage: '$default',
-      requestId: 'r',
-      timeEpoch: Date.now(),
-    },
-    body,
-    isBase64Encoded: false,
-  };
-}
 
 describe('bundled API function', () => {
   it('synthesizes with esbuild and serves a signed webhook from the bundle', async () => {
@@ -63,9 +46,9 @@ describe('bundled API function', () => {
     const name = `batches/bundle-${Date.now()}`;
     const delivery = signedDelivery(secret, envelope('batch.expired', { id: name }));
     const events = [
-      httpEvent('GET', '/healthz'),
-      httpEvent('POST', '/webhooks/gemini', delivery.body, delivery.headers),
-      httpEvent('GET', `/operations/${name}`),
+      httpApiEvent('GET', '/healthz'),
+      httpApiEvent('POST', '/webhooks/gemini', delivery.body, delivery.headers),
+      httpApiEvent('GET', `/operations/${name}`),
     ];
     const { stdout } = await promisify(execFile)(process.execPath, ['-e', RUN_HANDLER, bundle, JSON.stringify(events)], {
       cwd: outdir,

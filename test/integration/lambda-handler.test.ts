@@ -4,6 +4,7 @@
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, Context } from 'aws-lambda';
 import { beforeAll, describe, expect, inject, it } from 'vitest';
+import { httpApiEvent } from '../support/api-gateway.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 
 const secret = newSecret();
@@ -17,36 +18,6 @@ beforeAll(async () => {
   ({ handler } = (await import('../../lambda/handlers/api.ts')) as never);
 });
 
-function apiEvent(
-  method: string,
-  path: string,
-  body?: string,
-  headers: Record<string, string> = {},
-  base64 = false,
-): APIGatewayProxyEventV2 {
-  return {
-    version: '2.0',
-    routeKey: '$default',
-    rawPath: path,
-    rawQueryString: '',
-    headers: { host: 'abc.execute-api.eu-west-1.amazonaws.com', ...headers },
-    requestContext: {
-      accountId: '123456789012',
-      apiId: 'abc',
-      domainName: 'abc.execute-api.eu-west-1.amazonaws.com',
-      domainPrefix: 'abc',
-      http: { method, path, protocol: 'HTTP/1.1', sourceIp: '192.0.2.1', userAgent: 'test' },
-      requestId: 'req',
-      routeKey: '$default',
-      stage: '$default',
-      time: '02/Dec/2026:10:00:00 +0000',
-      timeEpoch: Date.now(),
-    },
-    body: body === undefined ? undefined : base64 ? Buffer.from(body).toString('base64') : body,
-    isBase64Encoded: base64,
-  } as APIGatewayProxyEventV2;
-}
-
 const context = { awsRequestId: 'req', functionName: 'api', getRemainingTimeInMillis: () => 10_000 } as Context;
 
 async function call(event: APIGatewayProxyEventV2) {
@@ -58,11 +29,11 @@ describe('Lambda handler (API Gateway payload v2)', () => {
   it('verifies a base64-encoded body on its exact bytes and stores the event', async () => {
     const name = `batches/lambda-${Date.now()}`;
     const { body, headers } = signedDelivery(secret, envelope('batch.succeeded', { id: name, note: 'héllo ✓' }));
-    expect(await call(apiEvent('POST', '/webhooks/gemini', body, headers, true))).toMatchObject({
+    expect(await call(httpApiEvent('POST', '/webhooks/gemini', body, headers, true))).toMatchObject({
       status: 200,
       body: { applied: true, operation: { name, state: 'SUCCEEDED' } },
     });
-    expect(await call(apiEvent('GET', `/operations/${name}`))).toMatchObject({
+    expect(await call(httpApiEvent('GET', `/operations/${name}`))).toMatchObject({
       status: 200,
       body: { name, state: 'SUCCEEDED', version: 1 },
     });
@@ -70,12 +41,12 @@ describe('Lambda handler (API Gateway payload v2)', () => {
 
   it('answers 401 when the decoded body differs from what was signed', async () => {
     const { body, headers } = signedDelivery(secret, envelope('batch.succeeded', { id: 'batches/tampered' }));
-    expect((await call(apiEvent('POST', '/webhooks/gemini', body.replace('tampered', 'tampereD'), headers, true))).status).toBe(401);
+    expect((await call(httpApiEvent('POST', '/webhooks/gemini', body.replace('tampered', 'tampereD'), headers, true))).status).toBe(401);
   });
 
   it('tracks an operation through POST /operations', async () => {
     const name = `batches/tracked-${Date.now()}`;
-    const created = await call(apiEvent('POST', '/operations', JSON.stringify({ name }), { 'content-type': 'application/json' }));
+    const created = await call(httpApiEvent('POST', '/operations', JSON.stringify({ name }), { 'content-type': 'application/json' }));
     expect(created).toMatchObject({ status: 201, body: { name, state: null, version: 1 } });
   });
 });

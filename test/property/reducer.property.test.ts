@@ -3,18 +3,9 @@ import { describe, expect, it } from 'vitest';
 import type { OperationState } from '../../lambda/core/lifecycle.ts';
 import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
 import { normalizeTime } from '../../lambda/core/time.ts';
-import { formatTime, historyArb, isAfter, normalisedForm } from '../support/histories.ts';
+import { formatTime, historyArb, isAfter, normalisedForm, RANK } from '../support/histories.ts';
 
 const NOW = '2026-12-01T00:00:00.000000000Z';
-const RANK: Record<OperationState, number> = {
-  PENDING: 0,
-  RUNNING: 1,
-  REQUIRES_ACTION: 1,
-  SUCCEEDED: 2,
-  FAILED: 2,
-  CANCELLED: 2,
-  EXPIRED: 2,
-};
 
 /** Folds events through the reducer, normalising times at the edge as the webhook and reconcile do. */
 function fold(events: OperationEvent[]): { final: OperationRecord | undefined; applied: OperationRecord[] } {
