@@ -15,6 +15,18 @@ const Env = z.object({
   RECONCILE_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   EFFECTS_WEBHOOK_URL: z.url().optional(),
   EFFECTS_SIGNING_SECRET: z.string().optional(),
+  /** In AWS: a Secrets Manager secret holding EFFECTS_SIGNING_SECRET. */
+  EFFECTS_SIGNING_SECRET_ARN: z.string().optional(),
+  /** The effects ledger table; locally `<TABLE_NAME>-effects-ledger`. */
+  EFFECTS_LEDGER_TABLE: z.string().min(1).optional(),
+  /** In AWS: the event bus that receives `Operation State Changed` events. */
+  EVENT_BUS_NAME: z.string().min(1).optional(),
+  /** Outbound webhook: how long to wait for an answer. */
+  EFFECTS_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(5_000),
+  /** Local stream mapping: first retry delay, doubled per retry (capped at 60 s). */
+  EFFECTS_RETRY_BASE_MS: z.coerce.number().int().positive().default(1_000),
+  /** Local stream mapping: retries before a batch goes to the dead-letter store. */
+  EFFECTS_RETRY_ATTEMPTS: z.coerce.number().int().min(0).optional(),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATA_DIR: z.string().min(1).optional(),

@@ -7,9 +7,22 @@ import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { resolve } from 'node:path';
-import { CreateTableCommand, type DynamoDBClient, ResourceInUseException, waitUntilTableExists } from '@aws-sdk/client-dynamodb';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import {
+  CreateTableCommand,
+  type CreateTableCommandInput,
+  type DynamoDBClient,
+  ResourceInUseException,
+  waitUntilTableExists,
+} from '@aws-sdk/client-dynamodb';
+import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { serve } from '@hono/node-server';
 import type { Config } from '../lambda/config.ts';
+import { ConfigError } from '../lambda/config.ts';
+import { DynamoDbEffectLedger, ledgerTableInput } from '../lambda/effects/ledger.ts';
+import { EFFECTS_MAPPING } from '../lambda/effects/mapping.ts';
+import { createEffectsHandler } from '../lambda/effects/process.ts';
+import { WebhookSink } from '../lambda/effects/sinks.ts';
 import { createApp } from '../lambda/http/app.ts';
 import { parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../lambda/logger.ts';
@@ -17,6 +30,7 @@ import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dyna
 import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../lambda/store/table.ts';
 import { type EmbeddedDynamoDb, startDynamoDbLocal } from './dynamodb-local.ts';
+import { LocalStreamMapping } from './stream-mapping.ts';
 
 export const DEFAULT_DATA_DIR = resolve(import.meta.dirname, '..', '.ratchet-data');
 export const IN_MEMORY = ':memory:';
@@ -44,8 +58,9 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     for (const step of stopped.splice(0).reverse()) await step();
   };
   try {
-    await ensureTable(client, config.TABLE_NAME);
-    const store = new DynamoDbOperationStore(createDocumentClient(client), config.TABLE_NAME);
+    await ensureTable(client, createTableInput(config.TABLE_NAME));
+    const documents = createDocumentClient(client);
+    const store = new DynamoDbOperationStore(documents, config.TABLE_NAME);
     const app = createApp({ store, verifier: new WebhookSignatureVerifier(async () => secrets), logger, metrics: createMetrics() });
     const server = await listen(app.fetch, config.HOST, config.PORT);
     stopped.push(
@@ -55,6 +70,8 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
           (server as Server).closeAllConnections();
         }),
     );
+    const effects = await startEffects(config, { client, documents, endpoint: dynamodbEndpoint, logger });
+    if (effects) stopped.push(() => effects.stop());
     const { port } = server.address() as AddressInfo;
     const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
     return { url: `http://${host}:${port}`, dynamodbEndpoint, devSecret, stop };
@@ -64,14 +81,47 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   }
 }
 
-/** Creates the table as the stack does (stream NEW_AND_OLD_IMAGES); an existing one is kept. */
-export async function ensureTable(client: DynamoDBClient, tableName: string): Promise<void> {
+/** Creates a table as the stack does; an existing one is kept. */
+export async function ensureTable(client: DynamoDBClient, input: CreateTableCommandInput): Promise<void> {
   try {
-    await client.send(new CreateTableCommand(createTableInput(tableName)));
+    await client.send(new CreateTableCommand(input));
   } catch (error) {
     if (!(error instanceof ResourceInUseException)) throw error;
   }
-  await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1 }, { TableName: tableName });
+  await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1 }, { TableName: input.TableName });
+}
+
+/** The effects path: the table's stream -> the local mapping -> the effects handler -> the outbound webhook. */
+async function startEffects(
+  config: Config,
+  deps: { client: DynamoDBClient; documents: DynamoDBDocumentClient; endpoint: string; logger: Logger },
+): Promise<LocalStreamMapping | undefined> {
+  if (!config.EFFECTS_WEBHOOK_URL) {
+    deps.logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
+    return undefined;
+  }
+  if (!config.EFFECTS_SIGNING_SECRET) throw new ConfigError('EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET (whsec_...)');
+  const [secret] = parseSigningSecrets(config.EFFECTS_SIGNING_SECRET);
+  const ledgerTable = config.EFFECTS_LEDGER_TABLE ?? `${config.TABLE_NAME}-effects-ledger`;
+  const stateTable = `${config.TABLE_NAME}-stream-mapping`;
+  await ensureTable(deps.client, ledgerTableInput(ledgerTable));
+  await ensureTable(deps.client, ledgerTableInput(stateTable));
+  const handler = createEffectsHandler({
+    sinks: [new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret as string, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS })],
+    ledger: new DynamoDbEffectLedger(deps.documents, ledgerTable),
+    logger: deps.logger,
+  });
+  const mapping = new LocalStreamMapping({
+    ...deps,
+    tableName: config.TABLE_NAME,
+    stateTableName: stateTable,
+    handler,
+    batchSize: EFFECTS_MAPPING.batchSize,
+    retryAttempts: config.EFFECTS_RETRY_ATTEMPTS ?? EFFECTS_MAPPING.retryAttempts,
+    retryBaseMs: config.EFFECTS_RETRY_BASE_MS,
+  });
+  mapping.start();
+  return mapping;
 }
 
 function listen(fetch: Parameters<typeof serve>[0]['fetch'], hostname: string, port: number) {

@@ -1,5 +1,6 @@
 import type { TestProject } from 'vitest/node';
 import { createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { createTableInput } from '../../lambda/store/table.ts';
 import { startDynamoDbLocal } from '../../local/dynamodb-local.ts';
 import { ensureTable } from '../../local/runtime.ts';
 
@@ -8,7 +9,7 @@ export const TEST_TABLE = 'ratchet-test-operations';
 export default async function setup(project: TestProject) {
   const db = await startDynamoDbLocal();
   const client = createDynamoDbClient({ endpoint: db.endpoint });
-  await ensureTable(client, TEST_TABLE);
+  await ensureTable(client, createTableInput(TEST_TABLE));
   client.destroy();
   project.provide('dynamodbEndpoint', db.endpoint);
   project.provide('tableName', TEST_TABLE);

@@ -1,0 +1,49 @@
+/**
+ * A state change, as read from a stream record of the operations table, and
+ * the outbound event it becomes.
+ */
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import type { DynamoDBRecord } from 'aws-lambda';
+import type { OperationRecord } from '../core/reducer.ts';
+
+export type Transition = Pick<
+  OperationRecord,
+  'name' | 'kind' | 'state' | 'previousState' | 'version' | 'updateTime' | 'providerState' | 'result' | 'recordedAt'
+>;
+
+export class InvalidStreamRecordError extends Error {
+  override name = 'InvalidStreamRecordError';
+}
+
+export function transitionFromRecord(record: DynamoDBRecord): Transition {
+  const image = record.dynamodb?.NewImage;
+  if (!image) throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} has no NewImage`);
+  const item = unmarshall(image as Parameters<typeof unmarshall>[0]) as OperationRecord;
+  if (typeof item.name !== 'string' || typeof item.version !== 'number') {
+    throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} is not an operation`);
+  }
+  return {
+    name: item.name,
+    kind: item.kind,
+    state: item.state,
+    previousState: item.previousState ?? null,
+    version: item.version,
+    updateTime: item.updateTime ?? null,
+    providerState: item.providerState ?? null,
+    result: item.result ?? null,
+    recordedAt: item.recordedAt,
+  };
+}
+
+/** The stable id of a transition: the same on every retry and replay, so sinks can apply it once. */
+export function idempotencyKey(transition: Pick<Transition, 'name' | 'version'>): string {
+  return `${transition.name}#${transition.version}`;
+}
+
+export const STATE_CHANGED_TYPE = 'operation.state_changed';
+
+/** The outbound event (webhook body; EventBridge detail is its `data`). Stable across retries. */
+export function stateChangedEvent(transition: Transition) {
+  const { recordedAt, ...data } = transition;
+  return { type: STATE_CHANGED_TYPE, timestamp: recordedAt, data };
+}

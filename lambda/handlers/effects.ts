@@ -1,0 +1,44 @@
+/**
+ * DynamoDB Streams entry point: applied state changes -> sinks (EventBridge
+ * bus, signed outbound webhook). Composed once per cold start.
+ */
+import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
+import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
+import type { DynamoDBStreamEvent } from 'aws-lambda';
+import { ConfigError, loadConfig } from '../config.ts';
+import { DynamoDbEffectLedger } from '../effects/ledger.ts';
+import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts';
+import { type EffectSink, EventBridgeSink, WebhookSink } from '../effects/sinks.ts';
+import { createLogger } from '../logger.ts';
+import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
+
+const config = loadConfig();
+const logger = createLogger();
+
+async function compose(): Promise<EffectsHandler> {
+  const sinks: EffectSink[] = [];
+  if (config.EVENT_BUS_NAME) sinks.push(new EventBridgeSink(new EventBridgeClient({}), config.EVENT_BUS_NAME));
+  if (config.EFFECTS_WEBHOOK_URL) {
+    const secret =
+      config.EFFECTS_SIGNING_SECRET ??
+      (config.EFFECTS_SIGNING_SECRET_ARN ? String((await getSecret(config.EFFECTS_SIGNING_SECRET_ARN)) ?? '') : undefined);
+    if (!secret) throw new ConfigError('EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET or EFFECTS_SIGNING_SECRET_ARN');
+    sinks.push(new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS }));
+  }
+  if (!config.EFFECTS_LEDGER_TABLE) throw new ConfigError('EFFECTS_LEDGER_TABLE is not set');
+  const ledger = new DynamoDbEffectLedger(
+    createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT })),
+    config.EFFECTS_LEDGER_TABLE,
+  );
+  return createEffectsHandler({ sinks, ledger, logger });
+}
+
+let composed: Promise<EffectsHandler> | undefined;
+
+export const handler = async (event: DynamoDBStreamEvent) => {
+  composed ??= compose().catch((error) => {
+    composed = undefined; // try again on the next invocation, e.g. once the secret is set
+    throw error;
+  });
+  return (await composed)(event);
+};

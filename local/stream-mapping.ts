@@ -1,0 +1,229 @@
+/**
+ * The local stand-in for Lambda's DynamoDB Streams event source mapping, with
+ * its semantics: read the table's stream from TRIM_HORIZON, drop records that
+ * do not match the filter criteria, hand batches to the handler in order,
+ * retry from the lowest failed sequence number (ReportBatchItemFailures) with
+ * backoff and bounded attempts, then write an on-failure record and go on.
+ *
+ * Progress is checkpointed per shard in a small table of its own, so a restart
+ * resumes after the last finished batch; the effects ledger makes a replay of
+ * an unfinished batch deliver nothing twice.
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import {
+  type _Record,
+  DescribeStreamCommand,
+  DynamoDBStreamsClient,
+  GetRecordsCommand,
+  GetShardIteratorCommand,
+  type Shard,
+} from '@aws-sdk/client-dynamodb-streams';
+import { type DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import type { DynamoDBRecord } from 'aws-lambda';
+import { matchesFilter, STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
+import type { EffectsHandler } from '../lambda/effects/process.ts';
+
+export interface StreamMappingOptions {
+  client: DynamoDBClient;
+  documents: DynamoDBDocumentClient;
+  endpoint: string;
+  tableName: string;
+  /** Holds checkpoints and dead letters (`key` partition key, no stream). */
+  stateTableName: string;
+  handler: EffectsHandler;
+  logger: Logger;
+  batchSize: number;
+  retryAttempts: number;
+  retryBaseMs: number;
+  pollMs?: number;
+}
+
+const MAX_BACKOFF_MS = 60_000;
+
+export class LocalStreamMapping {
+  private readonly streams: DynamoDBStreamsClient;
+  private stopped = false;
+  private running?: Promise<void>;
+  private wake?: () => void;
+
+  constructor(private readonly options: StreamMappingOptions) {
+    this.streams = new DynamoDBStreamsClient({
+      endpoint: options.endpoint,
+      region: 'us-east-1',
+      credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
+    });
+  }
+
+  start(): void {
+    this.running = this.run();
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.wake?.();
+    await this.running;
+    this.streams.destroy();
+  }
+
+  private async run(): Promise<void> {
+    const { logger } = this.options;
+    while (!this.stopped) {
+      try {
+        const { Table } = await this.options.client.send(new DescribeTableCommand({ TableName: this.options.tableName }));
+        const streamArn = Table?.LatestStreamArn;
+        if (!streamArn) throw new Error(`table ${this.options.tableName} has no stream`);
+        const shard = await this.nextShard(streamArn);
+        if (shard) await this.drain(streamArn, shard);
+        else await this.sleep(this.options.pollMs ?? 250);
+      } catch (error) {
+        if (this.stopped) break;
+        logger.error('stream mapping error; retrying', { error });
+        await this.sleep(1_000);
+      }
+    }
+  }
+
+  /** The oldest shard not read to its end (a parent closes before its child starts). */
+  private async nextShard(streamArn: string): Promise<Shard | undefined> {
+    const shards: Shard[] = [];
+    let exclusiveStartShardId: string | undefined;
+    do {
+      const { StreamDescription } = await this.streams.send(
+        new DescribeStreamCommand({ StreamArn: streamArn, ExclusiveStartShardId: exclusiveStartShardId }),
+      );
+      shards.push(...(StreamDescription?.Shards ?? []));
+      exclusiveStartShardId = StreamDescription?.LastEvaluatedShardId;
+    } while (exclusiveStartShardId);
+    shards.sort((a, b) => compareSequence(a.SequenceNumberRange?.StartingSequenceNumber, b.SequenceNumberRange?.StartingSequenceNumber));
+    for (const shard of shards) {
+      const checkpoint = await this.checkpoint(streamArn, shard.ShardId as string);
+      if (!checkpoint?.complete) return shard;
+    }
+    return undefined;
+  }
+
+  private async drain(streamArn: string, shard: Shard): Promise<void> {
+    const shardId = shard.ShardId as string;
+    const checkpoint = await this.checkpoint(streamArn, shardId);
+    let position = checkpoint?.sequenceNumber;
+    let { ShardIterator: iterator } = await this.streams.send(
+      new GetShardIteratorCommand({
+        StreamArn: streamArn,
+        ShardId: shardId,
+        ...(position ? { ShardIteratorType: 'AFTER_SEQUENCE_NUMBER', SequenceNumber: position } : { ShardIteratorType: 'TRIM_HORIZON' }),
+      }),
+    );
+    while (iterator && !this.stopped) {
+      const page = await this.streams.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1000 }));
+      const records = page.Records ?? [];
+      for (let start = 0; start < records.length && !this.stopped; ) {
+        // A chunk ends after `batchSize` matching records; the records the filter drops are passed over in it.
+        let end = start;
+        let matching = 0;
+        while (end < records.length && matching < this.options.batchSize) {
+          if (matchesFilter(STATE_CHANGE_FILTER, records[end])) matching++;
+          end++;
+        }
+        const chunk = records.slice(start, end);
+        const batch = chunk.filter((r) => matchesFilter(STATE_CHANGE_FILTER, r)).map((r) => toLambdaRecord(r, streamArn));
+        if (batch.length > 0 && !(await this.invoke(streamArn, batch))) return; // stopped mid-retry: resume here next start
+        position = chunk.at(-1)?.dynamodb?.SequenceNumber;
+        await this.saveCheckpoint(streamArn, shardId, { sequenceNumber: position });
+        start = end;
+      }
+      iterator = page.NextShardIterator;
+      if (!iterator) await this.saveCheckpoint(streamArn, shardId, { sequenceNumber: position, complete: true });
+      else if (records.length === 0) await this.sleep(this.options.pollMs ?? 250);
+    }
+  }
+
+  /** Invokes the handler until the batch succeeds or goes to the dead-letter store; false if stopped first. */
+  private async invoke(streamArn: string, batch: DynamoDBRecord[]): Promise<boolean> {
+    const { handler, logger, retryAttempts, retryBaseMs } = this.options;
+    let pending = batch;
+    for (let retry = 0; ; retry++) {
+      let failedFrom: string | undefined;
+      try {
+        const { batchItemFailures } = await handler({ Records: pending });
+        failedFrom = batchItemFailures.map((f) => f.itemIdentifier).sort(compareSequence)[0];
+      } catch (error) {
+        logger.error('effects handler threw; the whole batch failed', { error });
+        failedFrom = pending[0]?.dynamodb?.SequenceNumber;
+      }
+      if (failedFrom === undefined) return true;
+      pending = pending.filter((r) => compareSequence(r.dynamodb?.SequenceNumber, failedFrom) >= 0);
+      if (retry >= retryAttempts) {
+        await this.deadLetter(streamArn, pending, retry + 1);
+        return true;
+      }
+      await this.sleep(Math.min(MAX_BACKOFF_MS, retryBaseMs * 2 ** retry));
+      if (this.stopped) return false;
+    }
+  }
+
+  private async deadLetter(streamArn: string, records: DynamoDBRecord[], attempts: number): Promise<void> {
+    const first = records[0]?.dynamodb?.SequenceNumber;
+    const last = records.at(-1)?.dynamodb?.SequenceNumber;
+    await this.options.documents.send(
+      new PutCommand({
+        TableName: this.options.stateTableName,
+        Item: {
+          key: `dead-letter#${streamArn}#${first}`,
+          streamArn,
+          firstSequenceNumber: first,
+          lastSequenceNumber: last,
+          attempts,
+          records,
+          at: new Date().toISOString(),
+        },
+      }),
+    );
+    this.options.logger.error('effects batch dead-lettered after its retries', {
+      streamArn,
+      firstSequenceNumber: first,
+      lastSequenceNumber: last,
+      attempts,
+    });
+  }
+
+  private async checkpoint(streamArn: string, shardId: string): Promise<{ sequenceNumber?: string; complete?: boolean } | undefined> {
+    const { Item } = await this.options.documents.send(
+      new GetCommand({ TableName: this.options.stateTableName, Key: { key: `checkpoint#${streamArn}#${shardId}` }, ConsistentRead: true }),
+    );
+    return Item as { sequenceNumber?: string; complete?: boolean } | undefined;
+  }
+
+  private async saveCheckpoint(streamArn: string, shardId: string, state: { sequenceNumber?: string; complete?: boolean }): Promise<void> {
+    await this.options.documents.send(
+      new PutCommand({ TableName: this.options.stateTableName, Item: { key: `checkpoint#${streamArn}#${shardId}`, ...state } }),
+    );
+  }
+
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(resolve, ms);
+      this.wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+}
+
+/** Sequence numbers are decimal strings of varying length. */
+function compareSequence(a: string | undefined, b: string | undefined): number {
+  const x = BigInt(a ?? 0);
+  const y = BigInt(b ?? 0);
+  return x < y ? -1 : x > y ? 1 : 0;
+}
+
+/** The record as Lambda hands it over: with the stream ARN, times in epoch seconds. */
+function toLambdaRecord(record: _Record, streamArn: string): DynamoDBRecord {
+  const created = record.dynamodb?.ApproximateCreationDateTime;
+  return {
+    ...record,
+    eventSourceARN: streamArn,
+    dynamodb: { ...record.dynamodb, ApproximateCreationDateTime: created ? Math.floor(created.getTime() / 1000) : undefined },
+  } as DynamoDBRecord;
+}
