@@ -9,6 +9,8 @@ export const PROJECT_ROOT = resolve(import.meta.dirname, '..', '..');
 
 export interface RatchetProcess {
   url: string;
+  /** The DynamoDB it uses (the embedded one unless DYNAMODB_ENDPOINT was given). */
+  dynamodbEndpoint: string;
   devSecret?: string;
   child: ChildProcess;
   output(): string;
@@ -35,7 +37,7 @@ export async function startRatchet(env: Record<string, string>, command: string[
   const ready = await Promise.race([
     new Promise<RegExpMatchArray>((done) => {
       const check = () => {
-        const match = output.match(/Ratchet ready at (http:\/\/\S+)/);
+        const match = output.match(/Ratchet ready at (http:\/\/\S+) .*DynamoDB: (http:\/\/[^\s)]+)/);
         if (match) done(match);
         else setTimeout(check, 50);
       };
@@ -48,6 +50,7 @@ export async function startRatchet(env: Record<string, string>, command: string[
   ]);
   return {
     url: ready[1] as string,
+    dynamodbEndpoint: ready[2] as string,
     devSecret: output.match(/\b(whsec_\S+)/)?.[1],
     child,
     output: () => output,

@@ -1,0 +1,113 @@
+/**
+ * The local stream mapping against DynamoDB Local's real stream: Lambda's
+ * retry-from-the-failed-record semantics, bounded retries, the dead-letter
+ * store, and moving on after it.
+ */
+import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
+import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import type { OperationEvent } from '../../lambda/core/reducer.ts';
+import { ledgerTableInput } from '../../lambda/effects/ledger.ts';
+import { createEffectsHandler, type EffectsHandler } from '../../lambda/effects/process.ts';
+import { type EffectSink, SinkError } from '../../lambda/effects/sinks.ts';
+import type { Transition } from '../../lambda/effects/transition.ts';
+import { ingest } from '../../lambda/ingest.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
+import { ensureTable } from '../../local/runtime.ts';
+import { LocalStreamMapping } from '../../local/stream-mapping.ts';
+import { eventually } from '../support/receiver.ts';
+import { silentLogger } from '../support/silent-logger.ts';
+import { readStream } from '../support/stream-records.ts';
+
+const endpoint = inject('dynamodbEndpoint');
+const tableName = inject('tableName');
+const client = createDynamoDbClient({ endpoint });
+const documents = createDocumentClient(client);
+const store = new DynamoDbOperationStore(documents, tableName);
+afterAll(() => client.destroy());
+
+class FlakySink implements EffectSink {
+  readonly name = 'flaky';
+  readonly delivered: string[] = [];
+  constructor(private readonly refuse: (t: Transition) => boolean) {}
+  async deliver(t: Transition) {
+    if (this.refuse(t)) throw new SinkError(`refused ${t.name}`);
+    this.delivered.push(`${t.name}#${t.version}`);
+  }
+}
+
+const running = (name: string): OperationEvent => ({
+  name,
+  kind: 'batch',
+  state: 'RUNNING',
+  providerState: 'JOB_STATE_RUNNING',
+  source: 'poll',
+});
+
+describe('LocalStreamMapping', () => {
+  it('retries from the failed record, dead-letters it after the last retry, and goes on', async () => {
+    const run = Date.now();
+    const poison = `batches/poison-${run}`;
+    const later = `batches/later-${run}`;
+    const stateTable = `${tableName}-mapping-${run}`;
+    await ensureTable(client, ledgerTableInput(stateTable));
+    const sink = new FlakySink((t) => t.name === poison);
+    const effects = createEffectsHandler({
+      sinks: [sink],
+      ledger: { isDelivered: async () => false, markDelivered: async () => {} },
+      logger: silentLogger,
+    });
+    const batchesWithPoison: string[][] = [];
+    const handler: EffectsHandler = async (event) => {
+      const names = event.Records.map((r) => r.dynamodb?.NewImage?.name?.S as string);
+      if (names.includes(poison)) batchesWithPoison.push(names);
+      return effects(event);
+    };
+    const mapping = new LocalStreamMapping({
+      client,
+      documents,
+      endpoint,
+      tableName,
+      stateTableName: stateTable,
+      handler,
+      logger: silentLogger,
+      batchSize: 10,
+      retryAttempts: 2,
+      retryBaseMs: 10,
+      pollMs: 50,
+    });
+    mapping.start();
+    try {
+      await ingest(running(poison), { store });
+      const deadLetter = async () =>
+        (
+          await documents.send(
+            new GetCommand({ TableName: stateTable, Key: { key: `dead-letter#${await streamArn()}#${await sequenceOf(poison)}` } }),
+          )
+        ).Item;
+      await eventually(async () => (await deadLetter()) !== undefined, 30_000, 'the dead letter');
+
+      // One first attempt and two retries, each starting at the failed record.
+      expect(batchesWithPoison).toHaveLength(3);
+      for (const batch of batchesWithPoison) expect(batch[0]).toBe(poison);
+      expect(await deadLetter()).toMatchObject({ attempts: 3, records: [expect.objectContaining({ eventName: 'INSERT' })] });
+      expect(sink.delivered.filter((d) => d.startsWith(poison))).toEqual([]);
+
+      await ingest(running(later), { store });
+      await eventually(() => sink.delivered.includes(`${later}#1`), 30_000, 'the record after the dead letter');
+    } finally {
+      await mapping.stop();
+    }
+  });
+});
+
+async function streamArn(): Promise<string> {
+  const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+  return Table?.LatestStreamArn as string;
+}
+
+async function sequenceOf(name: string): Promise<string | undefined> {
+  const records = await readStream(client, endpoint, tableName);
+  return records.find((r) => r.dynamodb?.Keys?.name?.S === name)?.dynamodb?.SequenceNumber;
+}

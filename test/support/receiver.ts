@@ -1,0 +1,79 @@
+/**
+ * A test-only HTTP receiver for Ratchet's outbound webhooks: it checks each
+ * signature, dedupes by webhook-id, and can fail (5xx) or hang for a while.
+ */
+import { createHmac } from 'node:crypto';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+
+export interface Delivery {
+  id: string;
+  body: { type: string; timestamp: string; data: { name: string; state: string; previousState: string | null; version: number } };
+  signatureValid: boolean;
+}
+
+export type ReceiverMode = 'ok' | 'fail' | 'hang';
+
+export class Receiver {
+  /** Every request that got a 2xx, in arrival order (with redeliveries). */
+  readonly accepted: Delivery[] = [];
+  /** Requests refused while failing or hanging. */
+  refused = 0;
+  mode: ReceiverMode = 'ok';
+  private server?: Server;
+
+  constructor(private readonly secret: string) {}
+
+  get url(): string {
+    return `http://127.0.0.1:${(this.server?.address() as AddressInfo).port}/effects`;
+  }
+
+  /** First acceptance of each webhook-id: what an idempotent sink applies. */
+  applied(): Delivery[] {
+    const seen = new Set<string>();
+    return this.accepted.filter((d) => !seen.has(d.id) && seen.add(d.id));
+  }
+
+  async start(): Promise<this> {
+    this.server = createServer((req, res) => {
+      let raw = '';
+      req.on('data', (chunk) => {
+        raw += chunk;
+      });
+      req.on('end', () => {
+        if (this.mode === 'hang') {
+          this.refused++;
+          return; // never answer; the sender's timeout fires
+        }
+        if (this.mode === 'fail') {
+          this.refused++;
+          res.writeHead(503).end();
+          return;
+        }
+        const id = String(req.headers['webhook-id']);
+        const timestamp = String(req.headers['webhook-timestamp']);
+        const key = Buffer.from(this.secret.replace(/^whsec_/, ''), 'base64');
+        const expected = `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${raw}`).digest('base64')}`;
+        const signatureValid = String(req.headers['webhook-signature']).split(' ').includes(expected);
+        this.accepted.push({ id, body: JSON.parse(raw), signatureValid });
+        res.writeHead(204).end();
+      });
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+}
+
+/** Polls until `check` returns true, or fails after `timeoutMs`. */
+export async function eventually(check: () => boolean | Promise<boolean>, timeoutMs = 30_000, what = 'condition'): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
