@@ -55,9 +55,9 @@ export class RatchetFunction extends NodejsFunction {
     });
   }
 
-  /** TABLE_NAME plus exactly the DynamoDB actions this function uses on the table. */
-  bindTable(table: ITable, ...actions: string[]): this {
-    this.addEnvironment('TABLE_NAME', table.tableName);
+  /** The table's name in `variable`, plus exactly the DynamoDB actions this function uses on it. */
+  bindTable(variable: string, table: ITable, ...actions: string[]): this {
+    this.addEnvironment(variable, table.tableName);
     table.grant(this, ...actions.map((action) => `dynamodb:${action}`));
     return this;
   }

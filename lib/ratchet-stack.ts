@@ -1,24 +1,40 @@
 /**
- * The Ratchet stack: the operations table (stream on) and the HTTP API whose
- * Lambda verifies Gemini webhooks and ingests them through the reducer.
+ * The Ratchet stack: the operations table (stream on); the HTTP API whose
+ * Lambda verifies Gemini webhooks and ingests them through the reducer; the
+ * effects Lambda fed by the table's stream.
  */
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import { HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { AttributeType, BillingMode, StreamViewType, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
+import { EventBus } from 'aws-cdk-lib/aws-events';
+import type { Role } from 'aws-cdk-lib/aws-iam';
+import { StartingPosition } from 'aws-cdk-lib/aws-lambda';
+import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
+import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
+import { EFFECTS_MAPPING } from '../lambda/effects/mapping.ts';
 import { PARTITION_KEY } from '../lambda/store/table.ts';
 import { RatchetFunction } from './ratchet-function.ts';
+
+export interface RatchetStackProps extends StackProps {
+  /** Turns on the signed outbound webhook sink (its secret goes into Secrets Manager, `EffectsSigningSecret`). */
+  effectsWebhookUrl?: string;
+}
 
 export class RatchetStack extends Stack {
   readonly table: Table;
   readonly api: HttpApi;
   readonly apiFunction: RatchetFunction;
+  readonly effectsFunction: RatchetFunction;
+  readonly bus: EventBus;
 
-  constructor(scope: Construct, id: string, props?: StackProps) {
+  constructor(scope: Construct, id: string, props: RatchetStackProps = {}) {
     super(scope, id, props);
 
     this.table = new Table(this, 'Operations', {
@@ -43,7 +59,7 @@ export class RatchetStack extends Stack {
       entry: 'lambda/handlers/api.ts',
       description: 'Gemini webhook and operations API',
     })
-      .bindTable(this.table, 'GetItem', 'UpdateItem')
+      .bindTable('TABLE_NAME', this.table, 'GetItem', 'UpdateItem')
       .bindSecret('WEBHOOK_SIGNING_SECRETS', signingSecrets);
 
     const accessLogs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY });
@@ -72,9 +88,65 @@ export class RatchetStack extends Stack {
     this.api.addRoutes({ path: '/operations', methods: [HttpMethod.POST], integration, authorizer: iam });
     this.api.addRoutes({ path: '/operations/{name+}', methods: [HttpMethod.GET], integration, authorizer: iam });
 
+    // Effects: the table's stream, filtered to applied state changes, in order, to the sinks.
+    const ledger = new Table(this, 'EffectsLedger', {
+      partitionKey: { name: LEDGER_PARTITION_KEY, type: AttributeType.STRING },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: LEDGER_TTL_ATTRIBUTE,
+      encryption: TableEncryption.AWS_MANAGED,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    this.bus = new EventBus(this, 'Events', { description: 'Ratchet: Operation State Changed' });
+    const failures = new Queue(this, 'EffectsFailures', {
+      retentionPeriod: Duration.days(14),
+      enforceSSL: true,
+      encryption: QueueEncryption.SQS_MANAGED,
+    });
+    Validations.of(failures).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'This queue is the on-failure destination of the effects stream mapping: it is the dead-letter queue.',
+    });
+    this.effectsFunction = new RatchetFunction(this, 'Effects', {
+      entry: 'lambda/handlers/effects.ts',
+      description: 'Applied state changes -> EventBridge and the outbound webhook',
+      timeout: Duration.seconds(60),
+    }).bindTable('EFFECTS_LEDGER_TABLE', ledger, 'GetItem', 'PutItem');
+    this.effectsFunction.addEnvironment('EVENT_BUS_NAME', this.bus.eventBusName);
+    this.bus.grantPutEventsTo(this.effectsFunction);
+    if (props.effectsWebhookUrl) {
+      const effectsSecret = new Secret(this, 'EffectsSigningSecret', { description: 'Signs outbound effect webhooks (whsec_...)' });
+      Validations.of(effectsSecret).acknowledge({
+        id: 'AwsSolutions-SMG4',
+        reason: 'Shared with the receiver of the outbound webhook; rotate it together with the receiver.',
+      });
+      this.effectsFunction.addEnvironment('EFFECTS_WEBHOOK_URL', props.effectsWebhookUrl);
+      this.effectsFunction.bindSecret('EFFECTS_SIGNING_SECRET', effectsSecret);
+    }
+    this.effectsFunction.addEventSource(
+      new DynamoEventSource(this.table, {
+        startingPosition: StartingPosition.TRIM_HORIZON,
+        batchSize: EFFECTS_MAPPING.batchSize,
+        // One poller per shard keeps each operation's records in order.
+        parallelizationFactor: 1,
+        bisectBatchOnError: true,
+        retryAttempts: EFFECTS_MAPPING.retryAttempts,
+        maxRecordAge: Duration.seconds(EFFECTS_MAPPING.maxRecordAgeSeconds),
+        reportBatchItemFailures: true,
+        onFailure: new SqsDlq(failures),
+        filters: [{ pattern: JSON.stringify(STATE_CHANGE_FILTER) }],
+      }),
+    );
+    Validations.of(this.effectsFunction.role as Role).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'dynamodb:ListStreams has no resource-level permissions; the stream reads themselves are scoped to the table stream.',
+    });
+
     new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     new CfnOutput(this, 'WebhookUrl', { value: `${this.api.apiEndpoint}/webhooks/gemini` });
     new CfnOutput(this, 'WebhookSigningSecretArn', { value: signingSecrets.secretArn });
     new CfnOutput(this, 'TableName', { value: this.table.tableName });
+    new CfnOutput(this, 'EventBusName', { value: this.bus.eventBusName });
+    new CfnOutput(this, 'EffectsFailureQueueUrl', { value: failures.queueUrl });
   }
 }

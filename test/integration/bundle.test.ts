@@ -1,22 +1,43 @@
 /**
  * The one test with bundling on: synthesize the stack with the local esbuild,
- * then run the bundled API function (as Lambda would load it, CommonJS on
- * Node) against DynamoDB Local.
+ * then run both bundled functions (as Lambda loads them, CommonJS on Node)
+ * against DynamoDB Local: the API with a signed webhook, the effects handler
+ * with a stream event whose transition goes to a test receiver.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { marshall } from '@aws-sdk/util-dynamodb';
 import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { trackedRecord } from '../../lambda/core/reducer.ts';
+import { ledgerTableInput } from '../../lambda/effects/ledger.ts';
+import { createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { RatchetStack } from '../../lib/ratchet-stack.ts';
+import { ensureTable } from '../../local/runtime.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { Receiver } from '../support/receiver.ts';
 
 // Outside the project, whose package.json says "type": "module": Lambda has no such file either.
 const outdir = mkdtempSync(join(tmpdir(), 'ratchet-cdk-'));
+let bundles: Record<'Api' | 'Effects', string>;
+
+beforeAll(() => {
+  const app = new App({ outdir });
+  const stack = new RatchetStack(app, 'Ratchet', { env: { account: '123456789012', region: 'eu-west-1' } });
+  const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
+  app.synth();
+  const bundleOf = (prefix: string) => {
+    const [, fn] = Object.entries(functions).find(([id]) => id.startsWith(prefix)) ?? [];
+    const hash = String(fn?.Properties.Code.S3Key).replace(/\.zip$/, '');
+    return join(outdir, `asset.${hash}`, 'index.js');
+  };
+  bundles = { Api: bundleOf('Api'), Effects: bundleOf('Effects') };
+});
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
 const RUN_HANDLER = `
@@ -29,19 +50,25 @@ const events = JSON.parse(process.argv[2]);
 })().catch((e) => { console.error(e); process.exit(1); });
 `;
 
-describe('bundled API function', () => {
-  it('synthesizes with esbuild and serves a signed webhook from the bundle', async () => {
-    const app = new App({ outdir });
-    const stack = new RatchetStack(app, 'Ratchet', { env: { account: '123456789012', region: 'eu-west-1' } });
-    expect(Object.keys(Template.fromStack(stack).findResources('AWS::Lambda::Function'))).toHaveLength(1);
-    app.synth();
-    const bundles = readdirSync(outdir)
-      .filter((entry) => entry.startsWith('asset.'))
-      .map((entry) => join(outdir, entry, 'index.js'))
-      .filter((file) => existsSync(file));
-    expect(bundles).toHaveLength(1);
-    const bundle = bundles[0] as string;
+async function runBundle(bundle: string, events: unknown[], env: Record<string, string>): Promise<unknown[]> {
+  const { stdout } = await promisify(execFile)(process.execPath, ['-e', RUN_HANDLER, bundle, JSON.stringify(events)], {
+    cwd: outdir,
+    env: {
+      PATH: process.env.PATH,
+      DYNAMODB_ENDPOINT: inject('dynamodbEndpoint'),
+      AWS_REGION: 'eu-west-1',
+      POWERTOOLS_LOG_LEVEL: 'SILENT',
+      POWERTOOLS_METRICS_DISABLED: 'true',
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+      ...env,
+    },
+  });
+  return JSON.parse(stdout);
+}
 
+describe('bundled functions', () => {
+  it('the API bundle serves a signed webhook', async () => {
+    expect(existsSync(bundles.Api)).toBe(true);
     const secret = newSecret();
     const name = `batches/bundle-${Date.now()}`;
     const delivery = signedDelivery(secret, envelope('batch.expired', { id: name }));
@@ -50,25 +77,47 @@ describe('bundled API function', () => {
       httpApiEvent('POST', '/webhooks/gemini', delivery.body, delivery.headers),
       httpApiEvent('GET', `/operations/${name}`),
     ];
-    const { stdout } = await promisify(execFile)(process.execPath, ['-e', RUN_HANDLER, bundle, JSON.stringify(events)], {
-      cwd: outdir,
-      env: {
-        PATH: process.env.PATH,
-        TABLE_NAME: inject('tableName'),
-        DYNAMODB_ENDPOINT: inject('dynamodbEndpoint'),
-        WEBHOOK_SIGNING_SECRETS: secret,
-        AWS_REGION: 'eu-west-1',
-        POWERTOOLS_LOG_LEVEL: 'SILENT',
-        POWERTOOLS_METRICS_DISABLED: 'true',
-        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-      },
-    });
-    const [health, webhook, read] = JSON.parse(stdout) as Array<{ statusCode: number; body: string }>;
+    const [health, webhook, read] = (await runBundle(bundles.Api, events, {
+      TABLE_NAME: inject('tableName'),
+      WEBHOOK_SIGNING_SECRETS: secret,
+    })) as Array<{
+      statusCode: number;
+      body: string;
+    }>;
     expect(health?.statusCode).toBe(200);
     expect({ status: webhook?.statusCode, body: JSON.parse(webhook?.body ?? '{}') }).toMatchObject({
       status: 200,
       body: { applied: true },
     });
     expect(JSON.parse(read?.body ?? '{}')).toMatchObject({ name, state: 'EXPIRED', version: 1 });
+  });
+
+  it('the effects bundle sends a stream record as a signed webhook, once', async () => {
+    expect(existsSync(bundles.Effects)).toBe(true);
+    const secret = newSecret();
+    const receiver = await new Receiver(secret).start();
+    const ledgerTable = `${inject('tableName')}-bundle-ledger`;
+    const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
+    await ensureTable(client, ledgerTableInput(ledgerTable));
+    client.destroy();
+    try {
+      const image = {
+        ...trackedRecord(`batches/bundle-effect-${Date.now()}`, 'batch', '2026-11-30T10:00:00.000000000Z'),
+        state: 'SUCCEEDED' as const,
+        version: 2,
+        stateChanged: true,
+      };
+      const record = { eventName: 'MODIFY', eventID: '1', dynamodb: { SequenceNumber: '100', NewImage: marshall(image) } };
+      const event = { Records: [record] };
+      const results = await runBundle(bundles.Effects, [event, event], {
+        EFFECTS_LEDGER_TABLE: ledgerTable,
+        EFFECTS_WEBHOOK_URL: receiver.url,
+        EFFECTS_SIGNING_SECRET: secret,
+      });
+      expect(results).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
+      expect(receiver.accepted.map((d) => [d.id, d.signatureValid, d.body.data.state])).toEqual([[`${image.name}#2`, true, 'SUCCEEDED']]);
+    } finally {
+      await receiver.stop();
+    }
   });
 });

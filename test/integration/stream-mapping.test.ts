@@ -88,10 +88,12 @@ describe('LocalStreamMapping', () => {
         ).Item;
       await eventually(async () => (await deadLetter()) !== undefined, 30_000, 'the dead letter');
 
-      // One first attempt and two retries, each starting at the failed record.
+      // One first attempt (other tests' records may precede it in the batch) and two retries, each starting at the failed record.
       expect(batchesWithPoison).toHaveLength(3);
-      for (const batch of batchesWithPoison) expect(batch[0]).toBe(poison);
-      expect(await deadLetter()).toMatchObject({ attempts: 3, records: [expect.objectContaining({ eventName: 'INSERT' })] });
+      for (const batch of batchesWithPoison.slice(1)) expect(batch[0]).toBe(poison);
+      const letter = await deadLetter();
+      expect(letter).toMatchObject({ attempts: 3 });
+      expect(letter?.records[0]).toMatchObject({ eventName: 'INSERT', dynamodb: { NewImage: { name: { S: poison } } } });
       expect(sink.delivered.filter((d) => d.startsWith(poison))).toEqual([]);
 
       await ingest(running(later), { store });

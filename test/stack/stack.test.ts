@@ -8,7 +8,18 @@ import { RatchetStack } from '../../lib/ratchet-stack.ts';
 let template: Template;
 
 function synthStack(app: App) {
-  return new RatchetStack(app, 'Ratchet', { env: { account: '123456789012', region: 'eu-west-1' } });
+  return new RatchetStack(app, 'Ratchet', {
+    env: { account: '123456789012', region: 'eu-west-1' },
+    effectsWebhookUrl: 'https://receiver.example/effects',
+  });
+}
+
+/** Every IAM statement attached to the role whose logical id starts with `rolePrefix`: [actions, resource]. */
+function permissionsOf(rolePrefix: string): Array<[string[], string]> {
+  return Object.values(template.findResources('AWS::IAM::Policy'))
+    .filter((p) => p.Properties.Roles.some((r: { Ref: string }) => r.Ref.startsWith(rolePrefix)))
+    .flatMap((p) => p.Properties.PolicyDocument.Statement)
+    .map((st: { Action: string | string[]; Resource: unknown }) => [[st.Action].flat().sort(), JSON.stringify(st.Resource)]);
 }
 
 beforeAll(() => {
@@ -24,6 +35,17 @@ describe('RatchetStack', () => {
       PointInTimeRecoverySpecification: { PointInTimeRecoveryEnabled: true },
     });
     template.hasResource('AWS::DynamoDB::Table', { DeletionPolicy: 'Retain' });
+  });
+
+  it('leaves the outbound webhook off without effectsWebhookUrl', () => {
+    const plain = Template.fromStack(new RatchetStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Plain'));
+    expect(Object.keys(plain.findResources('AWS::SecretsManager::Secret'))).toHaveLength(1);
+    plain.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: { Variables: Match.objectLike({ EVENT_BUS_NAME: Match.anyValue() }) },
+    });
+    for (const fn of Object.values(plain.findResources('AWS::Lambda::Function'))) {
+      expect(fn.Properties.Environment.Variables.EFFECTS_WEBHOOK_URL).toBeUndefined();
+    }
   });
 
   it('runs the API function on Node 22, arm64, with the table and the secret ARN in its environment', () => {
@@ -42,14 +64,55 @@ describe('RatchetStack', () => {
     template.hasResourceProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
   });
 
-  it('grants the function only GetItem and UpdateItem on the table and read on its secret', () => {
-    const policies = template.findResources('AWS::IAM::Policy');
-    const statements = Object.values(policies).flatMap((p) => p.Properties.PolicyDocument.Statement);
-    const dynamo = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('dynamodb:')));
-    expect(dynamo).toHaveLength(1);
-    expect([dynamo[0].Action].flat().sort()).toEqual(['dynamodb:GetItem', 'dynamodb:UpdateItem']);
-    const secrets = statements.filter((s) => [s.Action].flat().some((a: string) => a.startsWith('secretsmanager:')));
-    expect(secrets.flatMap((s) => [s.Action].flat()).sort()).toEqual(['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue']);
+  it('grants the API function its log group, GetItem/UpdateItem on the table and its secret, nothing else', () => {
+    expect(permissionsOf('ApiRole')).toEqual([
+      [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ApiLogs')],
+      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/Operations[0-9A-F]+","Arn"/)],
+      [['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], expect.stringContaining('WebhookSigningSecrets')],
+    ]);
+  });
+
+  it('grants the effects function the ledger, the bus, its secret, the failure queue and the stream, nothing else', () => {
+    expect(permissionsOf('EffectsRole')).toEqual([
+      [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('EffectsLogs')],
+      [['dynamodb:GetItem', 'dynamodb:PutItem'], expect.stringContaining('EffectsLedger')],
+      [['events:PutEvents'], expect.stringContaining('Events')],
+      [['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], expect.stringContaining('EffectsSigningSecret')],
+      [['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'], expect.stringContaining('EffectsFailures')],
+      [['dynamodb:ListStreams'], '"*"'],
+      [
+        ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'],
+        expect.stringMatching(/Operations[0-9A-F]+","StreamArn"/),
+      ],
+    ]);
+  });
+
+  it('maps the stream to the effects function with the shared filter and bounded, ordered retries', () => {
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      StartingPosition: 'TRIM_HORIZON',
+      BatchSize: 10,
+      ParallelizationFactor: 1,
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: 10,
+      MaximumRecordAgeInSeconds: 86400,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [Match.stringLikeRegexp('^EffectsFailures'), 'Arn'] } } },
+      FilterCriteria: {
+        Filters: [{ Pattern: '{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"stateChanged":{"BOOL":[true]}}}}' }],
+      },
+    });
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Environment: {
+        Variables: Match.objectLike({
+          EFFECTS_WEBHOOK_URL: 'https://receiver.example/effects',
+          EFFECTS_SIGNING_SECRET_ARN: { Ref: Match.stringLikeRegexp('^EffectsSigningSecret') },
+          EVENT_BUS_NAME: { Ref: Match.stringLikeRegexp('^Events') },
+          EFFECTS_LEDGER_TABLE: { Ref: Match.stringLikeRegexp('^EffectsLedger') },
+        }),
+      },
+    });
+    template.hasResourceProperties('AWS::DynamoDB::Table', { TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true } });
+    template.hasResourceProperties('AWS::SQS::Queue', { MessageRetentionPeriod: 14 * 86400, SqsManagedSseEnabled: true });
   });
 
   it('routes the webhook without authorizer (signature-checked) and the operations routes through IAM', () => {
