@@ -1,3 +1,4 @@
+import type { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
@@ -5,7 +6,7 @@ import type { OperationRecord } from '../../lambda/core/reducer.ts';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../../lambda/effects/filter.ts';
 import type { EffectLedger } from '../../lambda/effects/ledger.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
-import { type EffectSink, SinkError, WebhookSink } from '../../lambda/effects/sinks.ts';
+import { type EffectSink, EventBridgeSink, SinkError, WebhookSink } from '../../lambda/effects/sinks.ts';
 import { type Transition, transitionFromRecord } from '../../lambda/effects/transition.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { Receiver } from '../support/receiver.ts';
@@ -167,5 +168,34 @@ describe('WebhookSink', () => {
     receiver.mode = 'ok';
     await sink.deliver(transition);
     expect(receiver.accepted.map((d) => d.id)).toEqual(['batches/1#2']);
+  });
+});
+
+describe('EventBridgeSink', () => {
+  const transition = transitionFromRecord(streamRecord({ ...operation(2, 'SUCCEEDED'), previousState: 'RUNNING' }));
+  // A stand-in for the SDK client (unit test only): records the commands it is sent.
+  const clientAnswering = (answer: object) => {
+    const sent: PutEventsCommand[] = [];
+    return { sent, client: { send: async (command: PutEventsCommand) => (sent.push(command), answer) } as unknown as EventBridgeClient };
+  };
+
+  it('puts one Operation State Changed event on the bus, with the idempotency key', async () => {
+    const { sent, client } = clientAnswering({ FailedEntryCount: 0, Entries: [{ EventId: 'e' }] });
+    await new EventBridgeSink(client, 'ratchet-bus').deliver(transition);
+    expect(sent).toHaveLength(1);
+    const [entry] = sent[0]?.input.Entries ?? [];
+    expect(entry).toMatchObject({ EventBusName: 'ratchet-bus', Source: 'ratchet', DetailType: 'Operation State Changed' });
+    expect(JSON.parse(entry?.Detail ?? '{}')).toMatchObject({
+      name: 'batches/1',
+      state: 'SUCCEEDED',
+      previousState: 'RUNNING',
+      version: 2,
+      idempotencyKey: 'batches/1#2',
+    });
+  });
+
+  it('fails the delivery when EventBridge rejects the entry', async () => {
+    const { client } = clientAnswering({ FailedEntryCount: 1, Entries: [{ ErrorCode: 'ThrottlingException' }] });
+    await expect(new EventBridgeSink(client, 'ratchet-bus').deliver(transition)).rejects.toThrow(/PutEvents failed: ThrottlingException/);
   });
 });
