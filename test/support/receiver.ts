@@ -25,7 +25,8 @@ export class Receiver {
   constructor(private readonly secret: string) {}
 
   get url(): string {
-    return `http://127.0.0.1:${(this.server?.address() as AddressInfo).port}/effects`;
+    if (!this.server) throw new Error('receiver not started');
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}/effects`;
   }
 
   /** First acceptance of each webhook-id: what an idempotent sink applies. */

@@ -176,7 +176,11 @@ describe('EventBridgeSink', () => {
   // A stand-in for the SDK client (unit test only): records the commands it is sent.
   const clientAnswering = (answer: object) => {
     const sent: PutEventsCommand[] = [];
-    return { sent, client: { send: async (command: PutEventsCommand) => (sent.push(command), answer) } as unknown as EventBridgeClient };
+    const send = async (command: PutEventsCommand) => {
+      sent.push(command);
+      return answer;
+    };
+    return { sent, client: { send } as unknown as EventBridgeClient };
   };
 
   it('puts one Operation State Changed event on the bus, with the idempotency key', async () => {
