@@ -26,10 +26,13 @@ import { WebhookSink } from '../lambda/effects/sinks.ts';
 import { createApp } from '../lambda/http/app.ts';
 import { parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../lambda/logger.ts';
+import { GenAiPoller } from '../lambda/reconcile/gemini-poller.ts';
+import { reconcile } from '../lambda/reconcile/reconcile.ts';
 import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../lambda/store/table.ts';
 import { type EmbeddedDynamoDb, startDynamoDbLocal } from './dynamodb-local.ts';
+import { LocalSchedule } from './schedule.ts';
 import { LocalStreamMapping } from './stream-mapping.ts';
 
 export const DEFAULT_DATA_DIR = resolve(import.meta.dirname, '..', '.ratchet-data');
@@ -72,6 +75,8 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     );
     const effects = await startEffects(config, { client, documents, endpoint: dynamodbEndpoint, logger });
     if (effects) stopped.push(() => effects.stop());
+    const schedule = startReconcile(config, store, logger);
+    if (schedule) stopped.push(() => schedule.stop());
     const { port } = server.address() as AddressInfo;
     const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
     return { url: `http://${host}:${port}`, dynamodbEndpoint, devSecret, stop };
@@ -89,6 +94,23 @@ export async function ensureTable(client: DynamoDBClient, input: CreateTableComm
     if (!(error instanceof ResourceInUseException)) throw error;
   }
   await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1 }, { TableName: input.TableName });
+}
+
+/** Reconcile every RECONCILE_INTERVAL_SECONDS, as the stack's schedule does, through the same ingest. */
+function startReconcile(config: Config, store: DynamoDbOperationStore, logger: Logger): LocalSchedule | undefined {
+  if (!config.GEMINI_API_KEY) {
+    logger.warn('reconcile off: GEMINI_API_KEY is not set (webhooks still work; nothing is polled)');
+    return undefined;
+  }
+  const poller = new GenAiPoller({ apiKey: config.GEMINI_API_KEY, baseUrl: config.GEMINI_BASE_URL });
+  const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;
+  const schedule = new LocalSchedule(
+    periodMs,
+    () => reconcile({ store, poller, logger, intervalSeconds: config.RECONCILE_INTERVAL_SECONDS, budgetMs: periodMs * 0.8 }),
+    logger,
+  );
+  schedule.start();
+  return schedule;
 }
 
 /** The effects path: the table's stream -> the local mapping -> the effects handler -> the outbound webhook. */

@@ -1,13 +1,14 @@
 /**
- * Which stream records run effects: writes whose NewImage says the state
- * changed. Discarded events write nothing (no record); tracking and same-state
- * refreshes write `stateChanged: false`. The stack puts this pattern verbatim
- * in the event source mapping's filter criteria; the local stream mapping
- * applies it with `matchesFilter`.
+ * Which stream records run effects: writes whose NewImage says they changed
+ * the state (`writeKind: state-change`). Discarded events write nothing (no
+ * record); tracking, same-state refreshes and reconcile's poll scheduling
+ * write other kinds. The stack puts this pattern verbatim in the event source
+ * mapping's filter criteria; the local stream mapping applies it with
+ * `matchesFilter`.
  */
 export const STATE_CHANGE_FILTER = {
   eventName: ['INSERT', 'MODIFY'],
-  dynamodb: { NewImage: { stateChanged: { BOOL: [true] } } },
+  dynamodb: { NewImage: { writeKind: { S: ['state-change'] } } },
 } as const;
 
 type Pattern = { readonly [key: string]: Pattern | readonly unknown[] };

@@ -1,12 +1,20 @@
-/** OperationStore on DynamoDB: optimistic concurrency through a condition on `version`. */
+/**
+ * OperationStore and PollSchedule on DynamoDB: optimistic concurrency through a
+ * condition on `version`, and the sparse open-operations index kept in step
+ * with every write.
+ */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { isTerminal, type OperationKind } from '../core/lifecycle.ts';
 import type { OperationRecord } from '../core/reducer.ts';
-import type { OperationStore, WriteOutcome } from './operation-store.ts';
-import { PARTITION_KEY } from './table.ts';
+import type { OperationStore, PollCandidate, PollSchedule, PollState, WriteOutcome } from './operation-store.ts';
+import { OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY, pollBucketOf, type WriteKind } from './table.ts';
 
-export class DynamoDbOperationStore implements OperationStore {
+/** Kinds reconcile knows how to poll; interactions are learned from webhooks only. */
+const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation']);
+
+export class DynamoDbOperationStore implements OperationStore, PollSchedule {
   constructor(
     private readonly client: DynamoDBDocumentClient,
     private readonly tableName: string,
@@ -23,11 +31,22 @@ export class DynamoDbOperationStore implements OperationStore {
     const names: Record<string, string> = {};
     const values: Record<string, unknown> = {};
     const assignments: string[] = [];
-    for (const [key, value] of Object.entries(next)) {
+    const writeKind: WriteKind = next.source === 'track' ? 'track' : next.stateChanged ? 'state-change' : 'refresh';
+    for (const [key, value] of Object.entries({ ...next, writeKind })) {
       if (key === PARTITION_KEY) continue;
       names[`#${key}`] = key;
       values[`:${key}`] = value;
       assignments.push(`#${key} = :${key}`);
+    }
+    // Keep the open-operations index in step: in it while open and pollable, out of it once terminal.
+    names['#bucket'] = OPEN_INDEX_PARTITION;
+    names['#due'] = OPEN_INDEX_SORT;
+    let removals = '';
+    if (isTerminal(next.state) || !POLLABLE.has(next.kind)) {
+      removals = ' REMOVE #bucket, #due';
+    } else {
+      values[':bucket'] = pollBucketOf(next.name);
+      assignments.push('#bucket = :bucket', '#due = if_not_exists(#due, :recordedAt)');
     }
     // DynamoDB refuses names and values the expressions do not use.
     if (expectedVersion === undefined) names['#pk'] = PARTITION_KEY;
@@ -37,7 +56,7 @@ export class DynamoDbOperationStore implements OperationStore {
         new UpdateCommand({
           TableName: this.tableName,
           Key: { [PARTITION_KEY]: next.name },
-          UpdateExpression: `SET ${assignments.join(', ')}`,
+          UpdateExpression: `SET ${assignments.join(', ')}${removals}`,
           ConditionExpression: expectedVersion === undefined ? 'attribute_not_exists(#pk)' : '#version = :expectedVersion',
           ExpressionAttributeNames: names,
           ExpressionAttributeValues: values,
@@ -50,6 +69,68 @@ export class DynamoDbOperationStore implements OperationStore {
         // The winner comes back in DynamoDB JSON even through the DocumentClient.
         return { ok: false, current: error.Item && recordFromItem(unmarshall(error.Item)) };
       }
+      throw error;
+    }
+  }
+
+  async dueForPoll(bucket: string, now: string, limit: number): Promise<PollCandidate[]> {
+    const { Items = [] } = await this.client.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: OPEN_INDEX,
+        KeyConditionExpression: '#bucket = :bucket AND #due <= :now',
+        ExpressionAttributeNames: { '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
+        ExpressionAttributeValues: { ':bucket': bucket, ':now': now },
+        Limit: limit,
+      }),
+    );
+    return Items.map((item) => ({
+      record: recordFromItem(item),
+      poll: {
+        nextPollAt: item[OPEN_INDEX_SORT] as string,
+        unchangedPolls: (item.unchangedPolls as number | undefined) ?? 0,
+        failedPolls: (item.failedPolls as number | undefined) ?? 0,
+        notFoundPolls: (item.notFoundPolls as number | undefined) ?? 0,
+      },
+    }));
+  }
+
+  async schedulePoll(
+    name: string,
+    version: number,
+    poll: Omit<PollState, 'nextPollAt'> & { nextPollAt: string | null; note?: string },
+  ): Promise<boolean> {
+    const writeKind: WriteKind = 'poll-schedule';
+    const values: Record<string, unknown> = {
+      ':version': version,
+      ':writeKind': writeKind,
+      ':unchanged': poll.unchangedPolls,
+      ':failed': poll.failedPolls,
+      ':notFound': poll.notFoundPolls,
+      ':note': poll.note ?? null,
+    };
+    let update =
+      'SET writeKind = :writeKind, unchangedPolls = :unchanged, failedPolls = :failed, notFoundPolls = :notFound, pollNote = :note';
+    if (poll.nextPollAt === null) update += ' REMOVE #bucket, #due';
+    else {
+      values[':due'] = poll.nextPollAt;
+      update += ', #due = :due';
+    }
+    try {
+      await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { [PARTITION_KEY]: name },
+          UpdateExpression: update,
+          // Only while still open at this version: a concurrent webhook or terminal state wins.
+          ConditionExpression: '#version = :version AND attribute_exists(#bucket)',
+          ExpressionAttributeNames: { '#version': 'version', '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
+          ExpressionAttributeValues: values,
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
       throw error;
     }
   }

@@ -13,3 +13,33 @@ export interface OperationStore {
    */
   write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome>;
 }
+
+/** Reconcile's view of an open operation: when to poll it next and how it went so far. */
+export interface PollState {
+  nextPollAt: string;
+  /** Polls in a row that found nothing new (drives the backoff). */
+  unchangedPolls: number;
+  /** Polls in a row that failed (429, 5xx, timeouts, malformed answers). */
+  failedPolls: number;
+  /** Polls in a row answered 404. */
+  notFoundPolls: number;
+}
+
+export interface PollCandidate {
+  record: OperationRecord;
+  poll: PollState;
+}
+
+export interface PollSchedule {
+  /** Open, pollable operations of one index partition whose next poll is due at `now`, earliest first. */
+  dueForPoll(bucket: string, now: string, limit: number): Promise<PollCandidate[]>;
+  /**
+   * Sets the next poll (or, with `nextPollAt: null`, stops polling and records
+   * why) if the record is still at `version`; false when it moved on.
+   */
+  schedulePoll(
+    name: string,
+    version: number,
+    poll: Omit<PollState, 'nextPollAt'> & { nextPollAt: string | null; note?: string },
+  ): Promise<boolean>;
+}

@@ -1,17 +1,52 @@
 /**
  * The operations table, described once: the CDK stack and the local runtime
  * both build it from these constants.
+ *
+ * Besides the record's own fields an item carries:
+ * - `writeKind`: what the last write was (`state-change`, `refresh`, `track`,
+ *   `poll-schedule`); the effects filter passes `state-change` only.
+ * - `pollBucket` + `nextPollAt`: present only while the operation is open and
+ *   pollable, so the `open-by-due` index is sparse: reconcile finds the
+ *   operations due for a poll without scanning.
  */
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 
 export const PARTITION_KEY = 'name';
+export const OPEN_INDEX = 'open-by-due';
+export const OPEN_INDEX_PARTITION = 'pollBucket';
+export const OPEN_INDEX_SORT = 'nextPollAt';
+/** Open operations spread over this many index partitions. */
+export const POLL_BUCKETS = 8;
+
+export type WriteKind = 'state-change' | 'refresh' | 'track' | 'poll-schedule';
 
 export function createTableInput(tableName: string): CreateTableCommandInput {
   return {
     TableName: tableName,
-    AttributeDefinitions: [{ AttributeName: PARTITION_KEY, AttributeType: 'S' }],
+    AttributeDefinitions: [
+      { AttributeName: PARTITION_KEY, AttributeType: 'S' },
+      { AttributeName: OPEN_INDEX_PARTITION, AttributeType: 'S' },
+      { AttributeName: OPEN_INDEX_SORT, AttributeType: 'S' },
+    ],
     KeySchema: [{ AttributeName: PARTITION_KEY, KeyType: 'HASH' }],
+    GlobalSecondaryIndexes: [
+      {
+        IndexName: OPEN_INDEX,
+        KeySchema: [
+          { AttributeName: OPEN_INDEX_PARTITION, KeyType: 'HASH' },
+          { AttributeName: OPEN_INDEX_SORT, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'ALL' },
+      },
+    ],
     BillingMode: 'PAY_PER_REQUEST',
     StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
   };
+}
+
+/** The index partition of an operation: a stable hash of its name. */
+export function pollBucketOf(name: string): string {
+  let hash = 0;
+  for (const char of name) hash = (hash * 31 + (char.codePointAt(0) ?? 0)) >>> 0;
+  return `open#${hash % POLL_BUCKETS}`;
 }

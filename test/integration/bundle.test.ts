@@ -107,7 +107,11 @@ describe('bundled functions', () => {
         version: 2,
         stateChanged: true,
       };
-      const record = { eventName: 'MODIFY', eventID: '1', dynamodb: { SequenceNumber: '100', NewImage: marshall(image) } };
+      const record = {
+        eventName: 'MODIFY',
+        eventID: '1',
+        dynamodb: { SequenceNumber: '100', NewImage: marshall({ ...image, writeKind: 'state-change' }) },
+      };
       const event = { Records: [record] };
       const results = await runBundle(bundles.Effects, [event, event], {
         EFFECTS_LEDGER_TABLE: ledgerTable,

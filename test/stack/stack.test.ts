@@ -98,7 +98,7 @@ describe('RatchetStack', () => {
       FunctionResponseTypes: ['ReportBatchItemFailures'],
       DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [Match.stringLikeRegexp('^EffectsFailures'), 'Arn'] } } },
       FilterCriteria: {
-        Filters: [{ Pattern: '{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"stateChanged":{"BOOL":[true]}}}}' }],
+        Filters: [{ Pattern: '{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"writeKind":{"S":["state-change"]}}}}' }],
       },
     });
     template.hasResourceProperties('AWS::Lambda::Function', {

@@ -34,7 +34,14 @@ function streamRecord(image: OperationRecord, eventName: 'INSERT' | 'MODIFY' = '
   return {
     eventName,
     eventID: `e${sequence}`,
-    dynamodb: { SequenceNumber: String(1000 + sequence), NewImage: marshall(image, { removeUndefinedValues: true }) as never },
+    dynamodb: {
+      SequenceNumber: String(1000 + sequence),
+      // As the store writes it: the kind of write beside the record.
+      NewImage: marshall(
+        { ...image, writeKind: image.stateChanged ? 'state-change' : 'refresh' },
+        { removeUndefinedValues: true },
+      ) as never,
+    },
   };
 }
 

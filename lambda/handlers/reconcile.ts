@@ -1,0 +1,51 @@
+/**
+ * EventBridge-scheduled entry point: one reconcile run within the Lambda's
+ * time, counts logged and published as metrics.
+ */
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
+import type { Context } from 'aws-lambda';
+import { loadConfig } from '../config.ts';
+import { createLogger, createMetrics } from '../logger.ts';
+import { GenAiPoller } from '../reconcile/gemini-poller.ts';
+import { type ReconcileStats, reconcile } from '../reconcile/reconcile.ts';
+import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
+import { DynamoDbOperationStore } from '../store/dynamodb-operation-store.ts';
+
+const config = loadConfig();
+const logger = createLogger();
+const metrics = createMetrics();
+const store = new DynamoDbOperationStore(
+  createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT })),
+  config.TABLE_NAME,
+);
+/** Stop taking new polls this long before the Lambda's own timeout. */
+const SAFETY_MS = 15_000;
+
+async function apiKey(): Promise<string | undefined> {
+  if (config.GEMINI_API_KEY) return config.GEMINI_API_KEY;
+  if (!config.GEMINI_API_KEY_SECRET_ARN) return undefined;
+  return String((await getSecret(config.GEMINI_API_KEY_SECRET_ARN, { maxAge: 300 })) ?? '') || undefined;
+}
+
+let poller: { key: string; poller: GenAiPoller } | undefined;
+
+export const handler = async (_event: unknown, context: Context): Promise<ReconcileStats | { skipped: string }> => {
+  const key = await apiKey();
+  if (!key) {
+    logger.warn('reconcile skipped: no Gemini API key (set the GeminiApiKey secret)');
+    return { skipped: 'no-api-key' };
+  }
+  if (poller?.key !== key) poller = { key, poller: new GenAiPoller({ apiKey: key, baseUrl: config.GEMINI_BASE_URL }) };
+  const stats = await reconcile({
+    store,
+    poller: poller.poller,
+    logger,
+    intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
+    budgetMs: Math.max(1_000, context.getRemainingTimeInMillis() - SAFETY_MS),
+  });
+  for (const [name, value] of Object.entries(stats))
+    metrics.addMetric(`Reconcile${name[0]?.toUpperCase()}${name.slice(1)}`, MetricUnit.Count, value);
+  metrics.publishStoredMetrics();
+  return stats;
+};

@@ -1,0 +1,54 @@
+/** Polls Gemini with @google/genai: the adapter behind reconcile. */
+import { ApiError, GenerateVideosOperation, GoogleGenAI } from '@google/genai';
+import { eventFromBatch, eventFromOperation, type OperationAnswer } from '../core/gemini-poll.ts';
+import type { OperationKind } from '../core/lifecycle.ts';
+import type { OperationEvent } from '../core/reducer.ts';
+
+export type PollAnswer = { kind: 'event'; event: OperationEvent } | { kind: 'not-found' };
+
+export class PollFailedError extends Error {
+  override name = 'PollFailedError';
+  constructor(
+    message: string,
+    readonly status?: number,
+  ) {
+    super(message);
+  }
+}
+
+export interface GeminiPoller {
+  /** Throws PollFailedError for anything but an answer or a 404. */
+  poll(operation: { name: string; kind: OperationKind }): Promise<PollAnswer>;
+}
+
+export class GenAiPoller implements GeminiPoller {
+  private readonly ai: GoogleGenAI;
+
+  constructor(options: { apiKey: string; baseUrl?: string; timeoutMs?: number }) {
+    this.ai = new GoogleGenAI({
+      apiKey: options.apiKey,
+      httpOptions: {
+        ...(options.baseUrl && { baseUrl: options.baseUrl }),
+        timeout: options.timeoutMs ?? 10_000,
+        // One quick retry here; reconcile's per-operation backoff handles longer outages.
+        retryOptions: { attempts: 2, initialDelay: 0.2, maxDelay: 1 },
+      },
+    });
+  }
+
+  async poll({ name, kind }: { name: string; kind: OperationKind }): Promise<PollAnswer> {
+    try {
+      if (kind === 'batch') return { kind: 'event', event: eventFromBatch(name, await this.ai.batches.get({ name })) };
+      // The SDK wants its own operation class with `name` set; a plain {name} fails.
+      const operation = new GenerateVideosOperation();
+      operation.name = name;
+      const answer =
+        kind === 'video' ? await this.ai.operations.getVideosOperation({ operation }) : await this.ai.operations.get({ operation });
+      return { kind: 'event', event: eventFromOperation(name, kind, answer as OperationAnswer) };
+    } catch (error) {
+      if (error instanceof ApiError && error.status === 404) return { kind: 'not-found' };
+      if (error instanceof ApiError) throw new PollFailedError(`Gemini answered ${error.status}`, error.status);
+      throw new PollFailedError((error as Error).message);
+    }
+  }
+}

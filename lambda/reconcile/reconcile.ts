@@ -1,0 +1,138 @@
+/**
+ * reconcile(): one scheduled run. Finds open operations whose next poll is
+ * due (the sparse index, no scan), polls each with bounded concurrency, and
+ * passes what it learns to the same `ingest` as the webhook, so a stale poll
+ * can never overwrite a fresher webhook. Each operation is then rescheduled:
+ *
+ * - something changed: poll again after the base interval;
+ * - nothing new: back off, doubling up to MAX_INTERVAL (jittered ±20%);
+ * - the poll failed (429, 5xx, timeout, malformed): back off the same way, the
+ *   operation's other state untouched; one operation's error never stops the rest;
+ * - 404 three times in a row: stop polling it (`pollNote: not-found`); a
+ *   webhook can still finish it.
+ *
+ * The run stops taking new work at its deadline; what is left is still due
+ * and is picked up by the next run.
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { isTerminal } from '../core/lifecycle.ts';
+import { timeFromDate } from '../core/time.ts';
+import { ingest, NotRecordedError } from '../ingest.ts';
+import type { OperationStore, PollCandidate, PollSchedule } from '../store/operation-store.ts';
+import { POLL_BUCKETS } from '../store/table.ts';
+import { type GeminiPoller, PollFailedError } from './gemini-poller.ts';
+
+export interface ReconcileDeps {
+  store: OperationStore & PollSchedule;
+  poller: GeminiPoller;
+  logger: Logger;
+  clock?: () => Date;
+  random?: () => number;
+  /** Base poll interval: also the local schedule period. */
+  intervalSeconds: number;
+  /** Stop taking new work after this long. */
+  budgetMs: number;
+  concurrency?: number;
+  /** Due operations read per index partition per run. */
+  pageSize?: number;
+}
+
+export interface ReconcileStats {
+  polled: number;
+  applied: number;
+  unchanged: number;
+  failed: number;
+  notFound: number;
+  /** Due, but left for the next run (deadline reached). */
+  deferred: number;
+}
+
+export const MAX_INTERVAL_SECONDS = 30 * 60;
+export const NOT_FOUND_LIMIT = 3;
+
+export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
+  const { store, logger, clock = () => new Date(), concurrency = 8, pageSize = 100 } = deps;
+  const started = clock().getTime();
+  const stats: ReconcileStats = { polled: 0, applied: 0, unchanged: 0, failed: 0, notFound: 0, deferred: 0 };
+  const now = timeFromDate(clock());
+  const due: PollCandidate[] = [];
+  for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) due.push(...(await store.dueForPoll(`open#${bucket}`, now, pageSize)));
+  // Earliest due first, across partitions.
+  due.sort((a, b) => (a.poll.nextPollAt < b.poll.nextPollAt ? -1 : 1));
+
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < due.length) {
+        if (clock().getTime() - started > deps.budgetMs) {
+          stats.deferred = due.length - next;
+          next = due.length;
+          return;
+        }
+        const candidate = due[next++] as PollCandidate;
+        await pollOne(candidate, deps, stats).catch((error) => {
+          stats.failed++;
+          logger.error('poll failed unexpectedly', { operation: candidate.record.name, error });
+        });
+      }
+    }),
+  );
+  logger.info('reconcile run', { ...stats, due: due.length, durationMs: clock().getTime() - started });
+  return stats;
+}
+
+async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, stats: ReconcileStats): Promise<void> {
+  const { store, poller, logger, clock = () => new Date() } = deps;
+  stats.polled++;
+  const reschedule = (
+    fields: { unchangedPolls: number; failedPolls: number; notFoundPolls: number; note?: string },
+    version = record.version,
+  ) =>
+    store.schedulePoll(record.name, version, {
+      ...fields,
+      nextPollAt: nextPoll(deps, clock(), Math.max(fields.unchangedPolls, fields.failedPolls)),
+    });
+  let answer: Awaited<ReturnType<GeminiPoller['poll']>>;
+  try {
+    answer = await poller.poll(record);
+  } catch (error) {
+    if (!(error instanceof PollFailedError)) throw error;
+    stats.failed++;
+    logger.warn('poll failed; backing off', { operation: record.name, status: error.status, detail: error.message });
+    await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: error.message });
+    return;
+  }
+  if (answer.kind === 'not-found') {
+    stats.notFound++;
+    const notFoundPolls = poll.notFoundPolls + 1;
+    if (notFoundPolls >= NOT_FOUND_LIMIT) {
+      logger.warn('operation not found at Gemini; polling stopped', { operation: record.name, polls: notFoundPolls });
+      await store.schedulePoll(record.name, record.version, { ...poll, notFoundPolls, nextPollAt: null, note: 'not-found' });
+    } else {
+      await reschedule({ ...poll, notFoundPolls, note: 'not-found' });
+    }
+    return;
+  }
+  let result: Awaited<ReturnType<typeof ingest>>;
+  try {
+    result = await ingest({ ...answer.event, eventId: `poll:${timeFromDate(clock())}` }, { store, clock });
+  } catch (error) {
+    if (!(error instanceof NotRecordedError)) throw error;
+    stats.failed++; // still due: the next run polls it again
+    logger.error('poll result not recorded', { operation: record.name, reason: error.reason });
+    return;
+  }
+  const changed = result.outcome === 'applied' && result.stateChanged;
+  if (result.outcome === 'applied') stats.applied++;
+  else stats.unchanged++;
+  if (isTerminal(result.record.state)) return; // the write that made it terminal took it out of the index
+  await reschedule({ unchangedPolls: changed ? 0 : poll.unchangedPolls + 1, failedPolls: 0, notFoundPolls: 0 }, result.record.version);
+}
+
+/** Base interval doubled per step, capped, jittered ±20% so polls spread out. */
+export function nextPoll(deps: Pick<ReconcileDeps, 'intervalSeconds' | 'random'>, now: Date, steps: number): string {
+  const random = deps.random ?? Math.random;
+  const seconds = Math.min(MAX_INTERVAL_SECONDS, deps.intervalSeconds * 2 ** Math.min(steps, 16));
+  const jittered = seconds * (0.8 + 0.4 * random());
+  return timeFromDate(new Date(now.getTime() + jittered * 1000));
+}
