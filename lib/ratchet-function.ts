@@ -55,10 +55,19 @@ export class RatchetFunction extends NodejsFunction {
     });
   }
 
-  /** The table's name in `variable`, plus exactly the DynamoDB actions this function uses on it. */
-  bindTable(variable: string, table: ITable, ...actions: string[]): this {
+  /**
+   * The table's name in `variable`, plus exactly the DynamoDB actions this
+   * function uses on it (and on `index`, when it queries one). Unlike
+   * `table.grant`, no access to indexes it does not use.
+   */
+  bindTable(variable: string, table: ITable, actions: string[], index?: string): this {
     this.addEnvironment(variable, table.tableName);
-    table.grant(this, ...actions.map((action) => `dynamodb:${action}`));
+    this.addToRolePolicy(
+      new PolicyStatement({
+        actions: actions.map((action) => `dynamodb:${action}`),
+        resources: [table.tableArn, ...(index ? [`${table.tableArn}/index/${index}`] : [])],
+      }),
+    );
     return this;
   }
 

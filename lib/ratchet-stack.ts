@@ -1,14 +1,15 @@
 /**
  * The Ratchet stack: the operations table (stream on); the HTTP API whose
  * Lambda verifies Gemini webhooks and ingests them through the reducer; the
- * effects Lambda fed by the table's stream.
+ * effects Lambda fed by the table's stream; the scheduled reconcile Lambda.
  */
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import { HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { AttributeType, BillingMode, StreamViewType, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
-import { EventBus } from 'aws-cdk-lib/aws-events';
+import { EventBus, Rule, Schedule } from 'aws-cdk-lib/aws-events';
+import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import type { Role } from 'aws-cdk-lib/aws-iam';
 import { StartingPosition } from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
@@ -19,8 +20,11 @@ import type { Construct } from 'constructs';
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
 import { EFFECTS_MAPPING } from '../lambda/effects/mapping.ts';
-import { PARTITION_KEY } from '../lambda/store/table.ts';
+import { OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY } from '../lambda/store/table.ts';
 import { RatchetFunction } from './ratchet-function.ts';
+
+/** How often reconcile runs; also its base poll interval per operation. */
+const RECONCILE_INTERVAL = Duration.minutes(1);
 
 export interface RatchetStackProps extends StackProps {
   /** Turns on the signed outbound webhook sink (its secret goes into Secrets Manager, `EffectsSigningSecret`). */
@@ -32,6 +36,7 @@ export class RatchetStack extends Stack {
   readonly api: HttpApi;
   readonly apiFunction: RatchetFunction;
   readonly effectsFunction: RatchetFunction;
+  readonly reconcileFunction: RatchetFunction;
   readonly bus: EventBus;
 
   constructor(scope: Construct, id: string, props: RatchetStackProps = {}) {
@@ -44,6 +49,12 @@ export class RatchetStack extends Stack {
       encryption: TableEncryption.AWS_MANAGED,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       removalPolicy: RemovalPolicy.RETAIN,
+    });
+    // Sparse: only open, pollable operations carry its keys (see lambda/store/table.ts).
+    this.table.addGlobalSecondaryIndex({
+      indexName: OPEN_INDEX,
+      partitionKey: { name: OPEN_INDEX_PARTITION, type: AttributeType.STRING },
+      sortKey: { name: OPEN_INDEX_SORT, type: AttributeType.STRING },
     });
 
     // Holds the `whsec_…` secret(s) Gemini returned when the webhook was created; set its value after the first deploy.
@@ -59,7 +70,7 @@ export class RatchetStack extends Stack {
       entry: 'lambda/handlers/api.ts',
       description: 'Gemini webhook and operations API',
     })
-      .bindTable('TABLE_NAME', this.table, 'GetItem', 'UpdateItem')
+      .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
       .bindSecret('WEBHOOK_SIGNING_SECRETS', signingSecrets);
 
     const accessLogs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY });
@@ -111,7 +122,7 @@ export class RatchetStack extends Stack {
       entry: 'lambda/handlers/effects.ts',
       description: 'Applied state changes -> EventBridge and the outbound webhook',
       timeout: Duration.seconds(60),
-    }).bindTable('EFFECTS_LEDGER_TABLE', ledger, 'GetItem', 'PutItem');
+    }).bindTable('EFFECTS_LEDGER_TABLE', ledger, ['GetItem', 'PutItem']);
     this.effectsFunction.addEnvironment('EVENT_BUS_NAME', this.bus.eventBusName);
     this.bus.grantPutEventsTo(this.effectsFunction);
     if (props.effectsWebhookUrl) {
@@ -142,11 +153,32 @@ export class RatchetStack extends Stack {
       reason: 'dynamodb:ListStreams has no resource-level permissions; the stream reads themselves are scoped to the table stream.',
     });
 
+    // Reconcile: a schedule polls Gemini for open operations through the same ingest.
+    const geminiApiKey = new Secret(this, 'GeminiApiKey', { description: 'Gemini API key used by reconcile to poll operations' });
+    Validations.of(geminiApiKey).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason: 'A Gemini API key is issued and rotated in Google AI Studio; the value is copied here.',
+    });
+    this.reconcileFunction = new RatchetFunction(this, 'Reconcile', {
+      entry: 'lambda/handlers/reconcile.ts',
+      description: 'Polls Gemini for open operations and ingests what it learns',
+      timeout: Duration.minutes(5),
+      environment: { RECONCILE_INTERVAL_SECONDS: String(RECONCILE_INTERVAL.toSeconds()) },
+    })
+      .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem', 'Query'], OPEN_INDEX)
+      .bindSecret('GEMINI_API_KEY_SECRET', geminiApiKey);
+    new Rule(this, 'ReconcileSchedule', {
+      description: 'Runs reconcile',
+      schedule: Schedule.rate(RECONCILE_INTERVAL),
+      targets: [new LambdaFunction(this.reconcileFunction, { retryAttempts: 0 })],
+    });
+
     new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     new CfnOutput(this, 'WebhookUrl', { value: `${this.api.apiEndpoint}/webhooks/gemini` });
     new CfnOutput(this, 'WebhookSigningSecretArn', { value: signingSecrets.secretArn });
     new CfnOutput(this, 'TableName', { value: this.table.tableName });
     new CfnOutput(this, 'EventBusName', { value: this.bus.eventBusName });
+    new CfnOutput(this, 'GeminiApiKeySecretArn', { value: geminiApiKey.secretArn });
     new CfnOutput(this, 'EffectsFailureQueueUrl', { value: failures.queueUrl });
   }
 }

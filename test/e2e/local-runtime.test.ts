@@ -53,6 +53,7 @@ afterAll(async () => {
 describe('npm start', () => {
   it('prints a development secret when none is configured, and serves healthz', async () => {
     expect(ratchet.devSecret).toMatch(/^whsec_[A-Za-z0-9+/=]+$/);
+    expect(ratchet.output()).toContain('reconcile off: GEMINI_API_KEY is not set');
     expect((await fetch(`${ratchet.url}/healthz`)).status).toBe(200);
   });
 

@@ -15,16 +15,19 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../lambda/core/reducer.ts';
 import { ledgerTableInput } from '../../lambda/effects/ledger.ts';
-import { createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
+import { createTableInput } from '../../lambda/store/table.ts';
 import { RatchetStack } from '../../lib/ratchet-stack.ts';
 import { ensureTable } from '../../local/runtime.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { FakeGemini } from '../support/fake-gemini.ts';
 import { Receiver } from '../support/receiver.ts';
 
 // Outside the project, whose package.json says "type": "module": Lambda has no such file either.
 const outdir = mkdtempSync(join(tmpdir(), 'ratchet-cdk-'));
-let bundles: Record<'Api' | 'Effects', string>;
+let bundles: Record<'Api' | 'Effects' | 'Reconcile', string>;
 
 beforeAll(() => {
   const app = new App({ outdir });
@@ -36,7 +39,7 @@ beforeAll(() => {
     const hash = String(fn?.Properties.Code.S3Key).replace(/\.zip$/, '');
     return join(outdir, `asset.${hash}`, 'index.js');
   };
-  bundles = { Api: bundleOf('Api'), Effects: bundleOf('Effects') };
+  bundles = { Api: bundleOf('Api'), Effects: bundleOf('Effects'), Reconcile: bundleOf('Reconcile') };
 });
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
@@ -122,6 +125,34 @@ describe('bundled functions', () => {
       expect(receiver.accepted.map((d) => [d.id, d.signatureValid, d.body.data.state])).toEqual([[`${image.name}#2`, true, 'SUCCEEDED']]);
     } finally {
       await receiver.stop();
+    }
+  });
+});
+
+describe('bundled reconcile function', () => {
+  it('skips without an API key, and polls the fake Gemini with one', async () => {
+    expect(existsSync(bundles.Reconcile)).toBe(true);
+    // A table of its own: reconcile polls every open operation it finds.
+    const table = `${inject('tableName')}-bundle`;
+    const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
+    await ensureTable(client, createTableInput(table));
+    const store = new DynamoDbOperationStore(createDocumentClient(client), table);
+    const name = `batches/bundle-poll-${Date.now()}`;
+    await store.write(trackedRecord(name, 'batch', '2026-11-30T10:00:00.000000000Z'), undefined);
+    const gemini = await new FakeGemini('bundle-key').start();
+    gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
+    try {
+      expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: table })).toEqual([{ skipped: 'no-api-key' }]);
+      const [stats] = await runBundle(bundles.Reconcile, [{}], {
+        TABLE_NAME: table,
+        GEMINI_API_KEY: 'bundle-key',
+        GEMINI_BASE_URL: gemini.baseUrl,
+      });
+      expect(stats).toMatchObject({ polled: 1, applied: 1, failed: 0 });
+      expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', providerState: 'JOB_STATE_SUCCEEDED' });
+    } finally {
+      await gemini.stop();
+      client.destroy();
     }
   });
 });

@@ -39,7 +39,7 @@ describe('RatchetStack', () => {
 
   it('leaves the outbound webhook off without effectsWebhookUrl', () => {
     const plain = Template.fromStack(new RatchetStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Plain'));
-    expect(Object.keys(plain.findResources('AWS::SecretsManager::Secret'))).toHaveLength(1);
+    expect(Object.keys(plain.findResources('AWS::SecretsManager::Secret'))).toHaveLength(2); // webhook secrets, Gemini API key
     plain.hasResourceProperties('AWS::Lambda::Function', {
       Environment: { Variables: Match.objectLike({ EVENT_BUS_NAME: Match.anyValue() }) },
     });
@@ -67,7 +67,7 @@ describe('RatchetStack', () => {
   it('grants the API function its log group, GetItem/UpdateItem on the table and its secret, nothing else', () => {
     expect(permissionsOf('ApiRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ApiLogs')],
-      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/Operations[0-9A-F]+","Arn"/)],
+      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
       [['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], expect.stringContaining('WebhookSigningSecrets')],
     ]);
   });
@@ -113,6 +113,42 @@ describe('RatchetStack', () => {
     });
     template.hasResourceProperties('AWS::DynamoDB::Table', { TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true } });
     template.hasResourceProperties('AWS::SQS::Queue', { MessageRetentionPeriod: 14 * 86400, SqsManagedSseEnabled: true });
+  });
+
+  it('indexes open operations sparsely and runs reconcile every minute with Query on that index', () => {
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: 'open-by-due',
+          KeySchema: [
+            { AttributeName: 'pollBucket', KeyType: 'HASH' },
+            { AttributeName: 'nextPollAt', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'ALL' },
+        },
+      ],
+    });
+    template.hasResourceProperties('AWS::Events::Rule', {
+      ScheduleExpression: 'rate(1 minute)',
+      Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^Reconcile'), 'Arn'] } })],
+    });
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Timeout: 300,
+      Environment: {
+        Variables: Match.objectLike({
+          RECONCILE_INTERVAL_SECONDS: '60',
+          GEMINI_API_KEY_SECRET_ARN: { Ref: Match.stringLikeRegexp('^GeminiApiKey') },
+        }),
+      },
+    });
+    expect(permissionsOf('ReconcileRole')).toEqual([
+      [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ReconcileLogs')],
+      [
+        ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem'],
+        expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due"/),
+      ],
+      [['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
+    ]);
   });
 
   it('routes the webhook without authorizer (signature-checked) and the operations routes through IAM', () => {

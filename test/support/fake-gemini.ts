@@ -62,7 +62,10 @@ export class FakeGemini {
       if (fault === 'slow') await new Promise((resolve) => setTimeout(resolve, 15_000));
       const batch = this.batches.get(path);
       if (batch) {
-        return json(res, 200, { name: path, metadata: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch', name: path, ...batch } });
+        return json(res, 200, {
+          name: path,
+          metadata: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch', name: path, ...batch },
+        });
       }
       const operation = this.operations.get(path);
       if (operation) return json(res, 200, { name: path, ...operation });

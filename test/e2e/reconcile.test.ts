@@ -1,0 +1,71 @@
+/**
+ * The whole system through npm start: operations tracked over HTTP, learned
+ * only by polling a fake Gemini (real SDK, GEMINI_BASE_URL), and every state
+ * change delivered by the effects path to a receiver.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { newSecret } from '../support/deliveries.ts';
+import { FakeGemini } from '../support/fake-gemini.ts';
+import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
+import { eventually, Receiver } from '../support/receiver.ts';
+
+const outboundSecret = newSecret();
+let gemini: FakeGemini;
+let receiver: Receiver;
+let ratchet: RatchetProcess;
+
+beforeAll(async () => {
+  gemini = await new FakeGemini('e2e-key').start();
+  receiver = await new Receiver(outboundSecret).start();
+  ratchet = await startRatchet({
+    DATA_DIR: ':memory:',
+    WEBHOOK_SIGNING_SECRETS: newSecret(),
+    GEMINI_API_KEY: 'e2e-key',
+    GEMINI_BASE_URL: gemini.baseUrl,
+    RECONCILE_INTERVAL_SECONDS: '0.3',
+    EFFECTS_WEBHOOK_URL: receiver.url,
+    EFFECTS_SIGNING_SECRET: outboundSecret,
+  });
+});
+
+afterAll(async () => {
+  await ratchet?.stop();
+  await receiver?.stop();
+  await gemini?.stop();
+});
+
+const stateOf = async (name: string) =>
+  ((await (await fetch(`${ratchet.url}/operations/${name}`)).json()) as { state: string | null }).state;
+
+describe('npm start with reconcile', () => {
+  it('follows tracked operations by polling alone and fires each state change once, in order', async () => {
+    const batch = 'batches/e2e-poll';
+    const video = 'models/veo-3.0-generate-001/operations/e2e-poll';
+    for (const name of ['batch_e2e-poll', video]) {
+      const response = await fetch(`${ratchet.url}/operations`, {
+        method: 'POST',
+        body: JSON.stringify({ name }),
+        headers: { 'content-type': 'application/json' },
+      });
+      expect(response.status).toBe(201);
+    }
+    gemini.batches.set(batch, { state: 'BATCH_STATE_PENDING', updateTime: '2026-11-30T10:00:00Z' });
+    gemini.operations.set(video, { done: false });
+    await eventually(async () => (await stateOf(batch)) === 'PENDING' && (await stateOf(video)) === 'RUNNING', 20_000, 'first polls');
+    gemini.batches.set(batch, { state: 'BATCH_STATE_RUNNING', updateTime: '2026-11-30T10:05:00.25Z' });
+    await eventually(async () => (await stateOf(batch)) === 'RUNNING', 20_000, 'RUNNING');
+    gemini.batches.set(batch, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T10:09:00Z' });
+    gemini.operations.set(video, { done: true, response: {} });
+    await eventually(async () => (await stateOf(batch)) === 'SUCCEEDED' && (await stateOf(video)) === 'SUCCEEDED', 20_000, 'SUCCEEDED');
+
+    await eventually(() => receiver.applied().length >= 5, 20_000, 'effects');
+    const sent = receiver.applied().map((d) => `${d.body.data.name} ${d.body.data.previousState ?? '-'}>${d.body.data.state}`);
+    expect(sent.filter((s) => s.startsWith(batch))).toEqual([
+      `${batch} ->PENDING`,
+      `${batch} PENDING>RUNNING`,
+      `${batch} RUNNING>SUCCEEDED`,
+    ]);
+    expect(sent.filter((s) => s.startsWith(video))).toEqual([`${video} ->RUNNING`, `${video} RUNNING>SUCCEEDED`]);
+    expect(receiver.accepted).toHaveLength(receiver.applied().length);
+  });
+});

@@ -1,0 +1,169 @@
+/**
+ * Reconcile against DynamoDB Local and a fake Gemini on 127.0.0.1, through
+ * the real @google/genai SDK. A table of its own: its polls must not touch the
+ * records other test files inspect.
+ */
+import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { mapWebhookDelivery } from '../../lambda/core/gemini-webhook.ts';
+import { kindOfName } from '../../lambda/core/names.ts';
+import { trackedRecord } from '../../lambda/core/reducer.ts';
+import { timeFromDate } from '../../lambda/core/time.ts';
+import { ingest } from '../../lambda/ingest.ts';
+import { GenAiPoller } from '../../lambda/reconcile/gemini-poller.ts';
+import { type ReconcileStats, reconcile } from '../../lambda/reconcile/reconcile.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
+import { createTableInput } from '../../lambda/store/table.ts';
+import { ensureTable } from '../../local/runtime.ts';
+import { envelope } from '../support/deliveries.ts';
+import { FakeGemini } from '../support/fake-gemini.ts';
+import { eventually } from '../support/receiver.ts';
+import { silentLogger } from '../support/silent-logger.ts';
+
+const endpoint = inject('dynamodbEndpoint');
+const tableName = `${inject('tableName')}-reconcile`;
+const client = createDynamoDbClient({ endpoint });
+const store = new DynamoDbOperationStore(createDocumentClient(client), tableName);
+let gemini: FakeGemini;
+let poller: GenAiPoller;
+// Reconcile's clock: each run jumps ahead so every backed-off operation is due again.
+let now = new Date('2026-12-01T00:00:00Z');
+let run = 0;
+
+beforeAll(async () => {
+  await ensureTable(client, createTableInput(tableName));
+  gemini = await new FakeGemini().start();
+  poller = new GenAiPoller({ apiKey: gemini.apiKey, baseUrl: gemini.baseUrl, timeoutMs: 1_000 });
+});
+afterAll(async () => {
+  await gemini.stop();
+  client.destroy();
+});
+beforeEach(() => {
+  run++;
+});
+
+const reconcileOnce = (options: { budgetMs?: number } = {}): Promise<ReconcileStats> => {
+  now = new Date(now.getTime() + 3 * 3600_000);
+  return reconcile({ store, poller, logger: silentLogger, clock: () => now, intervalSeconds: 60, budgetMs: options.budgetMs ?? 60_000 });
+};
+const track = (name: string) => store.write(trackedRecord(name, kindOfName(name), timeFromDate(now)), undefined);
+const stateOf = async (name: string) => (await store.get(name))?.state;
+const at = (minute: number) => `2026-11-30T10:${String(minute).padStart(2, '0')}:00.000001Z`;
+
+describe('reconcile', () => {
+  it('with polling alone (every webhook lost), every operation reaches its true terminal state', async () => {
+    const batches = Array.from({ length: 6 }, (_, i) => `batches/lost-${run}-${i}`);
+    const videos = Array.from({ length: 3 }, (_, i) => `models/veo-3.0-generate-001/operations/lost-${run}-${i}`);
+    const generic = `operations/lost-${run}`;
+    for (const name of [...batches, ...videos, generic]) await track(name);
+    const finals = [
+      'BATCH_STATE_SUCCEEDED',
+      'BATCH_STATE_FAILED',
+      'BATCH_STATE_CANCELLED',
+      'BATCH_STATE_EXPIRED',
+      'JOB_STATE_PARTIALLY_SUCCEEDED',
+      'BATCH_STATE_SUCCEEDED',
+    ];
+
+    // Time passes at Gemini: pending, running, then done, one step per run.
+    const steps: Array<() => void> = [
+      () => {
+        for (const name of batches) gemini.batches.set(name, { state: 'BATCH_STATE_PENDING', updateTime: at(1) });
+        for (const name of [...videos, generic]) gemini.operations.set(name, { done: false });
+      },
+      () => {
+        for (const name of batches) gemini.batches.set(name, { state: 'BATCH_STATE_RUNNING', updateTime: at(2) });
+      },
+      () => {
+        batches.forEach((name, i) => gemini.batches.set(name, { state: finals[i] as string, updateTime: at(3) }));
+        gemini.operations.set(videos[0] as string, {
+          done: true,
+          response: { generateVideoResponse: { generatedSamples: [{ video: { uri: 'https://v/0.mp4' } }] } },
+        });
+        gemini.operations.set(videos[1] as string, { done: true, error: { code: 13, message: 'render failed' } });
+        gemini.operations.set(videos[2] as string, { done: true, error: { code: 1, message: 'cancelled' } });
+        gemini.operations.set(generic, { done: true, response: {} });
+      },
+    ];
+    const seen: string[] = [];
+    for (const step of steps) {
+      step();
+      await reconcileOnce();
+      seen.push(String(await stateOf(batches[0] as string)));
+    }
+    expect(seen).toEqual(['PENDING', 'RUNNING', 'SUCCEEDED']);
+    expect(await Promise.all(batches.map(stateOf))).toEqual(['SUCCEEDED', 'FAILED', 'CANCELLED', 'EXPIRED', 'SUCCEEDED', 'SUCCEEDED']);
+    expect(await Promise.all(videos.map(stateOf))).toEqual(['SUCCEEDED', 'FAILED', 'CANCELLED']);
+    expect(await stateOf(generic)).toBe('SUCCEEDED');
+    expect((await store.get(videos[0] as string))?.result).toEqual({ outputUri: 'https://v/0.mp4' });
+    expect((await store.get(batches[4] as string))?.providerState).toBe('JOB_STATE_PARTIALLY_SUCCEEDED');
+
+    // Terminal operations leave the index: nothing of this test is polled again.
+    const before = gemini.requests.length;
+    await reconcileOnce();
+    expect(gemini.requests.slice(before).filter((r) => r.includes(`lost-${run}`))).toEqual([]);
+  });
+
+  it('the seed race: a poll that read RUNNING lands after the SUCCEEDED webhook, and the state stays SUCCEEDED', async () => {
+    const name = `batches/race-${run}`;
+    await track(name);
+    gemini.batches.set(name, { state: 'BATCH_STATE_RUNNING', updateTime: at(5) });
+    gemini.holding.add(name);
+    const polling = reconcileOnce();
+    await eventually(() => gemini.requests.includes(name), 10_000, 'the poll to reach Gemini');
+    // Meanwhile the job finishes and its webhook is applied.
+    const webhook = mapWebhookDelivery(envelope('batch.succeeded', { id: name }, '2026-11-30T10:06:00Z'), 'msg_race');
+    if (webhook.kind !== 'event') throw new Error('expected an event');
+    expect((await ingest(webhook.event, { store })).outcome).toBe('applied');
+    gemini.release(name); // the slow poll answers with what it read: RUNNING
+    const stats = await polling;
+    expect(stats.unchanged).toBeGreaterThanOrEqual(1);
+    expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', providerState: 'batch.succeeded', version: 2 });
+  });
+
+  it('survives 429, 500, slow and malformed answers: no crash, no wrong state, done on a later run', async () => {
+    const faults = ['429', '500', 'slow', 'malformed'] as const;
+    const names = faults.map((fault) => `batches/fault-${fault}-${run}`);
+    const healthy = `batches/healthy-${run}`;
+    for (const name of [...names, healthy]) {
+      await track(name);
+      gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: at(7) });
+    }
+    names.forEach((name, i) => gemini.faults.set(name, faults[i] as (typeof faults)[number]));
+    const stats = await reconcileOnce();
+    expect(stats.failed).toBeGreaterThanOrEqual(4);
+    expect(await Promise.all(names.map(stateOf))).toEqual([null, null, null, null]);
+    expect(await stateOf(healthy)).toBe('SUCCEEDED'); // one operation's error never stops the others
+
+    for (const name of names) gemini.faults.delete(name);
+    await reconcileOnce();
+    expect(await Promise.all(names.map(stateOf))).toEqual(['SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED', 'SUCCEEDED']);
+  });
+
+  it('stops polling an operation Gemini answers 404 for, three times in a row', async () => {
+    const name = `batches/gone-${run}`;
+    await track(name);
+    const polls = () => gemini.requests.filter((r) => r === name).length;
+    for (let i = 1; i <= 3; i++) {
+      await reconcileOnce();
+      expect(polls()).toBe(i);
+    }
+    await reconcileOnce();
+    expect(polls()).toBe(3);
+    expect(await store.get(name)).toMatchObject({ state: null, version: 1 });
+  });
+
+  it('stops taking new polls at its deadline and leaves the rest due for the next run', async () => {
+    const names = Array.from({ length: 3 }, (_, i) => `batches/budget-${run}-${i}`);
+    for (const name of names) {
+      await track(name);
+      gemini.batches.set(name, { state: 'BATCH_STATE_RUNNING', updateTime: at(9) });
+    }
+    const stats = await reconcileOnce({ budgetMs: -1 });
+    expect(stats.polled).toBe(0);
+    expect(stats.deferred).toBeGreaterThanOrEqual(3);
+    await reconcileOnce();
+    expect(await Promise.all(names.map(stateOf))).toEqual(['RUNNING', 'RUNNING', 'RUNNING']);
+  });
+});
