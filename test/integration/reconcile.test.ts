@@ -76,7 +76,9 @@ describe('reconcile', () => {
         for (const name of batches) gemini.batches.set(name, { state: 'BATCH_STATE_RUNNING', updateTime: at(2) });
       },
       () => {
-        batches.forEach((name, i) => gemini.batches.set(name, { state: finals[i] as string, updateTime: at(3) }));
+        batches.forEach((name, i) => {
+          gemini.batches.set(name, { state: finals[i] as string, updateTime: at(3) });
+        });
         gemini.operations.set(videos[0] as string, {
           done: true,
           response: { generateVideoResponse: { generatedSamples: [{ video: { uri: 'https://v/0.mp4' } }] } },
@@ -130,7 +132,9 @@ describe('reconcile', () => {
       await track(name);
       gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: at(7) });
     }
-    names.forEach((name, i) => gemini.faults.set(name, faults[i] as (typeof faults)[number]));
+    names.forEach((name, i) => {
+      gemini.faults.set(name, faults[i] as (typeof faults)[number]);
+    });
     const stats = await reconcileOnce();
     expect(stats.failed).toBeGreaterThanOrEqual(4);
     expect(await Promise.all(names.map(stateOf))).toEqual([null, null, null, null]);

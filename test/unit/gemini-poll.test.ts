@@ -79,7 +79,7 @@ describe('eventFromOperation', () => {
 
 describe('nextPoll', () => {
   const now = new Date('2026-11-30T10:00:00Z');
-  const seconds = (t: string) => (Date.parse(t.slice(0, 23) + 'Z') - now.getTime()) / 1000;
+  const seconds = (t: string) => (Date.parse(`${t.slice(0, 23)}Z`) - now.getTime()) / 1000;
 
   it('doubles per unchanged poll from the base interval, jittered ±20%, capped', () => {
     expect(seconds(nextPoll({ intervalSeconds: 60, random: () => 0.5 }, now, 0))).toBe(60);
