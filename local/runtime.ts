@@ -1,7 +1,8 @@
 /**
  * The whole system on one machine: DynamoDB Local (embedded, or the one at
- * DYNAMODB_ENDPOINT), the table with its stream as in AWS, and the HTTP API
- * served through the same handler code as the Lambda.
+ * DYNAMODB_ENDPOINT), the table with its stream and index as in AWS, the HTTP
+ * API served through the same handler code as the Lambda, the stream ->
+ * effects mapping, and the reconcile schedule.
  */
 import { randomBytes } from 'node:crypto';
 import type { Server } from 'node:http';
@@ -11,8 +12,10 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import {
   CreateTableCommand,
   type CreateTableCommandInput,
+  DescribeTableCommand,
   type DynamoDBClient,
   ResourceInUseException,
+  UpdateTableCommand,
   waitUntilTableExists,
 } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -86,12 +89,29 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   }
 }
 
-/** Creates a table as the stack does; an existing one is kept. */
+/**
+ * Creates a table as the stack does. An existing one (a data folder from an
+ * earlier version) is kept, and gets any index it lacks.
+ */
 export async function ensureTable(client: DynamoDBClient, input: CreateTableCommandInput): Promise<void> {
   try {
     await client.send(new CreateTableCommand(input));
   } catch (error) {
     if (!(error instanceof ResourceInUseException)) throw error;
+    const { Table } = await client.send(new DescribeTableCommand({ TableName: input.TableName }));
+    const present = new Set((Table?.GlobalSecondaryIndexes ?? []).map((index) => index.IndexName));
+    for (const index of input.GlobalSecondaryIndexes ?? []) {
+      if (present.has(index.IndexName)) continue;
+      await client.send(
+        new UpdateTableCommand({
+          TableName: input.TableName,
+          AttributeDefinitions: input.AttributeDefinitions,
+          GlobalSecondaryIndexUpdates: [
+            { Create: { IndexName: index.IndexName, KeySchema: index.KeySchema, Projection: index.Projection } },
+          ],
+        }),
+      );
+    }
   }
   await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1 }, { TableName: input.TableName });
 }
