@@ -12,7 +12,9 @@ describe('ensureTable', () => {
   it('adds the open-operations index to a table kept from an earlier version', async () => {
     const tableName = `ratchet-old-${Date.now()}`;
     const { GlobalSecondaryIndexes: _, StreamSpecification: __, AttributeDefinitions, ...old } = createTableInput(tableName);
-    await client.send(new CreateTableCommand({ ...old, AttributeDefinitions: AttributeDefinitions?.filter((a) => a.AttributeName === 'name') }));
+    await client.send(
+      new CreateTableCommand({ ...old, AttributeDefinitions: AttributeDefinitions?.filter((a) => a.AttributeName === 'name') }),
+    );
     await ensureTable(client, createTableInput(tableName));
     await ensureTable(client, createTableInput(tableName)); // and a second start changes nothing
     const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
