@@ -22,7 +22,7 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { serve } from '@hono/node-server';
 import type { Config } from '../lambda/config.ts';
 import { ConfigError } from '../lambda/config.ts';
-import { DynamoDbEffectLedger, ledgerTableInput } from '../lambda/effects/ledger.ts';
+import { DynamoDbEffectLedger, keyedTableInput } from '../lambda/effects/ledger.ts';
 import { EFFECTS_MAPPING } from '../lambda/effects/mapping.ts';
 import { createEffectsHandler } from '../lambda/effects/process.ts';
 import { WebhookSink } from '../lambda/effects/sinks.ts';
@@ -67,7 +67,9 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     await ensureTable(client, createTableInput(config.TABLE_NAME));
     const documents = createDocumentClient(client);
     const store = new DynamoDbOperationStore(documents, config.TABLE_NAME);
-    const app = createApp({ store, verifier: new WebhookSignatureVerifier(async () => secrets), logger, metrics: createMetrics() });
+    // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
+    const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
+    const app = createApp({ store, verifier: new WebhookSignatureVerifier(async () => secrets), logger, metrics });
     const server = await listen(app.fetch, config.HOST, config.PORT);
     stopped.push(
       () =>
@@ -146,8 +148,8 @@ async function startEffects(
   const [secret] = parseSigningSecrets(config.EFFECTS_SIGNING_SECRET);
   const ledgerTable = config.EFFECTS_LEDGER_TABLE ?? `${config.TABLE_NAME}-effects-ledger`;
   const stateTable = `${config.TABLE_NAME}-stream-mapping`;
-  await ensureTable(deps.client, ledgerTableInput(ledgerTable));
-  await ensureTable(deps.client, ledgerTableInput(stateTable));
+  await ensureTable(deps.client, keyedTableInput(ledgerTable));
+  await ensureTable(deps.client, keyedTableInput(stateTable));
   const handler = createEffectsHandler({
     sinks: [new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret as string, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS })],
     ledger: new DynamoDbEffectLedger(deps.documents, ledgerTable),

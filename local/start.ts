@@ -4,8 +4,6 @@
  */
 // Node 20 is supported here; the SDK's notice about it is noise. Set before the SDK loads.
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
-// CloudWatch EMF lines are for AWS; set POWERTOOLS_METRICS_DISABLED=false to see them locally.
-process.env.POWERTOOLS_METRICS_DISABLED ??= 'true';
 
 const { ConfigError, loadConfig } = await import('../lambda/config.ts');
 const { InvalidSecretError } = await import('../lambda/http/webhook-signature.ts');

@@ -16,7 +16,8 @@ export interface EffectLedger {
 const LEDGER_KEY = 'key';
 const RETENTION_SECONDS = 30 * 24 * 3600;
 
-export function ledgerTableInput(tableName: string): CreateTableCommandInput {
+/** A table with a string `key` and nothing else declared: the ledger, and the local mapping's checkpoints. */
+export function keyedTableInput(tableName: string): CreateTableCommandInput {
   return {
     TableName: tableName,
     AttributeDefinitions: [{ AttributeName: LEDGER_KEY, AttributeType: 'S' }],

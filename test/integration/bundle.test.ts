@@ -14,7 +14,7 @@ import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../lambda/core/reducer.ts';
-import { ledgerTableInput } from '../../lambda/effects/ledger.ts';
+import { keyedTableInput } from '../../lambda/effects/ledger.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
@@ -101,7 +101,7 @@ describe('bundled functions', () => {
     const receiver = await new Receiver(secret).start();
     const ledgerTable = `${inject('tableName')}-bundle-ledger`;
     const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
-    await ensureTable(client, ledgerTableInput(ledgerTable));
+    await ensureTable(client, keyedTableInput(ledgerTable));
     client.destroy();
     try {
       const image = {

@@ -7,7 +7,7 @@ import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { OperationEvent } from '../../lambda/core/reducer.ts';
-import { ledgerTableInput } from '../../lambda/effects/ledger.ts';
+import { keyedTableInput } from '../../lambda/effects/ledger.ts';
 import { createEffectsHandler, type EffectsHandler } from '../../lambda/effects/process.ts';
 import { type EffectSink, SinkError } from '../../lambda/effects/sinks.ts';
 import type { Transition } from '../../lambda/effects/transition.ts';
@@ -51,7 +51,7 @@ describe('LocalStreamMapping', () => {
     const poison = `batches/poison-${run}`;
     const later = `batches/later-${run}`;
     const stateTable = `${tableName}-mapping-${run}`;
-    await ensureTable(client, ledgerTableInput(stateTable));
+    await ensureTable(client, keyedTableInput(stateTable));
     const sink = new FlakySink((t) => t.name === poison);
     const effects = createEffectsHandler({
       sinks: [sink],
