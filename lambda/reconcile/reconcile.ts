@@ -43,6 +43,8 @@ export interface ReconcileStats {
   unchanged: number;
   failed: number;
   notFound: number;
+  /** Polls that reported a different terminal state than the stored one (a provider anomaly, never applied). */
+  conflicts: number;
   /** Due, but left for the next run (deadline reached). */
   deferred: number;
 }
@@ -53,7 +55,7 @@ export const NOT_FOUND_LIMIT = 3;
 export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
   const { store, logger, clock = () => new Date(), concurrency = 8, pageSize = 100 } = deps;
   const started = clock().getTime();
-  const stats: ReconcileStats = { polled: 0, applied: 0, unchanged: 0, failed: 0, notFound: 0, deferred: 0 };
+  const stats: ReconcileStats = { polled: 0, applied: 0, unchanged: 0, failed: 0, notFound: 0, conflicts: 0, deferred: 0 };
   const now = timeFromDate(clock());
   const due: PollCandidate[] = [];
   for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) due.push(...(await store.dueForPoll(`open#${bucket}`, now, pageSize)));
@@ -125,6 +127,14 @@ async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, sta
   const changed = result.outcome === 'applied' && result.stateChanged;
   if (result.outcome === 'applied') stats.applied++;
   else stats.unchanged++;
+  if (result.outcome === 'discarded' && result.reason === 'terminal-conflict') {
+    stats.conflicts++;
+    logger.warn('poll reported a different terminal state; the first stays', {
+      operation: record.name,
+      storedState: result.record.state,
+      polledState: answer.event.state,
+    });
+  }
   if (isTerminal(result.record.state)) return; // the write that made it terminal took it out of the index
   await reschedule({ unchangedPolls: changed ? 0 : poll.unchangedPolls + 1, failedPolls: 0, notFoundPolls: 0 }, result.record.version);
 }

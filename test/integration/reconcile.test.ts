@@ -124,6 +124,21 @@ describe('reconcile', () => {
     expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', providerState: 'batch.succeeded', version: 2 });
   });
 
+  it('surfaces a poll that reports a different terminal state than the stored one, and keeps the first', async () => {
+    const name = `batches/conflict-${run}`;
+    await track(name);
+    gemini.batches.set(name, { state: 'BATCH_STATE_FAILED', updateTime: at(8) });
+    gemini.holding.add(name);
+    const polling = reconcileOnce();
+    await eventually(() => gemini.requests.includes(name), 10_000, 'the poll to reach Gemini');
+    const webhook = mapWebhookDelivery(envelope('batch.succeeded', { id: name }, '2026-11-30T10:07:00Z'), 'msg_conflict');
+    if (webhook.kind !== 'event') throw new Error('expected an event');
+    await ingest(webhook.event, { store });
+    gemini.release(name);
+    expect((await polling).conflicts).toBe(1);
+    expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', version: 2 });
+  });
+
   it('survives 429, 500, slow and malformed answers: no crash, no wrong state, done on a later run', async () => {
     const faults = ['429', '500', 'slow', 'malformed'] as const;
     const names = faults.map((fault) => `batches/fault-${fault}-${run}`);
