@@ -51,12 +51,12 @@ describe('npm start with reconcile', () => {
     }
     gemini.batches.set(batch, { state: 'BATCH_STATE_PENDING', updateTime: '2026-11-30T10:00:00Z' });
     gemini.operations.set(video, { done: false });
-    await eventually(async () => (await stateOf(batch)) === 'PENDING' && (await stateOf(video)) === 'RUNNING', 20_000, 'first polls');
+    await eventually(async () => (await stateOf(batch)) === 'PENDING' && (await stateOf(video)) === 'RUNNING', 45_000, 'first polls');
     gemini.batches.set(batch, { state: 'BATCH_STATE_RUNNING', updateTime: '2026-11-30T10:05:00.25Z' });
-    await eventually(async () => (await stateOf(batch)) === 'RUNNING', 20_000, 'RUNNING');
+    await eventually(async () => (await stateOf(batch)) === 'RUNNING', 45_000, 'RUNNING');
     gemini.batches.set(batch, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T10:09:00Z' });
     gemini.operations.set(video, { done: true, response: {} });
-    await eventually(async () => (await stateOf(batch)) === 'SUCCEEDED' && (await stateOf(video)) === 'SUCCEEDED', 20_000, 'SUCCEEDED');
+    await eventually(async () => (await stateOf(batch)) === 'SUCCEEDED' && (await stateOf(video)) === 'SUCCEEDED', 45_000, 'SUCCEEDED');
 
     await eventually(() => receiver.applied().length >= 5, 20_000, 'effects');
     const sent = receiver.applied().map((d) => `${d.body.data.name} ${d.body.data.previousState ?? '-'}>${d.body.data.state}`);
