@@ -67,5 +67,5 @@ describe('npm start with reconcile', () => {
     ]);
     expect(sent.filter((s) => s.startsWith(video))).toEqual([`${video} ->RUNNING`, `${video} RUNNING>SUCCEEDED`]);
     expect(receiver.accepted).toHaveLength(receiver.applied().length);
-  });
+  }, 180_000);
 });
