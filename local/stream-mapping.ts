@@ -117,16 +117,13 @@ export class LocalStreamMapping {
     while (iterator && !this.stopped) {
       const page = await this.streams.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1000 }));
       const records = page.Records ?? [];
+      const passes = records.map((record) => matchesFilter(STATE_CHANGE_FILTER, record));
       for (let start = 0; start < records.length && !this.stopped; ) {
-        // A chunk ends after `batchSize` matching records; the records the filter drops are passed over in it.
+        // A chunk ends after `batchSize` records that pass the filter; the ones it drops are passed over in it.
         let end = start;
-        let matching = 0;
-        while (end < records.length && matching < this.options.batchSize) {
-          if (matchesFilter(STATE_CHANGE_FILTER, records[end])) matching++;
-          end++;
-        }
+        for (let matching = 0; end < records.length && matching < this.options.batchSize; end++) if (passes[end]) matching++;
         const chunk = records.slice(start, end);
-        const batch = chunk.filter((r) => matchesFilter(STATE_CHANGE_FILTER, r)).map((r) => toLambdaRecord(r, streamArn));
+        const batch = chunk.filter((_, i) => passes[start + i]).map((r) => toLambdaRecord(r, streamArn));
         if (batch.length > 0 && !(await this.invoke(streamArn, batch))) return; // stopped mid-retry: resume here next start
         position = chunk.at(-1)?.dynamodb?.SequenceNumber;
         await this.saveCheckpoint(streamArn, shardId, { sequenceNumber: position });

@@ -13,15 +13,15 @@ export interface EffectLedger {
   markDelivered(sink: string, key: string): Promise<void>;
 }
 
-const LEDGER_KEY = 'key';
+export const LEDGER_PARTITION_KEY = 'key';
 const RETENTION_SECONDS = 30 * 24 * 3600;
 
 /** A table with a string `key` and nothing else declared: the ledger, and the local mapping's checkpoints. */
 export function keyedTableInput(tableName: string): CreateTableCommandInput {
   return {
     TableName: tableName,
-    AttributeDefinitions: [{ AttributeName: LEDGER_KEY, AttributeType: 'S' }],
-    KeySchema: [{ AttributeName: LEDGER_KEY, KeyType: 'HASH' }],
+    AttributeDefinitions: [{ AttributeName: LEDGER_PARTITION_KEY, AttributeType: 'S' }],
+    KeySchema: [{ AttributeName: LEDGER_PARTITION_KEY, KeyType: 'HASH' }],
     BillingMode: 'PAY_PER_REQUEST',
   };
 }
@@ -35,7 +35,7 @@ export class DynamoDbEffectLedger implements EffectLedger {
 
   async isDelivered(sink: string, key: string): Promise<boolean> {
     const { Item } = await this.client.send(
-      new GetCommand({ TableName: this.tableName, Key: { [LEDGER_KEY]: `${sink}#${key}` }, ConsistentRead: true }),
+      new GetCommand({ TableName: this.tableName, Key: { [LEDGER_PARTITION_KEY]: `${sink}#${key}` }, ConsistentRead: true }),
     );
     return Item !== undefined;
   }
@@ -46,7 +46,7 @@ export class DynamoDbEffectLedger implements EffectLedger {
       new PutCommand({
         TableName: this.tableName,
         Item: {
-          [LEDGER_KEY]: `${sink}#${key}`,
+          [LEDGER_PARTITION_KEY]: `${sink}#${key}`,
           deliveredAt: now.toISOString(),
           expiresAt: Math.floor(now.getTime() / 1000) + RETENTION_SECONDS,
         },
@@ -56,4 +56,3 @@ export class DynamoDbEffectLedger implements EffectLedger {
 }
 
 export const LEDGER_TTL_ATTRIBUTE = 'expiresAt';
-export const LEDGER_PARTITION_KEY = LEDGER_KEY;

@@ -107,35 +107,34 @@ describe('reconcile', () => {
     expect(gemini.requests.slice(before).filter((r) => r.includes(`lost-${run}`))).toEqual([]);
   });
 
-  it('the seed race: a poll that read RUNNING lands after the SUCCEEDED webhook, and the state stays SUCCEEDED', async () => {
-    const name = `batches/race-${run}`;
+  /**
+   * A poll reads `polled` at Gemini and is held there; meanwhile the job's
+   * SUCCEEDED webhook is applied; then the poll answers with what it read.
+   */
+  async function pollOvertakenBySucceededWebhook(name: string, polled: string, minute: number) {
     await track(name);
-    gemini.batches.set(name, { state: 'BATCH_STATE_RUNNING', updateTime: at(5) });
+    gemini.batches.set(name, { state: polled, updateTime: at(minute) });
     gemini.holding.add(name);
     const polling = reconcileOnce();
     await eventually(() => gemini.requests.includes(name), 10_000, 'the poll to reach Gemini');
-    // Meanwhile the job finishes and its webhook is applied.
-    const webhook = mapWebhookDelivery(envelope('batch.succeeded', { id: name }, '2026-11-30T10:06:00Z'), 'msg_race');
+    const webhook = mapWebhookDelivery(envelope('batch.succeeded', { id: name }, at(minute + 1)), `msg_${name}`);
     if (webhook.kind !== 'event') throw new Error('expected an event');
     expect((await ingest(webhook.event, { store })).outcome).toBe('applied');
-    gemini.release(name); // the slow poll answers with what it read: RUNNING
-    const stats = await polling;
+    gemini.release(name);
+    return polling;
+  }
+
+  it('the seed race: a poll that read RUNNING lands after the SUCCEEDED webhook, and the state stays SUCCEEDED', async () => {
+    const name = `batches/race-${run}`;
+    const stats = await pollOvertakenBySucceededWebhook(name, 'BATCH_STATE_RUNNING', 5);
     expect(stats.unchanged).toBeGreaterThanOrEqual(1);
     expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', providerState: 'batch.succeeded', version: 2 });
   });
 
   it('surfaces a poll that reports a different terminal state than the stored one, and keeps the first', async () => {
     const name = `batches/conflict-${run}`;
-    await track(name);
-    gemini.batches.set(name, { state: 'BATCH_STATE_FAILED', updateTime: at(8) });
-    gemini.holding.add(name);
-    const polling = reconcileOnce();
-    await eventually(() => gemini.requests.includes(name), 10_000, 'the poll to reach Gemini');
-    const webhook = mapWebhookDelivery(envelope('batch.succeeded', { id: name }, '2026-11-30T10:07:00Z'), 'msg_conflict');
-    if (webhook.kind !== 'event') throw new Error('expected an event');
-    await ingest(webhook.event, { store });
-    gemini.release(name);
-    expect((await polling).conflicts).toBe(1);
+    const stats = await pollOvertakenBySucceededWebhook(name, 'BATCH_STATE_FAILED', 7);
+    expect(stats.conflicts).toBe(1);
     expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', version: 2 });
   });
 
