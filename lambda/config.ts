@@ -13,7 +13,7 @@ const Env = z.object({
   GEMINI_API_KEY: z.string().optional(),
   GEMINI_BASE_URL: z.url().optional(),
   /** In AWS: a Secrets Manager secret holding GEMINI_API_KEY. */
-  GEMINI_API_KEY_SECRET_ARN: z.string().optional(),
+  GEMINI_API_KEY_ARN: z.string().optional(),
   RECONCILE_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   EFFECTS_WEBHOOK_URL: z.url().optional(),
   EFFECTS_SIGNING_SECRET: z.string().optional(),

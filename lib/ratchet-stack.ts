@@ -166,7 +166,7 @@ export class RatchetStack extends Stack {
       environment: { RECONCILE_INTERVAL_SECONDS: String(RECONCILE_INTERVAL.toSeconds()) },
     })
       .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem', 'Query'], OPEN_INDEX)
-      .bindSecret('GEMINI_API_KEY_SECRET', geminiApiKey);
+      .bindSecret('GEMINI_API_KEY', geminiApiKey);
     new Rule(this, 'ReconcileSchedule', {
       description: 'Runs reconcile',
       schedule: Schedule.rate(RECONCILE_INTERVAL),

@@ -2,12 +2,12 @@
  * API Gateway (HTTP API, payload v2) entry point: the webhook and the
  * operations routes. The composition root runs once per cold start.
  */
-import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import { handle } from 'hono/aws-lambda';
 import { ConfigError, loadConfig } from '../config.ts';
 import { createApp } from '../http/app.ts';
 import { parseSigningSecrets, WebhookSignatureVerifier } from '../http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../logger.ts';
+import { secretSetting } from '../secrets.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../store/dynamodb-operation-store.ts';
 
@@ -18,12 +18,11 @@ const store = new DynamoDbOperationStore(
   config.TABLE_NAME,
 );
 
-/** Secrets Manager values are cached for 5 minutes, so a rotation lands without a deploy. */
+/** Asked on every delivery: a rotated secret is picked up without a restart. */
 async function signingSecrets(): Promise<readonly string[]> {
-  if (config.WEBHOOK_SIGNING_SECRETS) return parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS);
-  if (!config.WEBHOOK_SIGNING_SECRETS_ARN) throw new ConfigError('set WEBHOOK_SIGNING_SECRETS or WEBHOOK_SIGNING_SECRETS_ARN');
-  const value = await getSecret(config.WEBHOOK_SIGNING_SECRETS_ARN, { maxAge: 300 });
-  return parseSigningSecrets(String(value ?? ''));
+  const value = await secretSetting(config, 'WEBHOOK_SIGNING_SECRETS');
+  if (!value) throw new ConfigError('set WEBHOOK_SIGNING_SECRETS or WEBHOOK_SIGNING_SECRETS_ARN');
+  return parseSigningSecrets(value);
 }
 
 export const handler = handle(

@@ -2,7 +2,6 @@
  * DynamoDB Streams entry point: applied state changes -> sinks (EventBridge
  * bus, signed outbound webhook). Composed once per cold start.
  */
-import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { ConfigError, loadConfig } from '../config.ts';
@@ -10,6 +9,7 @@ import { DynamoDbEffectLedger } from '../effects/ledger.ts';
 import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts';
 import { type EffectSink, EventBridgeSink, WebhookSink } from '../effects/sinks.ts';
 import { createLogger } from '../logger.ts';
+import { secretSetting } from '../secrets.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 
 const config = loadConfig();
@@ -19,9 +19,7 @@ async function compose(): Promise<EffectsHandler> {
   const sinks: EffectSink[] = [];
   if (config.EVENT_BUS_NAME) sinks.push(new EventBridgeSink(new EventBridgeClient({}), config.EVENT_BUS_NAME));
   if (config.EFFECTS_WEBHOOK_URL) {
-    const secret =
-      config.EFFECTS_SIGNING_SECRET ??
-      (config.EFFECTS_SIGNING_SECRET_ARN ? String((await getSecret(config.EFFECTS_SIGNING_SECRET_ARN)) ?? '') : undefined);
+    const secret = await secretSetting(config, 'EFFECTS_SIGNING_SECRET');
     if (!secret) throw new ConfigError('EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET or EFFECTS_SIGNING_SECRET_ARN');
     sinks.push(new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS }));
   }

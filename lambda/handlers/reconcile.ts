@@ -3,12 +3,12 @@
  * time, counts logged and published as metrics.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import type { Context } from 'aws-lambda';
 import { loadConfig } from '../config.ts';
 import { createLogger, createMetrics } from '../logger.ts';
 import { GenAiPoller } from '../reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../reconcile/reconcile.ts';
+import { secretSetting } from '../secrets.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../store/dynamodb-operation-store.ts';
 
@@ -22,16 +22,10 @@ const store = new DynamoDbOperationStore(
 /** Stop taking new polls this long before the Lambda's own timeout. */
 const SAFETY_MS = 15_000;
 
-async function apiKey(): Promise<string | undefined> {
-  if (config.GEMINI_API_KEY) return config.GEMINI_API_KEY;
-  if (!config.GEMINI_API_KEY_SECRET_ARN) return undefined;
-  return String((await getSecret(config.GEMINI_API_KEY_SECRET_ARN, { maxAge: 300 })) ?? '') || undefined;
-}
-
 let poller: { key: string; poller: GenAiPoller } | undefined;
 
 export const handler = async (_event: unknown, context: Context): Promise<ReconcileStats | { skipped: string }> => {
-  const key = await apiKey();
+  const key = await secretSetting(config, 'GEMINI_API_KEY');
   if (!key) {
     logger.warn('reconcile skipped: no Gemini API key (set the GeminiApiKey secret)');
     return { skipped: 'no-api-key' };

@@ -137,7 +137,7 @@ describe('RatchetStack', () => {
       Environment: {
         Variables: Match.objectLike({
           RECONCILE_INTERVAL_SECONDS: '60',
-          GEMINI_API_KEY_SECRET_ARN: { Ref: Match.stringLikeRegexp('^GeminiApiKey') },
+          GEMINI_API_KEY_ARN: { Ref: Match.stringLikeRegexp('^GeminiApiKey') },
         }),
       },
     });
