@@ -110,7 +110,7 @@ describe('npm start', () => {
 
   it('keeps data across a restart and leaves no java behind on SIGTERM', async () => {
     expect(javaRunningFor(dataDir)).toBe(true);
-    await ratchet.stop();
+    await ratchet.stop('SIGTERM');
     expect(ratchet.output()).toContain('Ratchet stopping (SIGTERM)');
     expect(javaRunningFor(dataDir)).toBe(false);
     ratchet = await startRatchet({ DATA_DIR: dataDir, WEBHOOK_SIGNING_SECRETS: '' });

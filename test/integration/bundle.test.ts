@@ -5,9 +5,9 @@
  * with a stream event whose transition goes to a test receiver.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { App } from 'aws-cdk-lib';
@@ -23,6 +23,7 @@ import { ensureTable } from '../../local/runtime.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
+import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { Receiver } from '../support/receiver.ts';
 
 // Outside the project, whose package.json says "type": "module": Lambda has no such file either.
@@ -70,6 +71,24 @@ async function runBundle(bundle: string, events: unknown[], env: Record<string, 
 }
 
 describe('bundled functions', () => {
+  it('hold only what the Lambdas use: no dev-only package (local runtime, CLI, tests, CDK) and no file outside lambda/', () => {
+    const lock = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package-lock.json'), 'utf8')).packages as Record<string, { dev?: boolean }>;
+    for (const bundle of Object.values(bundles)) {
+      const { sources } = JSON.parse(readFileSync(`${bundle}.map`, 'utf8')) as { sources: string[] };
+      // `node_modules/a/node_modules/@b/c/dist/x.js` → the lockfile key `node_modules/a/node_modules/@b/c`.
+      const packages = new Set(
+        sources.flatMap((source) => source.match(/node_modules\/(?:@[^/]+\/)?[^/]+(?:\/node_modules\/(?:@[^/]+\/)?[^/]+)*/)?.[0] ?? []),
+      );
+      const ours = sources
+        .filter((source) => !source.includes('node_modules/'))
+        .map((source) => relative(PROJECT_ROOT, resolve(dirname(bundle), source)));
+      expect(packages.size).toBeGreaterThan(5);
+      expect([...packages].filter((path) => !lock[path] || lock[path].dev)).toEqual([]);
+      expect([...packages].filter((path) => /\/(aws-cdk-lib|constructs)$/.test(path))).toEqual([]);
+      expect(ours.filter((source) => !source.startsWith('lambda/'))).toEqual([]);
+    }
+  });
+
   it('the API bundle serves a signed webhook', async () => {
     expect(existsSync(bundles.Api)).toBe(true);
     const secret = newSecret();

@@ -14,14 +14,22 @@ export interface RatchetProcess {
   devSecret?: string;
   child: ChildProcess;
   output(): string;
-  /** Sends SIGTERM to the process group (as a terminal's Ctrl-C does) and waits until all of it is gone. */
-  stop(): Promise<void>;
+  /** Signals the process group (SIGINT is what a terminal's Ctrl-C sends) and waits until all of it is gone. */
+  stop(signal?: 'SIGINT' | 'SIGTERM'): Promise<void>;
 }
 
-export async function startRatchet(env: Record<string, string>, command: string[] = ['npm', 'start']): Promise<RatchetProcess> {
+export interface StartOptions {
+  command?: string[];
+  /** The checkout to run in (default: this one). */
+  cwd?: string;
+  readyWithinMs?: number;
+}
+
+export async function startRatchet(env: Record<string, string>, options: StartOptions = {}): Promise<RatchetProcess> {
+  const { command = ['npm', 'start'], cwd = PROJECT_ROOT, readyWithinMs = 45_000 } = options;
   const [file, ...args] = command as [string, ...string[]];
   const child = spawn(file, args, {
-    cwd: PROJECT_ROOT,
+    cwd,
     env: { ...process.env, PORT: '0', POWERTOOLS_LOG_LEVEL: 'WARN', ...env },
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -46,7 +54,9 @@ export async function startRatchet(env: Record<string, string>, command: string[
     exited.then((code) => {
       throw new Error(`npm start exited with ${code} before it was ready:\n${output}`);
     }),
-    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`not ready after 45 s:\n${output}`)), 45_000)),
+    new Promise<never>((_, reject) =>
+      setTimeout(() => reject(new Error(`not ready after ${readyWithinMs} ms:\n${output}`)), readyWithinMs),
+    ),
   ]);
   return {
     url: ready[1] as string,
@@ -54,9 +64,9 @@ export async function startRatchet(env: Record<string, string>, command: string[
     devSecret: output.match(/\b(whsec_\S+)/)?.[1],
     child,
     output: () => output,
-    stop: async () => {
+    stop: async (sig = 'SIGINT') => {
       const group = -(child.pid as number);
-      if (!signal(group, 'SIGTERM')) return;
+      if (!signal(group, sig)) return;
       await exited;
       for (let waited = 0; signal(group, 0); waited += 50) {
         if (waited > 15_000) throw new Error(`npm start left processes behind:\n${output}`);
