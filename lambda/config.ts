@@ -21,6 +21,8 @@ const Env = z.object({
   EFFECTS_SIGNING_SECRET_ARN: z.string().optional(),
   /** The effects ledger table; locally `<TABLE_NAME>-effects-ledger`. */
   EFFECTS_LEDGER_TABLE: z.string().min(1).optional(),
+  /** Whole dead letters of the effects path; locally `<TABLE_NAME>-effects-dead-letters`. */
+  EFFECTS_DEAD_LETTER_TABLE: z.string().min(1).optional(),
   /** In AWS: the event bus that receives `Operation State Changed` events. */
   EVENT_BUS_NAME: z.string().min(1).optional(),
   /** Outbound webhook: how long to wait for an answer. */

@@ -1,11 +1,12 @@
 /**
  * ingest(event): read -> pure reducer -> conditional write, retried on lost
  * races against the winner the store hands back. Both the webhook and
- * reconcile go through here.
+ * reconcile go through here. It throws NotRecordedError when the sender should
+ * retry, and StoreRejectedError when the store refused the event for good.
  */
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from './core/reducer.ts';
 import { timeFromDate } from './core/time.ts';
-import type { OperationStore } from './store/operation-store.ts';
+import { type OperationStore, StoreRejectedError } from './store/operation-store.ts';
 
 export type IngestResult =
   | { outcome: 'applied'; record: OperationRecord; stateChanged: boolean; attempts: number }
@@ -51,10 +52,12 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
   throw new NotRecordedError('retries-exhausted');
 }
 
+/** Store errors, classified once: a refusal (StoreRejectedError) passes as is, anything else means "retry later". */
 async function guard<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (cause) {
+    if (cause instanceof StoreRejectedError) throw cause;
     throw new NotRecordedError('store-unavailable', { cause });
   }
 }

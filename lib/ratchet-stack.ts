@@ -17,6 +17,7 @@ import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
+import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from '../lambda/effects/dead-letters.ts';
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
 import { EFFECTS_MAPPING } from '../lambda/effects/mapping.ts';
@@ -108,6 +109,16 @@ export class RatchetStack extends Stack {
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       removalPolicy: RemovalPolicy.RETAIN,
     });
+    // Whole dead letters of the effects path (undecodable records with their raw image), kept 30 days.
+    const deadLetters = new Table(this, 'EffectsDeadLetters', {
+      partitionKey: { name: DEAD_LETTER_KEYS.partition, type: AttributeType.STRING },
+      sortKey: { name: DEAD_LETTER_KEYS.sort, type: AttributeType.STRING },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: DEAD_LETTER_TTL_ATTRIBUTE,
+      encryption: TableEncryption.AWS_MANAGED,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
     this.bus = new EventBus(this, 'Events', { description: 'Ratchet: Operation State Changed' });
     const failures = new Queue(this, 'EffectsFailures', {
       retentionPeriod: Duration.days(14),
@@ -122,7 +133,9 @@ export class RatchetStack extends Stack {
       entry: 'lambda/handlers/effects.ts',
       description: 'Applied state changes -> EventBridge and the outbound webhook',
       timeout: Duration.seconds(60),
-    }).bindTable('EFFECTS_LEDGER_TABLE', ledger, ['GetItem', 'PutItem']);
+    })
+      .bindTable('EFFECTS_LEDGER_TABLE', ledger, ['GetItem', 'PutItem'])
+      .bindTable('EFFECTS_DEAD_LETTER_TABLE', deadLetters, ['PutItem']);
     this.effectsFunction.addEnvironment('EVENT_BUS_NAME', this.bus.eventBusName);
     this.bus.grantPutEventsTo(this.effectsFunction);
     if (props.effectsWebhookUrl) {

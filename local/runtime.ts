@@ -14,6 +14,7 @@ import {
   type CreateTableCommandInput,
   DescribeTableCommand,
   type DynamoDBClient,
+  ListTablesCommand,
   ResourceInUseException,
   UpdateTableCommand,
   waitUntilTableExists,
@@ -22,6 +23,7 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { serve } from '@hono/node-server';
 import type { Config } from '../lambda/config.ts';
 import { ConfigError } from '../lambda/config.ts';
+import { DynamoDbDeadLetters, deadLetterTableInput } from '../lambda/effects/dead-letters.ts';
 import { DynamoDbEffectLedger, keyedTableInput } from '../lambda/effects/ledger.ts';
 import { EFFECTS_MAPPING } from '../lambda/effects/mapping.ts';
 import { createEffectsHandler } from '../lambda/effects/process.ts';
@@ -55,21 +57,37 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   const secrets = parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS ?? (devSecret as string));
 
   const dataDir = config.DATA_DIR ?? DEFAULT_DATA_DIR;
+  // Every table this runtime uses, so a restarted in-memory DynamoDB Local gets them back.
+  const tables: CreateTableCommandInput[] = [];
+  let client: DynamoDBClient | undefined;
+  const restoreTables = async () => {
+    for (const table of tables) await ensureTable(client as DynamoDBClient, table);
+  };
   let embedded: EmbeddedDynamoDb | undefined;
-  if (!config.DYNAMODB_ENDPOINT) embedded = await startDynamoDbLocal({ dataDir: dataDir === IN_MEMORY ? undefined : dataDir });
+  if (!config.DYNAMODB_ENDPOINT) {
+    embedded = await startDynamoDbLocal({
+      dataDir: dataDir === IN_MEMORY ? undefined : dataDir,
+      supervise: { logger, onRestarted: restoreTables },
+    });
+  }
   const dynamodbEndpoint = config.DYNAMODB_ENDPOINT ?? (embedded as EmbeddedDynamoDb).endpoint;
-  const client = createDynamoDbClient({ endpoint: dynamodbEndpoint });
-  const stopped: Array<() => unknown> = [() => client.destroy(), () => embedded?.stop()];
+  client = createDynamoDbClient({ endpoint: dynamodbEndpoint });
+  const probe = storeProbe(dynamodbEndpoint);
+  const stopped: Array<() => unknown> = [() => client.destroy(), () => probe.close(), () => embedded?.stop()];
   const stop = async () => {
     for (const step of stopped.splice(0).reverse()) await step();
   };
+  const ensure = async (input: CreateTableCommandInput) => {
+    tables.push(input);
+    await ensureTable(client, input);
+  };
   try {
-    await ensureTable(client, createTableInput(config.TABLE_NAME));
+    await ensure(createTableInput(config.TABLE_NAME));
     const documents = createDocumentClient(client);
     const store = new DynamoDbOperationStore(documents, config.TABLE_NAME);
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
-    const app = createApp({ store, verifier: new WebhookSignatureVerifier(async () => secrets), logger, metrics });
+    const app = createApp({ store, verifier: new WebhookSignatureVerifier(async () => secrets), logger, metrics, health: probe.check });
     const server = await listen(app.fetch, config.HOST, config.PORT);
     stopped.push(
       () =>
@@ -78,7 +96,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
           (server as Server).closeAllConnections();
         }),
     );
-    const effects = await startEffects(config, { client, documents, endpoint: dynamodbEndpoint, logger });
+    const effects = await startEffects(config, { client, documents, endpoint: dynamodbEndpoint, logger, ensure });
     if (effects) stopped.push(() => effects.stop());
     const schedule = startReconcile(config, store, logger);
     if (schedule) stopped.push(() => schedule.stop());
@@ -138,7 +156,13 @@ function startReconcile(config: Config, store: DynamoDbOperationStore, logger: L
 /** The effects path: the table's stream -> the local mapping -> the effects handler -> the outbound webhook. */
 async function startEffects(
   config: Config,
-  deps: { client: DynamoDBClient; documents: DynamoDBDocumentClient; endpoint: string; logger: Logger },
+  deps: {
+    client: DynamoDBClient;
+    documents: DynamoDBDocumentClient;
+    endpoint: string;
+    logger: Logger;
+    ensure: (input: CreateTableCommandInput) => Promise<void>;
+  },
 ): Promise<LocalStreamMapping | undefined> {
   if (!config.EFFECTS_WEBHOOK_URL) {
     deps.logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
@@ -147,12 +171,15 @@ async function startEffects(
   if (!config.EFFECTS_SIGNING_SECRET) throw new ConfigError('EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET (whsec_...)');
   const [secret] = parseSigningSecrets(config.EFFECTS_SIGNING_SECRET);
   const ledgerTable = config.EFFECTS_LEDGER_TABLE ?? `${config.TABLE_NAME}-effects-ledger`;
+  const deadLetterTable = config.EFFECTS_DEAD_LETTER_TABLE ?? `${config.TABLE_NAME}-effects-dead-letters`;
   const stateTable = `${config.TABLE_NAME}-stream-mapping`;
-  await ensureTable(deps.client, keyedTableInput(ledgerTable));
-  await ensureTable(deps.client, keyedTableInput(stateTable));
+  await deps.ensure(keyedTableInput(ledgerTable));
+  await deps.ensure(deadLetterTableInput(deadLetterTable));
+  await deps.ensure(keyedTableInput(stateTable));
   const handler = createEffectsHandler({
     sinks: [new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret as string, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS })],
     ledger: new DynamoDbEffectLedger(deps.documents, ledgerTable),
+    deadLetters: new DynamoDbDeadLetters(deps.documents, deadLetterTable),
     logger: deps.logger,
   });
   const mapping = new LocalStreamMapping({
@@ -166,6 +193,27 @@ async function startEffects(
   });
   mapping.start();
   return mapping;
+}
+
+/**
+ * Whether the store answers: one ListTables with a 1 s timeout and no retries,
+ * at most once a second however often `/healthz` is asked.
+ */
+function storeProbe(endpoint: string) {
+  const client = createDynamoDbClient({ endpoint, requestTimeoutMs: 1_000, maxAttempts: 1 });
+  let last: { at: number; answer: Promise<'ok' | 'unavailable'> } | undefined;
+  const ask = () =>
+    client.send(new ListTablesCommand({ Limit: 1 })).then(
+      () => 'ok' as const,
+      () => 'unavailable' as const,
+    );
+  return {
+    check: (): Promise<'ok' | 'unavailable'> => {
+      if (!last || Date.now() - last.at > 1_000) last = { at: Date.now(), answer: ask() };
+      return last.answer;
+    },
+    close: () => client.destroy(),
+  };
 }
 
 function listen(fetch: Parameters<typeof serve>[0]['fetch'], hostname: string, port: number) {

@@ -215,12 +215,36 @@ function compareSequence(a: string | undefined, b: string | undefined): number {
   return x < y ? -1 : x > y ? 1 : 0;
 }
 
-/** The record as Lambda hands it over: with the stream ARN, times in epoch seconds. */
-function toLambdaRecord(record: _Record, streamArn: string): DynamoDBRecord {
+/** The record as Lambda hands it over: with the stream ARN, times in epoch seconds, empty maps as `{"M":{}}`. */
+export function toLambdaRecord(record: _Record, streamArn: string): DynamoDBRecord {
   const created = record.dynamodb?.ApproximateCreationDateTime;
+  const { Keys, NewImage, OldImage } = record.dynamodb ?? {};
   return {
     ...record,
     eventSourceARN: streamArn,
-    dynamodb: { ...record.dynamodb, ApproximateCreationDateTime: created ? Math.floor(created.getTime() / 1000) : undefined },
+    dynamodb: {
+      ...record.dynamodb,
+      ...(Keys && { Keys: restoreEmptyMaps(Keys) }),
+      ...(NewImage && { NewImage: restoreEmptyMaps(NewImage) }),
+      ...(OldImage && { OldImage: restoreEmptyMaps(OldImage) }),
+      ApproximateCreationDateTime: created ? Math.floor(created.getTime() / 1000) : undefined,
+    },
   } as DynamoDBRecord;
+}
+
+type Attribute = { M?: Record<string, Attribute>; L?: Attribute[] } & Record<string, unknown>;
+
+/**
+ * The DynamoDB Streams client decodes an empty map `{"M":{}}` into `{}` (no
+ * type at all), which `unmarshall` cannot read; Lambda's event has `{"M":{}}`.
+ * An attribute with no type can only have been an empty map.
+ */
+function restoreEmptyMaps(image: Record<string, unknown>): Record<string, Attribute> {
+  const restore = (value: Attribute): Attribute => {
+    if (Object.keys(value).length === 0) return { M: {} };
+    if (value.M) return { M: restoreEmptyMaps(value.M) };
+    if (value.L) return { L: value.L.map(restore) };
+    return value;
+  };
+  return Object.fromEntries(Object.entries(image).map(([key, value]) => [key, restore(value as Attribute)]));
 }

@@ -3,6 +3,7 @@
  * reconcile adapter. The provider's own state is kept in `providerState`.
  */
 import type { OperationKind, OperationState } from './lifecycle.ts';
+import { storableNumber } from './provider-values.ts';
 import type { OperationEvent, OperationResult } from './reducer.ts';
 import { normalizeTime } from './time.ts';
 
@@ -28,7 +29,7 @@ export const JOB_STATES: Readonly<Record<string, OperationState>> = {
 export interface BatchAnswer {
   state?: string;
   updateTime?: string;
-  error?: { code?: number; message?: string };
+  error?: { code?: number; message?: string; status?: string };
   dest?: { fileName?: string };
 }
 
@@ -37,7 +38,7 @@ export function eventFromBatch(name: string, batch: BatchAnswer): OperationEvent
   if (!state) throw new MalformedPollError(`batch ${name}: unknown state ${JSON.stringify(batch.state)}`);
   const result: OperationResult = {
     ...(batch.dest?.fileName && { outputUri: batch.dest.fileName }),
-    ...(batch.error && { error: { code: batch.error.code, message: batch.error.message } }),
+    ...(batch.error && { error: errorOf(batch.error) }),
   };
   return {
     name,
@@ -53,7 +54,7 @@ export function eventFromBatch(name: string, batch: BatchAnswer): OperationEvent
 /** What `operations.get` / `getVideosOperation` answer: a long-running operation, without timestamps. */
 export interface OperationAnswer {
   done?: boolean;
-  error?: { code?: number; message?: string };
+  error?: { code?: number; message?: string; status?: string };
   response?: { generatedVideos?: Array<{ video?: { uri?: string } }> };
 }
 
@@ -68,11 +69,20 @@ export function eventFromOperation(name: string, kind: OperationKind, operation:
       ...base,
       state: cancelled ? 'CANCELLED' : 'FAILED',
       providerState: cancelled ? 'DONE_CANCELLED' : 'DONE_ERROR',
-      result: { error: { code: operation.error.code, message: operation.error.message } },
+      result: { error: errorOf(operation.error) },
     };
   }
   const outputUri = operation.response?.generatedVideos?.[0]?.video?.uri;
   return { ...base, state: 'SUCCEEDED', providerState: 'DONE', ...(outputUri && { result: { outputUri } }) };
+}
+
+/** The fields Ratchet keeps of a google.rpc.Status; a code no DynamoDB number holds exactly is kept as text. */
+function errorOf(error: { code?: number; message?: string; status?: string }): NonNullable<OperationResult['error']> {
+  return {
+    ...(error.code !== undefined && { code: storableNumber(error.code) }),
+    ...(error.message !== undefined && { message: error.message }),
+    ...(error.status !== undefined && { status: error.status }),
+  };
 }
 
 function normalizeTimeOf(name: string, time: string): string {

@@ -39,7 +39,14 @@ const KnownEnvelope = z.object({
     video_uri: z.string().optional(),
     videoUri: z.string().optional(),
     error: z
-      .union([z.string(), z.looseObject({ code: z.union([z.number(), z.string()]).optional(), message: z.string().optional() })])
+      .union([
+        z.string(),
+        z.looseObject({
+          code: z.union([z.number(), z.string()]).optional(),
+          message: z.string().optional(),
+          status: z.string().optional(),
+        }),
+      ])
       .optional(),
   }),
 });
@@ -47,7 +54,8 @@ const KnownEnvelope = z.object({
 export type WebhookMapping = { kind: 'event'; event: OperationEvent } | { kind: 'ignored'; type: string };
 
 /**
- * Maps a parsed delivery body. Unknown types (pings, future events) are
+ * Maps a delivery body parsed by parseProviderJson (numbers no JavaScript or
+ * DynamoDB number can hold exactly arrive as their literal text). Unknown types (pings, future events) are
  * `ignored`; a known type with missing or invalid fields throws
  * MalformedEventError (and so does a time that does not parse).
  */
@@ -63,7 +71,7 @@ export function mapWebhookDelivery(body: unknown, deliveryId: string): WebhookMa
   return {
     kind: 'event',
     event: {
-      name: normalizeOperationName(data.id),
+      name: normalizeOperationName(data.id, type.kind),
       kind: type.kind,
       state: type.state,
       providerState: envelope.data.type,
@@ -79,7 +87,9 @@ export function mapWebhookDelivery(body: unknown, deliveryId: string): WebhookMa
 function resultOf(data: z.infer<typeof KnownEnvelope>['data']): OperationResult | undefined {
   const outputUri = data.output_file_uri ?? data.outputFileUri ?? data.video_uri ?? data.videoUri;
   const error =
-    typeof data.error === 'string' ? { message: data.error } : data.error && { code: data.error.code, message: data.error.message };
+    typeof data.error === 'string'
+      ? { message: data.error }
+      : data.error && { code: data.error.code, message: data.error.message, status: data.error.status };
   if (outputUri === undefined && error === undefined) return undefined;
   return { ...(outputUri !== undefined && { outputUri }), ...(error !== undefined && { error: stripUndefined(error) }) };
 }

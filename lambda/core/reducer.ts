@@ -9,7 +9,8 @@ export type EventSource = 'webhook' | 'poll' | 'track';
 export interface OperationResult {
   /** Where the output lives: a batch's output file, a generated video. */
   outputUri?: string;
-  error?: { code?: string | number; message?: string };
+  /** The provider's error: a gRPC/HTTP code (its literal text when not an exact storable number), message, status. */
+  error?: { code?: string | number; message?: string; status?: string };
 }
 
 /** One observation of an operation's state, already normalised at the edge. */

@@ -11,6 +11,7 @@ export type Transition = Pick<
   'name' | 'kind' | 'state' | 'previousState' | 'version' | 'updateTime' | 'providerState' | 'result' | 'recordedAt'
 >;
 
+/** A record no retry can decode: dead-lettered at once, never retried. */
 export class InvalidStreamRecordError extends Error {
   override name = 'InvalidStreamRecordError';
 }
@@ -18,7 +19,12 @@ export class InvalidStreamRecordError extends Error {
 export function transitionFromRecord(record: DynamoDBRecord): Transition {
   const image = record.dynamodb?.NewImage;
   if (!image) throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} has no NewImage`);
-  const item = unmarshall(image as Parameters<typeof unmarshall>[0]) as OperationRecord;
+  let item: OperationRecord;
+  try {
+    item = unmarshall(image as Parameters<typeof unmarshall>[0]) as OperationRecord;
+  } catch (error) {
+    throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} cannot be decoded: ${(error as Error).message}`);
+  }
   if (typeof item.name !== 'string' || typeof item.version !== 'number') {
     throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} is not an operation`);
   }

@@ -2,6 +2,7 @@
  * API Gateway (HTTP API, payload v2) entry point: the webhook and the
  * operations routes. The composition root runs once per cold start.
  */
+import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { handle } from 'hono/aws-lambda';
 import { ConfigError, loadConfig } from '../config.ts';
 import { createApp } from '../http/app.ts';
@@ -18,13 +19,26 @@ const store = new DynamoDbOperationStore(
   config.TABLE_NAME,
 );
 
-/** Asked on every delivery: a rotated secret is picked up without a restart. */
+const metrics = createMetrics();
+let reportedInvalid: string | undefined;
+
+/**
+ * Asked on every delivery: a rotated secret is picked up without a restart.
+ * Entries that do not decode are skipped (the others keep working), logged
+ * and counted once per value read.
+ */
 async function signingSecrets(): Promise<readonly string[]> {
   const value = await secretSetting(config, 'WEBHOOK_SIGNING_SECRETS');
   if (!value) throw new ConfigError('set WEBHOOK_SIGNING_SECRETS or WEBHOOK_SIGNING_SECRETS_ARN');
-  return parseSigningSecrets(value);
+  return parseSigningSecrets(value, {
+    onInvalid: (positions) => {
+      if (reportedInvalid === value) return;
+      reportedInvalid = value;
+      logger.error('webhook signing secrets: entries skipped, not of the form whsec_<base64>', { positions });
+      metrics.addMetric('SigningSecretSkipped', MetricUnit.Count, positions.length);
+      metrics.publishStoredMetrics();
+    },
+  });
 }
 
-export const handler = handle(
-  createApp({ store, verifier: new WebhookSignatureVerifier(signingSecrets), logger, metrics: createMetrics() }),
-);
+export const handler = handle(createApp({ store, verifier: new WebhookSignatureVerifier(signingSecrets), logger, metrics }));

@@ -5,10 +5,11 @@
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { ConfigError, loadConfig } from '../config.ts';
+import { DynamoDbDeadLetters } from '../effects/dead-letters.ts';
 import { DynamoDbEffectLedger } from '../effects/ledger.ts';
 import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts';
 import { type EffectSink, EventBridgeSink, WebhookSink } from '../effects/sinks.ts';
-import { createLogger } from '../logger.ts';
+import { createLogger, createMetrics } from '../logger.ts';
 import { secretSetting } from '../secrets.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 
@@ -24,11 +25,11 @@ async function compose(): Promise<EffectsHandler> {
     sinks.push(new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS }));
   }
   if (!config.EFFECTS_LEDGER_TABLE) throw new ConfigError('EFFECTS_LEDGER_TABLE is not set');
-  const ledger = new DynamoDbEffectLedger(
-    createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT })),
-    config.EFFECTS_LEDGER_TABLE,
-  );
-  return createEffectsHandler({ sinks, ledger, logger });
+  if (!config.EFFECTS_DEAD_LETTER_TABLE) throw new ConfigError('EFFECTS_DEAD_LETTER_TABLE is not set');
+  const documents = createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT }));
+  const ledger = new DynamoDbEffectLedger(documents, config.EFFECTS_LEDGER_TABLE);
+  const deadLetters = new DynamoDbDeadLetters(documents, config.EFFECTS_DEAD_LETTER_TABLE);
+  return createEffectsHandler({ sinks, ledger, deadLetters, logger, metrics: createMetrics() });
 }
 
 let composed: Promise<EffectsHandler> | undefined;

@@ -5,19 +5,22 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { Hono } from 'hono';
+import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
 import { MalformedEventError, mapWebhookDelivery } from '../core/gemini-webhook.ts';
 import { InvalidNameError, kindOfName, normalizeOperationName } from '../core/names.ts';
+import { parseProviderJson } from '../core/provider-values.ts';
 import { trackedRecord } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
 import { type IngestDeps, ingest, NotRecordedError } from '../ingest.ts';
-import type { OperationStore } from '../store/operation-store.ts';
+import { type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
 import type { WebhookSignatureVerifier } from './webhook-signature.ts';
 
 export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
+/** `{"name": …}` with a name of at most 512 bytes fits many times over. */
+export const MAX_TRACK_BODY_BYTES = 4 * 1024;
 
 export interface AppDeps {
   store: OperationStore;
@@ -27,13 +30,20 @@ export interface AppDeps {
   metrics?: Metrics;
   clock?: () => Date;
   ingest?: Omit<IngestDeps, 'store' | 'clock'>;
+  /** Whether the store answers (the local runtime); without it `/healthz` reports the process only. */
+  health?: () => Promise<'ok' | 'unavailable'>;
 }
 
 /** Every failure the API answers, and its status: one table to read. */
 const FAILURES = {
   'payload-too-large': 413,
+  'unsupported-media-type': 415,
+  /** A browser page from another origin: refused, so no web page can drive the runtime. */
+  'foreign-origin': 403,
   'invalid-signature': 401,
   'malformed-request': 400,
+  /** The store refused the event for good (e.g. DynamoDB's ValidationException): a retry would fail the same way. */
+  unstorable: 400,
   'not-recorded': 503,
   'not-found': 404,
   internal: 500,
@@ -41,6 +51,15 @@ const FAILURES = {
 type Failure = keyof typeof FAILURES;
 
 const TrackRequest = z.object({ name: z.string() });
+
+/** The Origin header names the scheme, host and port the request itself was sent to. */
+function sameOrigin(origin: string, requestUrl: string): boolean {
+  try {
+    return new URL(origin).origin === new URL(requestUrl).origin;
+  } catch {
+    return false; // "null" (sandboxed frames, files) and anything unparseable
+  }
+}
 
 export function createApp(deps: AppDeps): Hono {
   const { store, verifier, logger, metrics } = deps;
@@ -57,96 +76,120 @@ export function createApp(deps: AppDeps): Hono {
       headers: { 'content-type': 'application/json' },
     });
 
-  app.get('/healthz', (c) => c.json({ status: 'ok' }));
+  app.get('/healthz', async (c) =>
+    (await deps.health?.()) === 'unavailable' ? c.json({ status: 'degraded', store: 'unavailable' }, 503) : c.json({ status: 'ok' }),
+  );
 
-  app.post(
-    '/webhooks/gemini',
+  const limit = (maxSize: number) =>
     bodyLimit({
-      maxSize: MAX_WEBHOOK_BODY_BYTES,
+      maxSize,
       onError: () => {
-        const response = fail('payload-too-large', `body exceeds ${MAX_WEBHOOK_BODY_BYTES} bytes`);
+        const response = fail('payload-too-large', `body exceeds ${maxSize} bytes`);
         // The rest of the body is never read: a client must not reuse this connection.
         response.headers.set('connection', 'close');
         return response;
       },
-    }),
-    async (c) => {
-      const raw = await c.req.text();
-      const verification = await verifier.verify(raw, c.req.raw.headers);
-      if (!verification.ok) {
-        logger.warn('webhook rejected', { decision: 'rejected', reason: verification.reason });
-        count('WebhookRejected');
-        return fail('invalid-signature', verification.reason);
-      }
-      const deliveryId = verification.id;
-      let mapping: ReturnType<typeof mapWebhookDelivery>;
-      try {
-        mapping = mapWebhookDelivery(JSON.parse(raw), deliveryId);
-      } catch (error) {
-        if (
-          error instanceof SyntaxError ||
-          error instanceof MalformedEventError ||
-          error instanceof InvalidTimeError ||
-          error instanceof InvalidNameError
-        ) {
-          const message = error instanceof SyntaxError ? `body is not JSON: ${error.message}` : error.message;
-          logger.warn('webhook rejected', { decision: 'rejected', reason: 'malformed', webhookId: deliveryId, detail: message });
-          count('WebhookRejected');
-          return fail('malformed-request', message);
-        }
-        throw error;
-      }
-      if (mapping.kind === 'ignored') {
-        logger.info('webhook ignored', { decision: 'ignored', reason: 'unknown-event-type', type: mapping.type, webhookId: deliveryId });
-        return c.json({ applied: false, reason: 'unknown-event-type' });
-      }
-      const { event } = mapping;
-      try {
-        const result = await ingest(event, { ...deps.ingest, store, clock });
-        const log = {
-          decision: result.outcome,
-          webhookId: deliveryId,
-          operation: event.name,
-          eventState: event.state,
-          attempts: result.attempts,
-        };
-        if (result.outcome === 'applied') {
-          count('WebhookApplied');
-          logger.info('webhook applied', {
-            ...log,
-            state: result.record.state,
-            version: result.record.version,
-            stateChanged: result.stateChanged,
-          });
-          return c.json({ applied: true, operation: result.record });
-        }
-        // A second terminal state for one operation is a provider anomaly: surface it, never apply it.
-        const conflict = result.reason === 'terminal-conflict';
-        count(conflict ? 'WebhookTerminalConflict' : 'WebhookDiscarded');
-        const level = conflict ? 'warn' : 'info';
-        logger[level]('webhook discarded', {
-          ...log,
-          reason: result.reason,
-          storedState: result.record.state,
-          version: result.record.version,
-        });
-        return c.json({ applied: false, reason: result.reason, operation: result.record });
-      } catch (error) {
-        if (!(error instanceof NotRecordedError)) throw error;
-        count('WebhookNotRecorded');
-        logger.error('webhook not recorded', {
-          decision: 'not-recorded',
-          reason: error.reason,
-          webhookId: deliveryId,
-          operation: event.name,
-          error: error.cause,
-        });
-        return fail('not-recorded', `event not recorded (${error.reason}); retry later`);
-      }
-    },
-  );
+    });
 
-  app.post('/operations', async (c) => {
+  app.post('/webhooks/gemini', limit(MAX_WEBHOOK_BODY_BYTES), async (c) => {
+    const raw = await c.req.text();
+    const verification = await verifier.verify(raw, c.req.raw.headers);
+    if (!verification.ok) {
+      logger.warn('webhook rejected', { decision: 'rejected', reason: verification.reason });
+      count('WebhookRejected');
+      return fail('invalid-signature', verification.reason);
+    }
+    const deliveryId = verification.id;
+    let mapping: ReturnType<typeof mapWebhookDelivery>;
+    try {
+      mapping = mapWebhookDelivery(parseProviderJson(raw), deliveryId);
+    } catch (error) {
+      if (
+        error instanceof SyntaxError ||
+        error instanceof MalformedEventError ||
+        error instanceof InvalidTimeError ||
+        error instanceof InvalidNameError
+      ) {
+        const message = error instanceof SyntaxError ? `body is not JSON: ${error.message}` : error.message;
+        logger.warn('webhook rejected', { decision: 'rejected', reason: 'malformed', webhookId: deliveryId, detail: message });
+        count('WebhookRejected');
+        return fail('malformed-request', message);
+      }
+      throw error;
+    }
+    if (mapping.kind === 'ignored') {
+      logger.info('webhook ignored', { decision: 'ignored', reason: 'unknown-event-type', type: mapping.type, webhookId: deliveryId });
+      return c.json({ applied: false, reason: 'unknown-event-type' });
+    }
+    const { event } = mapping;
+    try {
+      const result = await ingest(event, { ...deps.ingest, store, clock });
+      const log = {
+        decision: result.outcome,
+        webhookId: deliveryId,
+        operation: event.name,
+        eventState: event.state,
+        attempts: result.attempts,
+      };
+      if (result.outcome === 'applied') {
+        count('WebhookApplied');
+        logger.info('webhook applied', {
+          ...log,
+          state: result.record.state,
+          version: result.record.version,
+          stateChanged: result.stateChanged,
+        });
+        return c.json({ applied: true, operation: result.record });
+      }
+      // A second terminal state for one operation is a provider anomaly: surface it, never apply it.
+      const conflict = result.reason === 'terminal-conflict';
+      count(conflict ? 'WebhookTerminalConflict' : 'WebhookDiscarded');
+      const level = conflict ? 'warn' : 'info';
+      logger[level]('webhook discarded', {
+        ...log,
+        reason: result.reason,
+        storedState: result.record.state,
+        version: result.record.version,
+      });
+      return c.json({ applied: false, reason: result.reason, operation: result.record });
+    } catch (error) {
+      if (error instanceof StoreRejectedError) {
+        count('WebhookUnstorable');
+        logger.error('webhook refused by the store', {
+          decision: 'unstorable',
+          webhookId: deliveryId,
+          operation: event.name,
+          error: error.message,
+        });
+        return fail('unstorable', `${error.message}; this delivery will never be recorded, do not retry it`);
+      }
+      if (!(error instanceof NotRecordedError)) throw error;
+      count('WebhookNotRecorded');
+      logger.error('webhook not recorded', {
+        decision: 'not-recorded',
+        reason: error.reason,
+        webhookId: deliveryId,
+        operation: event.name,
+        error: error.cause,
+      });
+      return fail('not-recorded', `event not recorded (${error.reason}); retry later`);
+    }
+  });
+
+  // Not a "simple" request a page could send cross-site: JSON only, from no browser or from this origin.
+  const sameOriginJson: MiddlewareHandler = async (c, next) => {
+    const origin = c.req.header('origin');
+    if (origin !== undefined && !sameOrigin(origin, c.req.url)) {
+      logger.warn('request from a foreign origin refused', { origin: origin.slice(0, 200), path: c.req.path });
+      return fail('foreign-origin', 'requests from another origin are refused');
+    }
+    if (!/^application\/json\s*(;|$)/i.test(c.req.header('content-type') ?? '')) {
+      return fail('unsupported-media-type', 'content-type must be application/json');
+    }
+    await next();
+  };
+
+  app.post('/operations', sameOriginJson, limit(MAX_TRACK_BODY_BYTES), async (c) => {
     let name: string;
     try {
       name = normalizeOperationName(TrackRequest.parse(await c.req.json()).name);
@@ -164,6 +207,7 @@ export function createApp(deps: AppDeps): Hono {
       return c.json(written.current, 200);
     } catch (error) {
       logger.error('track failed', { operation: name, error });
+      if (error instanceof StoreRejectedError) return fail('unstorable', error.message);
       return fail('not-recorded', 'store unavailable; retry later');
     }
   });
@@ -173,7 +217,7 @@ export function createApp(deps: AppDeps): Hono {
     try {
       name = normalizeOperationName(c.req.param('name'));
     } catch (error) {
-      return fail('not-found', (error as Error).message);
+      return fail('malformed-request', (error as Error).message);
     }
     try {
       const record = await store.get(name);

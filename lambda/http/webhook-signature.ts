@@ -8,17 +8,44 @@ export class InvalidSecretError extends Error {
   override name = 'InvalidSecretError';
 }
 
-/** `whsec_…` secrets separated by spaces or commas; each must decode to a non-empty key. */
-export function parseSigningSecrets(value: string): string[] {
-  const secrets = value.split(/[\s,]+/).filter(Boolean);
-  if (secrets.length === 0) throw new InvalidSecretError('no webhook signing secret configured');
-  secrets.forEach((secret, i) => {
-    if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) {
-      // Never echo the secret itself.
-      throw new InvalidSecretError(`webhook signing secret #${i + 1} is not of the form whsec_<base64>`);
-    }
+export interface ParseOptions {
+  /**
+   * Skip entries that do not decode instead of refusing the whole value (in
+   * AWS: one bad rotation entry must not stop the good ones). Called with the
+   * 1-based positions skipped; never with the values.
+   */
+  onInvalid?: (positions: number[]) => void;
+}
+
+/**
+ * `whsec_…` secrets separated by spaces or commas, each decoded now, with the
+ * same decoder verification uses: a value that passes here cannot fail later.
+ * Without `onInvalid`, the first bad entry throws InvalidSecretError naming
+ * its position (never its value).
+ */
+export function parseSigningSecrets(value: string, options: ParseOptions = {}): string[] {
+  const entries = value.split(/[\s,]+/).filter(Boolean);
+  if (entries.length === 0) throw new InvalidSecretError('no webhook signing secret configured');
+  const invalid: number[] = [];
+  const secrets = entries.filter((secret, i) => {
+    if (decodes(secret)) return true;
+    if (!options.onInvalid) throw new InvalidSecretError(`webhook signing secret #${i + 1} is not of the form whsec_<base64>`);
+    invalid.push(i + 1);
+    return false;
   });
+  if (invalid.length > 0) options.onInvalid?.(invalid);
+  if (secrets.length === 0) throw new InvalidSecretError('no webhook signing secret decodes (each must be whsec_<base64>)');
   return secrets;
+}
+
+function decodes(secret: string): boolean {
+  if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) return false;
+  try {
+    new Webhook(secret);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 export type Verification = { ok: true; id: string } | { ok: false; reason: string };
@@ -42,8 +69,10 @@ export class WebhookSignatureVerifier {
         this.verifierFor(secret).verify(rawBody, signed, { jsonParse: false });
         return { ok: true, id };
       } catch (error) {
-        if (!(error instanceof WebhookVerificationError)) throw error;
-        if (/timestamp/i.test(error.message)) return { ok: false, reason: 'webhook-timestamp outside the ±300 s tolerance' };
+        // Whatever a secret or a header makes the library throw, it is "not this secret": never a 500.
+        if (error instanceof WebhookVerificationError && /timestamp/i.test(error.message)) {
+          return { ok: false, reason: 'webhook-timestamp outside the ±300 s tolerance' };
+        }
         reason = 'no matching signature';
       }
     }

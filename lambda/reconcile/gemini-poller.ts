@@ -2,9 +2,14 @@
 import { ApiError, GenerateVideosOperation, GoogleGenAI } from '@google/genai';
 import { eventFromBatch, eventFromOperation, type OperationAnswer } from '../core/gemini-poll.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
+import { isNameOfKind } from '../core/names.ts';
 import type { OperationEvent } from '../core/reducer.ts';
 
-export type PollAnswer = { kind: 'event'; event: OperationEvent } | { kind: 'not-found' };
+export type PollAnswer =
+  | { kind: 'event'; event: OperationEvent }
+  | { kind: 'not-found' }
+  /** Never sent: the name is not a well-formed name of its kind. */
+  | { kind: 'refused'; reason: string };
 
 export class PollFailedError extends Error {
   override name = 'PollFailedError';
@@ -17,7 +22,7 @@ export class PollFailedError extends Error {
 }
 
 export interface GeminiPoller {
-  /** Throws PollFailedError for anything but an answer or a 404. */
+  /** Throws PollFailedError for anything but an answer, a 404 or a refusal. */
   poll(operation: { name: string; kind: OperationKind }): Promise<PollAnswer>;
 }
 
@@ -37,6 +42,8 @@ export class GenAiPoller implements GeminiPoller {
   }
 
   async poll({ name, kind }: { name: string; kind: OperationKind }): Promise<PollAnswer> {
+    // The edge validates every name; this guards records written before it did. The key never goes to another path.
+    if (!isNameOfKind(name, kind)) return { kind: 'refused', reason: `not a well-formed ${kind} name` };
     try {
       if (kind === 'batch') return { kind: 'event', event: eventFromBatch(name, await this.ai.batches.get({ name })) };
       // The SDK wants its own operation class with `name` set; a plain {name} fails.

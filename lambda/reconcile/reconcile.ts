@@ -9,7 +9,9 @@
  * - the poll failed (429, 5xx, timeout, malformed): back off the same way, the
  *   operation's other state untouched; one operation's error never stops the rest;
  * - 404 three times in a row: stop polling it (`pollNote: not-found`); a
- *   webhook can still finish it.
+ *   webhook can still finish it;
+ * - a name that is not a well-formed name of its kind is never sent (the
+ *   poller refuses it): polling stops at once (`pollNote: invalid-name`).
  *
  * The run stops taking new work at its deadline; what is left is still due
  * and is picked up by the next run.
@@ -18,7 +20,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { isTerminal } from '../core/lifecycle.ts';
 import { timeFromDate } from '../core/time.ts';
 import { ingest, NotRecordedError } from '../ingest.ts';
-import type { OperationStore, PollCandidate, PollSchedule } from '../store/operation-store.ts';
+import { type OperationStore, type PollCandidate, type PollSchedule, StoreRejectedError } from '../store/operation-store.ts';
 import { POLL_BUCKETS } from '../store/table.ts';
 import { type GeminiPoller, PollFailedError } from './gemini-poller.ts';
 
@@ -47,6 +49,8 @@ export interface ReconcileStats {
   conflicts: number;
   /** Due, but left for the next run (deadline reached). */
   deferred: number;
+  /** Names the poller refused to send (not a well-formed name of their kind); polling them stopped. */
+  refused: number;
 }
 
 export const MAX_INTERVAL_SECONDS = 30 * 60;
@@ -55,7 +59,7 @@ export const NOT_FOUND_LIMIT = 3;
 export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
   const { store, logger, clock = () => new Date(), concurrency = 8, pageSize = 100 } = deps;
   const started = clock().getTime();
-  const stats: ReconcileStats = { polled: 0, applied: 0, unchanged: 0, failed: 0, notFound: 0, conflicts: 0, deferred: 0 };
+  const stats: ReconcileStats = { polled: 0, applied: 0, unchanged: 0, failed: 0, notFound: 0, conflicts: 0, deferred: 0, refused: 0 };
   const now = timeFromDate(clock());
   const due: PollCandidate[] = [];
   for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) due.push(...(await store.dueForPoll(`open#${bucket}`, now, pageSize)));
@@ -104,6 +108,16 @@ async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, sta
     await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: error.message });
     return;
   }
+  if (answer.kind === 'refused') {
+    stats.refused++;
+    logger.error('poll refused: the name is not a Gemini resource name of its kind; polling stopped', {
+      operation: record.name,
+      kind: record.kind,
+      reason: answer.reason,
+    });
+    await store.schedulePoll(record.name, record.version, { ...poll, nextPollAt: null, note: 'invalid-name' });
+    return;
+  }
   if (answer.kind === 'not-found') {
     stats.notFound++;
     const notFoundPolls = poll.notFoundPolls + 1;
@@ -119,6 +133,12 @@ async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, sta
   try {
     result = await ingest({ ...answer.event, eventId: `poll:${timeFromDate(clock())}` }, { store, clock });
   } catch (error) {
+    if (error instanceof StoreRejectedError) {
+      stats.failed++;
+      logger.error('poll result refused by the store; backing off', { operation: record.name, detail: error.message });
+      await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: 'unstorable' });
+      return;
+    }
     if (!(error instanceof NotRecordedError)) throw error;
     stats.failed++; // still due: the next run polls it again
     logger.error('poll result not recorded', { operation: record.name, reason: error.reason });

@@ -5,10 +5,18 @@
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { isTerminal, type OperationKind } from '../core/lifecycle.ts';
 import type { OperationRecord } from '../core/reducer.ts';
-import type { OperationStore, PollCandidate, PollSchedule, PollState, WriteOutcome } from './operation-store.ts';
+import { isPermanentRejection } from './dynamodb.ts';
+import {
+  type OperationStore,
+  type PollCandidate,
+  type PollSchedule,
+  type PollState,
+  StoreRejectedError,
+  type WriteOutcome,
+} from './operation-store.ts';
 import { OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY, pollBucketOf, type WriteKind } from './table.ts';
 
 /** Kinds reconcile knows how to poll; interactions are learned from webhooks only. */
@@ -51,6 +59,7 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule {
     // DynamoDB refuses names and values the expressions do not use.
     if (expectedVersion === undefined) names['#pk'] = PARTITION_KEY;
     else values[':expectedVersion'] = expectedVersion;
+    unmarshallable(values);
     try {
       await this.client.send(
         new UpdateCommand({
@@ -69,6 +78,8 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule {
         // The winner comes back in DynamoDB JSON even through the DocumentClient.
         return { ok: false, current: error.Item && recordFromItem(unmarshall(error.Item)) };
       }
+      if (isPermanentRejection(error))
+        throw new StoreRejectedError(`DynamoDB refused the record: ${(error as Error).message}`, { cause: error });
       throw error;
     }
   }
@@ -133,6 +144,15 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule {
       if (error instanceof ConditionalCheckFailedException) return false;
       throw error;
     }
+  }
+}
+
+/** A value the document client cannot marshal is refused here, before the request, as DynamoDB would refuse it. */
+function unmarshallable(values: Record<string, unknown>): void {
+  try {
+    marshall(values, { removeUndefinedValues: true });
+  } catch (error) {
+    throw new StoreRejectedError(`the record cannot be stored: ${(error as Error).message}`, { cause: error });
   }
 }
 

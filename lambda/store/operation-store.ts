@@ -1,6 +1,15 @@
 /** The persistence port: everything ingest and the API need from storage. */
 import type { OperationRecord } from '../core/reducer.ts';
 
+/**
+ * The store refused a value and will refuse it again (DynamoDB's
+ * ValidationException and its kind): retrying cannot help. Every other store
+ * error means "try again" (throttling, network, 5xx, timeouts).
+ */
+export class StoreRejectedError extends Error {
+  override name = 'StoreRejectedError';
+}
+
 export type WriteOutcome = { ok: true } | { ok: false; current: OperationRecord | undefined };
 
 export interface OperationStore {

@@ -14,6 +14,7 @@ import { App } from 'aws-cdk-lib';
 import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../lambda/core/reducer.ts';
+import { deadLetterTableInput } from '../../lambda/effects/dead-letters.ts';
 import { keyedTableInput } from '../../lambda/effects/ledger.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
@@ -119,8 +120,10 @@ describe('bundled functions', () => {
     const secret = newSecret();
     const receiver = await new Receiver(secret).start();
     const ledgerTable = `${inject('tableName')}-bundle-ledger`;
+    const deadLetterTable = `${inject('tableName')}-bundle-dead-letters`;
     const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
     await ensureTable(client, keyedTableInput(ledgerTable));
+    await ensureTable(client, deadLetterTableInput(deadLetterTable));
     client.destroy();
     try {
       const image = {
@@ -137,6 +140,7 @@ describe('bundled functions', () => {
       const event = { Records: [record] };
       const results = await runBundle(bundles.Effects, [event, event], {
         EFFECTS_LEDGER_TABLE: ledgerTable,
+        EFFECTS_DEAD_LETTER_TABLE: deadLetterTable,
         EFFECTS_WEBHOOK_URL: receiver.url,
         EFFECTS_SIGNING_SECRET: secret,
       });

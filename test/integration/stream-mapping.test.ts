@@ -56,6 +56,7 @@ describe('LocalStreamMapping', () => {
     const effects = createEffectsHandler({
       sinks: [sink],
       ledger: { isDelivered: async () => false, markDelivered: async () => {} },
+      deadLetters: { parkUndecodable: async () => expect.unreachable('nothing here is undecodable') },
       logger: silentLogger,
     });
     const batchesWithPoison: string[][] = [];

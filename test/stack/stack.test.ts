@@ -72,10 +72,11 @@ describe('RatchetStack', () => {
     ]);
   });
 
-  it('grants the effects function the ledger, the bus, its secret, the failure queue and the stream, nothing else', () => {
+  it('grants the effects function the ledger, the dead letters, the bus, its secret, the failure queue and the stream, nothing else', () => {
     expect(permissionsOf('EffectsRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('EffectsLogs')],
       [['dynamodb:GetItem', 'dynamodb:PutItem'], expect.stringContaining('EffectsLedger')],
+      [['dynamodb:PutItem'], expect.stringContaining('EffectsDeadLetters')],
       [['events:PutEvents'], expect.stringContaining('Events')],
       [['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], expect.stringContaining('EffectsSigningSecret')],
       [['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'], expect.stringContaining('EffectsFailures')],
@@ -108,6 +109,7 @@ describe('RatchetStack', () => {
           EFFECTS_SIGNING_SECRET_ARN: { Ref: Match.stringLikeRegexp('^EffectsSigningSecret') },
           EVENT_BUS_NAME: { Ref: Match.stringLikeRegexp('^Events') },
           EFFECTS_LEDGER_TABLE: { Ref: Match.stringLikeRegexp('^EffectsLedger') },
+          EFFECTS_DEAD_LETTER_TABLE: { Ref: Match.stringLikeRegexp('^EffectsDeadLetters') },
         }),
       },
     });

@@ -3,6 +3,7 @@ import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { OperationRecord } from '../../lambda/core/reducer.ts';
+import type { DeadLetters } from '../../lambda/effects/dead-letters.ts';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../../lambda/effects/filter.ts';
 import type { EffectLedger } from '../../lambda/effects/ledger.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
@@ -55,6 +56,13 @@ class MemoryLedger implements EffectLedger {
   }
 }
 
+class MemoryDeadLetters implements DeadLetters {
+  readonly parked: Array<{ record: DynamoDBRecord; reason: string }> = [];
+  async parkUndecodable(record: DynamoDBRecord, reason: string) {
+    this.parked.push({ record, reason });
+  }
+}
+
 class RecordingSink implements EffectSink {
   readonly name = 'recording';
   readonly delivered: string[] = [];
@@ -96,11 +104,24 @@ describe('transitionFromRecord', () => {
 describe('effects handler', () => {
   let ledger: MemoryLedger;
   let sink: RecordingSink;
+  let deadLetters: MemoryDeadLetters;
   beforeEach(() => {
     ledger = new MemoryLedger();
     sink = new RecordingSink();
+    deadLetters = new MemoryDeadLetters();
   });
-  const handle = (records: DynamoDBRecord[]) => createEffectsHandler({ sinks: [sink], ledger, logger: silentLogger })({ Records: records });
+  const handle = (records: DynamoDBRecord[]) =>
+    createEffectsHandler({ sinks: [sink], ledger, deadLetters, logger: silentLogger })({ Records: records });
+
+  it('dead-letters an undecodable record at once, raw, and delivers the records behind it', async () => {
+    const broken = streamRecord(operation(2, 'FAILED'), 'MODIFY');
+    // An attribute with no type: what the Streams client made of an empty map before the local mapping repaired it.
+    (broken.dynamodb?.NewImage as Record<string, unknown>).result = { M: { error: {} } };
+    const records = [streamRecord(operation(1, 'RUNNING')), broken, streamRecord(operation(3, 'SUCCEEDED'), 'MODIFY', 3)];
+    expect(await handle(records)).toEqual({ batchItemFailures: [] });
+    expect(sink.delivered).toEqual(['batches/1#1', 'batches/1#3']);
+    expect(deadLetters.parked).toEqual([{ record: broken, reason: expect.stringMatching(/e2 cannot be decoded: No value defined/) }]);
+  });
 
   it('delivers in record order and skips records the filter drops', async () => {
     const records = [

@@ -114,7 +114,9 @@ describe('operations API', () => {
   it('rejects a body without a valid name with 400', async () => {
     expect((await track({})).status).toBe(400);
     expect((await track({ name: 'two words' })).status).toBe(400);
-    expect((await app.request('/operations', { method: 'POST', body: '{' })).status).toBe(400);
+    expect((await app.request('/operations', { method: 'POST', body: '{', headers: { 'content-type': 'application/json' } })).status).toBe(
+      400,
+    );
   });
 
   it('reads names containing slashes, raw or percent-encoded; 404 for unknown', async () => {

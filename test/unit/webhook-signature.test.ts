@@ -67,4 +67,29 @@ describe('parseSigningSecrets', () => {
     );
     expect(() => parseSigningSecrets(' ')).toThrow(InvalidSecretError);
   });
+
+  it('decodes each entry now: one that looks right but does not decode is refused with its position', () => {
+    const good = newSecret();
+    // Matches whsec_<base64 characters>, but 3 characters are not base64.
+    expect(() => parseSigningSecrets(`whsec_abc ${good}`)).toThrow(
+      new InvalidSecretError('webhook signing secret #1 is not of the form whsec_<base64>'),
+    );
+  });
+
+  it('with onInvalid, skips what does not decode, says where, and keeps the rest', async () => {
+    const good = newSecret();
+    const skipped: number[][] = [];
+    const secrets = parseSigningSecrets(`whsec_abc ${good} whsec_x`, { onInvalid: (positions) => skipped.push(positions) });
+    expect({ secrets, skipped }).toEqual({ secrets: [good], skipped: [[1, 3]] });
+    expect(() => parseSigningSecrets('whsec_abc', { onInvalid: () => {} })).toThrow(/no webhook signing secret decodes/);
+  });
+});
+
+describe('WebhookSignatureVerifier never answers 500', () => {
+  it('treats a secret the library cannot decode as "not this secret": a wrong signature is a 401 reason, a right one still verifies', async () => {
+    const good = newSecret();
+    const verifier = verifierFor('whsec_abc', good);
+    expect(await verify(verifier, signedDelivery(good, { type: 'ping' }, { id: 'm1' }))).toEqual({ ok: true, id: 'm1' });
+    expect(await verify(verifier, signedDelivery(newSecret(), { type: 'ping' }))).toEqual({ ok: false, reason: 'no matching signature' });
+  });
 });
