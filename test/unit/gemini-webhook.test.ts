@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { MalformedEventError, mapWebhookDelivery } from '../../lambda/core/gemini-webhook.ts';
-import { InvalidNameError, kindOfName, normalizeOperationName } from '../../lambda/core/names.ts';
+import { InvalidNameError } from '../../lambda/core/names.ts';
 import { InvalidTimeError } from '../../lambda/core/time.ts';
 import { envelope } from '../support/deliveries.ts';
 
@@ -75,30 +75,5 @@ describe('mapWebhookDelivery', () => {
 
   it('rejects an id that is not a resource name', () => {
     expect(() => mapWebhookDelivery(envelope('batch.succeeded', { id: 'batches/1 OR 1=1' }), 'm')).toThrow(InvalidNameError);
-  });
-});
-
-describe('operation names', () => {
-  it.each([
-    ['batch_abc', 'batches/abc'],
-    ['batches/abc', 'batches/abc'],
-    [' batches/abc ', 'batches/abc'],
-    ['interaction_9', 'interactions/9'],
-    ['models/veo-3.0/operations/x1', 'models/veo-3.0/operations/x1'],
-  ])('normalises %j to %j', (raw, name) => {
-    expect(normalizeOperationName(raw)).toBe(name);
-  });
-
-  it.each(['', '/batches/1', 'batches//1', 'batches/1/', 'a b', 'x'.repeat(513), 'batches/\u0000'])('rejects %j', (raw) => {
-    expect(() => normalizeOperationName(raw)).toThrow(InvalidNameError);
-  });
-
-  it.each([
-    ['batches/1', 'batch'],
-    ['interactions/1', 'interaction'],
-    ['models/veo-3.0-generate-001/operations/1', 'video'],
-    ['operations/1', 'operation'],
-  ])('knows %s is a %s', (name, kind) => {
-    expect(kindOfName(name)).toBe(kind);
   });
 });

@@ -2,6 +2,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { createApp } from '../../lambda/http/app.ts';
 import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
+import { StoreRejectedError } from '../../lambda/store/operation-store.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 import { silentLogger } from '../support/silent-logger.ts';
@@ -137,5 +138,88 @@ describe('operations API', () => {
   it('answers healthz and unknown routes', async () => {
     expect((await app.request('/healthz')).status).toBe(200);
     expect((await app.request('/nope')).status).toBe(404);
+  });
+});
+
+describe('store errors, classified once', () => {
+  it('a refusal is 400 unstorable (Gemini stops retrying), logged and counted; an outage is 503', async () => {
+    store.beforeWrite = () => {
+      throw new StoreRejectedError('DynamoDB refused the record: Number overflow');
+    };
+    const refused = await deliver(envelope('batch.failed', { id: 'batches/r1' }));
+    expect(refused).toMatchObject({ status: 400, body: { error: 'unstorable', message: expect.stringContaining('Number overflow') } });
+    expect(counted()).toContain('WebhookUnstorable');
+    store.beforeWrite = () => {
+      throw new Error('socket hang up');
+    };
+    expect(await deliver(envelope('batch.failed', { id: 'batches/r1' }))).toMatchObject({ status: 503, body: { error: 'not-recorded' } });
+    expect(store.records.size).toBe(0);
+  });
+
+  it('a provider number DynamoDB could not hold is recorded as its exact text', async () => {
+    const body = JSON.stringify(envelope('batch.failed', { id: 'batches/n1', error: { code: 0, message: 'm' } })).replace(
+      '"code":0',
+      '"code":9007199254740993',
+    );
+    const response = await app.request('/webhooks/gemini', { method: 'POST', ...signedDelivery(secret, body) });
+    expect(response.status).toBe(200);
+    expect(store.records.get('batches/n1')?.result).toEqual({ error: { code: '9007199254740993', message: 'm' } });
+  });
+});
+
+describe('/healthz', () => {
+  it('answers 503 degraded while the store cannot be reached', async () => {
+    let store: 'ok' | 'unavailable' = 'unavailable';
+    const withHealth = createApp({
+      store: new MemoryStore(),
+      verifier: new WebhookSignatureVerifier(async () => [secret]),
+      logger: silentLogger,
+      health: async () => store,
+    });
+    const down = await withHealth.request('/healthz');
+    expect({ status: down.status, body: await down.json() }).toEqual({ status: 503, body: { status: 'degraded', store: 'unavailable' } });
+    store = 'ok';
+    expect((await withHealth.request('/healthz')).status).toBe(200);
+  });
+});
+
+describe('POST /operations refuses what a web page could send', () => {
+  const post = (body: string | ReadableStream<Uint8Array>, headers: Record<string, string>) =>
+    app.request('http://127.0.0.1:3000/operations', { method: 'POST', body, headers, duplex: 'half' } as RequestInit);
+  const json = { 'content-type': 'application/json' };
+
+  it('a cross-site "simple" request (text/plain) is 415; any foreign Origin is 403; its own origin and no origin are fine', async () => {
+    const body = JSON.stringify({ name: 'batches/web' });
+    expect((await post(body, { 'content-type': 'text/plain' })).status).toBe(415);
+    expect((await post(body, { 'content-type': 'text/plain', origin: 'https://evil.example' })).status).toBe(403);
+    expect((await post(body, { ...json, origin: 'https://evil.example' })).status).toBe(403);
+    expect((await post(body, { ...json, origin: 'null' })).status).toBe(403);
+    expect((await post(body, { ...json, origin: 'http://127.0.0.1:3000' })).status).toBe(201);
+    expect((await post(JSON.stringify({ name: 'batches/cli' }), { 'content-type': 'application/json; charset=utf-8' })).status).toBe(201);
+    expect([...store.records.keys()]).toEqual(['batches/web', 'batches/cli']);
+  });
+
+  it('a body over 4 KiB is 413, chunked or not, and is not read to its end', async () => {
+    expect((await post(JSON.stringify({ name: 'batches/x', pad: 'x'.repeat(5000) }), json)).status).toBe(413);
+    let pulled = 0;
+    const endless = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        pulled++;
+        controller.enqueue(new Uint8Array(64 * 1024).fill(32));
+        if (pulled === 128) controller.close(); // 8 MiB
+      },
+    });
+    const response = await post(endless, json);
+    expect(response.status).toBe(413);
+    expect(pulled).toBeLessThan(128);
+    expect(store.records.size).toBe(0);
+  });
+
+  it('GET of a name that is not a resource name is 400, never a read', async () => {
+    const response = await app.request('/operations/batches/..%2Ffiles%2Fx');
+    expect({ status: response.status, error: ((await response.json()) as { error: string }).error }).toEqual({
+      status: 400,
+      error: 'malformed-request',
+    });
   });
 });
