@@ -85,7 +85,7 @@ export async function startDynamoDbLocal(options: { dataDir?: string; supervise?
         current = child;
         watch(child, Date.now());
         await onRestarted?.();
-        logger.info('DynamoDB Local restarted', { pid: child.pid, attempt: restartsInARow });
+        logger.warn('DynamoDB Local restarted', { pid: child.pid, attempt: restartsInARow });
         return;
       } catch (error) {
         logger.error('DynamoDB Local did not restart', { attempt: restartsInARow, error: (error as Error).message });

@@ -184,4 +184,18 @@ describe('reconcile', () => {
     await reconcileOnce();
     expect(await Promise.all(names.map(stateOf))).toEqual(['RUNNING', 'RUNNING', 'RUNNING']);
   });
+
+  it('never sends a name that is not a resource name of its kind (a record written before the edge checked), and stops polling it', async () => {
+    // Written past the edge, as an older version could have: the poller is the second line of defence.
+    const bad = [`batches/../files/x${run}`, `models/veo/operations/../../../files/y${run}`, `batches/ok${run}/..`];
+    await store.write(trackedRecord(bad[0] as string, 'batch', timeFromDate(now)), undefined);
+    await store.write(trackedRecord(bad[1] as string, 'video', timeFromDate(now)), undefined);
+    await store.write(trackedRecord(bad[2] as string, 'batch', timeFromDate(now)), undefined);
+    const before = gemini.requests.length;
+    const stats = await reconcileOnce();
+    expect(stats.refused).toBe(3);
+    expect(gemini.requests.slice(before).filter((path) => path.includes('files/') || path.includes(`ok${run}`))).toEqual([]);
+    for (const name of bad) expect((await store.get(name))?.state).toBeNull();
+    expect((await reconcileOnce()).refused).toBe(0); // polling stopped: never due again
+  });
 });

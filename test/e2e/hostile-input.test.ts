@@ -1,0 +1,217 @@
+/**
+ * `npm start` tried as an attacker and a careless operator would: the six
+ * ways in which bad input once poisoned Ratchet, each reproduced through real
+ * HTTP, the embedded DynamoDB Local, the outbound sink and a fake Gemini.
+ */
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { PutCommand, ScanCommand } from '@aws-sdk/lib-dynamodb';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { OperationRecord } from '../../lambda/core/reducer.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { FakeGemini } from '../support/fake-gemini.ts';
+import { type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';
+import { eventually, Receiver } from '../support/receiver.ts';
+
+const inbound = newSecret();
+const outbound = newSecret();
+const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-hostile-'));
+const TABLE = 'ratchet-operations';
+let receiver: Receiver;
+let gemini: FakeGemini;
+let ratchet: RatchetProcess;
+
+beforeAll(async () => {
+  receiver = await new Receiver(outbound).start();
+  gemini = await new FakeGemini('hostile-key').start();
+  ratchet = await startRatchet({
+    DATA_DIR: dataDir,
+    WEBHOOK_SIGNING_SECRETS: inbound,
+    EFFECTS_WEBHOOK_URL: receiver.url,
+    EFFECTS_SIGNING_SECRET: outbound,
+    EFFECTS_RETRY_BASE_MS: '100',
+    GEMINI_API_KEY: gemini.apiKey,
+    GEMINI_BASE_URL: gemini.baseUrl,
+    RECONCILE_INTERVAL_SECONDS: '1',
+  });
+});
+
+afterAll(async () => {
+  await ratchet?.stop();
+  await receiver?.stop();
+  await gemini?.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+async function deliver(body: string | object, id?: string) {
+  const signed = signedDelivery(inbound, body, id ? { id } : {});
+  const response = await fetch(`${ratchet.url}/webhooks/gemini`, { method: 'POST', ...signed });
+  return { status: response.status, body: (await response.json()) as Record<string, unknown> };
+}
+
+const read = async (name: string) => {
+  const response = await fetch(`${ratchet.url}/operations/${name}`);
+  return { status: response.status, body: (await response.json()) as OperationRecord & { error?: string } };
+};
+
+const track = (name: string, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
+  fetch(`${ratchet.url}/operations`, { method: 'POST', body: JSON.stringify({ name }), headers });
+
+describe('1. names are resource names', () => {
+  const tricks = ['batches/../x', 'batches/./x', 'batches/x/..', 'models/veo/operations/../../../files/x', 'batch_../files/x'];
+
+  it('refuses . and .. segments on every route, and Gemini never hears of them', async () => {
+    for (const name of tricks) {
+      expect((await deliver(envelope('batch.failed', { id: name }))).status, name).toBe(400);
+      expect((await track(name)).status, name).toBe(400);
+      // One percent-encoded segment, so no client resolves the dots before Ratchet sees them.
+      expect((await read(encodeURIComponent(name))).status, name).toBe(400);
+    }
+    // Polling runs every second; give it a few rounds.
+    expect((await track('batches/honest')).status).toBe(201);
+    await eventually(() => gemini.requests.includes('batches/honest'), 15_000, 'a poll of the honest name');
+    expect(gemini.requests.filter((path) => !path.startsWith('batches/honest'))).toEqual([]);
+  });
+});
+
+describe('2. provider numbers the store cannot hold', () => {
+  it.each(['1e200', '1e-200', '123456789012345678901234567890123456789', '9007199254740993'])(
+    'a batch.failed whose error.code is %s is recorded (200), with the code as its exact text',
+    async (code) => {
+      const name = `batches/code-${code.length}-${code.slice(0, 4)}`;
+      const body = JSON.stringify(envelope('batch.failed', { id: name, error: { code: 0, message: 'm' } })).replace(
+        '"code":0',
+        `"code":${code}`,
+      );
+      expect((await deliver(body)).status).toBe(200);
+      expect((await read(name)).body).toMatchObject({ state: 'FAILED', result: { error: { code, message: 'm' } } });
+    },
+  );
+});
+
+describe('3. an empty map in a result, and a record that cannot be decoded', () => {
+  it('delivers the effect of an error with only a status at once, and a poisoned record holds up nobody', async () => {
+    // A record no decoder can read (version is not a number), written straight into the table, state-change and all.
+    const documents = createDocumentClient(createDynamoDbClient({ endpoint: ratchet.dynamodbEndpoint }));
+    await documents.send(new PutCommand({ TableName: TABLE, Item: { name: 'batches/poison', version: 'x', writeKind: 'state-change' } }));
+    expect((await deliver(envelope('batch.failed', { id: 'batches/status-only', error: { status: 'INTERNAL' } }))).status).toBe(200);
+    expect((await deliver(envelope('batch.failed', { id: 'batches/empty-error', error: {} }))).status).toBe(200);
+    for (let i = 0; i < 5; i++) expect((await deliver(envelope('batch.succeeded', { id: `batches/behind-${i}` }))).status).toBe(200);
+
+    const names = ['batches/status-only', 'batches/empty-error', ...Array.from({ length: 5 }, (_, i) => `batches/behind-${i}`)];
+    // Once, the poison held every effect up for minutes of retries; now it is set aside at once.
+    await eventually(() => names.every((n) => receiver.applied().some((d) => d.body.data.name === n)), 15_000, 'every effect');
+    const effect = receiver.applied().find((d) => d.body.data.name === 'batches/status-only');
+    expect(effect?.body.data).toMatchObject({ state: 'FAILED', result: { error: { status: 'INTERNAL' } } });
+    expect(receiver.applied().find((d) => d.body.data.name === 'batches/empty-error')?.body.data).toMatchObject({ result: { error: {} } });
+
+    const { Items = [] } = await documents.send(new ScanCommand({ TableName: `${TABLE}-effects-dead-letters` }));
+    const letter = Items.find((item) => item.name === 'batches/poison');
+    expect(letter).toMatchObject({ operation: '#undecodable', reason: expect.stringMatching(/is not an operation/) });
+    expect(JSON.parse(letter?.raw).dynamodb.NewImage).toEqual({
+      name: { S: 'batches/poison' },
+      version: { S: 'x' },
+      writeKind: { S: 'state-change' },
+    });
+    documents.destroy();
+  });
+});
+
+describe('4. a rotation entry that looks right but does not decode', () => {
+  it('stops npm start with its position, never its value', async () => {
+    const { code, output } = await runToExit(['npm', 'start'], {
+      ...process.env,
+      PORT: '0',
+      DATA_DIR: ':memory:',
+      WEBHOOK_SIGNING_SECRETS: `whsec_abc ${newSecret()}`,
+    } as Record<string, string>);
+    expect(code).toBe(1);
+    expect(output).toContain('webhook signing secret #1 is not of the form whsec_<base64>');
+    expect(output).not.toContain('whsec_abc');
+  });
+});
+
+describe('5. DynamoDB Local dies mid-stream', () => {
+  it('is restarted; meanwhile healthz is 503 and deliveries 200 or 503; after redelivery nothing is lost, every effect once, in order', async () => {
+    const operations = Array.from({ length: 12 }, (_, i) => `interactions/kill-${i}`);
+    const events = operations.flatMap((id) => [
+      envelope('interaction.requires_action', { id }, '2026-11-30T10:00:01Z'),
+      envelope('interaction.completed', { id }, '2026-11-30T10:00:02Z'),
+    ]);
+    const statuses = new Set<number>();
+    let healthDuringGap: unknown;
+    const java = Number(readFileSync(join(dataDir, 'dynamodb-local.pid'), 'utf8'));
+    // As Gemini does: every delivery is retried until it is answered 200.
+    const sendAll = async () => {
+      for (const [i, event] of events.entries()) {
+        if (i === 7) {
+          process.kill(java, 'SIGKILL');
+          await eventually(async () => (await fetch(`${ratchet.url}/healthz`)).status === 503, 10_000, 'healthz 503');
+          healthDuringGap = await (await fetch(`${ratchet.url}/healthz`)).json();
+        }
+        const id = `msg-kill-${i}`;
+        for (;;) {
+          const { status } = await deliver(event, id);
+          statuses.add(status);
+          if (status === 200) break;
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
+      }
+    };
+    await sendAll();
+    expect([...statuses].filter((status) => status !== 200 && status !== 503)).toEqual([]);
+    expect(healthDuringGap).toEqual({ status: 'degraded', store: 'unavailable' });
+    expect(ratchet.output()).toMatch(/DynamoDB Local exited; restarting it/);
+    expect(ratchet.output()).toMatch(/DynamoDB Local restarted/);
+    expect((await fetch(`${ratchet.url}/healthz`)).status).toBe(200);
+
+    for (const name of operations) expect((await read(name)).body).toMatchObject({ state: 'SUCCEEDED', version: 2 });
+    const ofKill = () => receiver.applied().filter((d) => d.body.data.name.includes('/kill-'));
+    await eventually(() => ofKill().length >= operations.length * 2, 30_000, 'every effect');
+    await new Promise((resolve) => setTimeout(resolve, 500));
+    for (const name of operations) {
+      expect(
+        ofKill()
+          .filter((d) => d.body.data.name === name)
+          .map((d) => [d.body.data.version, d.body.data.state]),
+      ).toEqual([
+        [1, 'REQUIRES_ACTION'],
+        [2, 'SUCCEEDED'],
+      ]);
+    }
+  });
+});
+
+describe('6. POST /operations from a web page', () => {
+  it('refuses an 8 MiB chunked body with 413 without reading it all', async () => {
+    let sent = 0;
+    // No length given: the body goes chunked, 64 KiB at a time, up to 8 MiB.
+    const body = new ReadableStream<Uint8Array>({
+      pull(controller) {
+        if (sent === 128) return controller.close();
+        sent++;
+        controller.enqueue(new Uint8Array(64 * 1024).fill(32));
+      },
+    });
+    const response = await fetch(`${ratchet.url}/operations`, {
+      method: 'POST',
+      body,
+      headers: { 'content-type': 'application/json' },
+      duplex: 'half',
+    } as RequestInit);
+    expect(response.status).toBe(413);
+    expect(sent).toBeLessThan(128);
+  });
+
+  it('refuses cross-site "simple" requests and foreign origins', async () => {
+    const body = JSON.stringify({ name: 'batches/from-a-page' });
+    const post = (headers: Record<string, string>) => fetch(`${ratchet.url}/operations`, { method: 'POST', body, headers });
+    expect((await post({ 'content-type': 'text/plain', origin: 'https://evil.example' })).status).toBe(403);
+    expect((await post({ 'content-type': 'text/plain' })).status).toBe(415);
+    expect((await post({ 'content-type': 'application/json', origin: 'https://evil.example' })).status).toBe(403);
+    expect((await read('batches/from-a-page')).status).toBe(404);
+    expect((await post({ 'content-type': 'application/json', origin: ratchet.url })).status).toBe(201);
+  });
+});
