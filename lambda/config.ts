@@ -27,10 +27,18 @@ const Env = z.object({
   EVENT_BUS_NAME: z.string().min(1).optional(),
   /** Outbound webhook: how long to wait for an answer. */
   EFFECTS_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(5_000),
-  /** Local stream mapping: first retry delay, doubled per retry (capped at 60 s). */
+  /** Effects: first retry delay after a failed attempt, doubled per attempt. */
   EFFECTS_RETRY_BASE_MS: z.coerce.number().int().positive().default(1_000),
-  /** Local stream mapping: retries before a batch goes to the dead-letter store. */
-  EFFECTS_RETRY_ATTEMPTS: z.coerce.number().int().min(0).optional(),
+  /** Effects: the longest delay between attempts. */
+  EFFECTS_RETRY_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
+  /** Effects: how long after its first attempt a transition is retried before it is dead-lettered (at most 13 days: SQS keeps 14). */
+  EFFECTS_RETRY_FOR_SECONDS: z.coerce
+    .number()
+    .positive()
+    .max(13 * 86_400)
+    .default(86_400),
+  /** In AWS: the effects FIFO queue (the handler sets its messages' visibility as the backoff). */
+  EFFECTS_QUEUE_URL: z.string().min(1).optional(),
   PORT: z.coerce.number().int().min(0).max(65535).default(3000),
   HOST: z.string().min(1).default('127.0.0.1'),
   DATA_DIR: z.string().min(1).optional(),

@@ -1,7 +1,8 @@
 /**
  * The Ratchet stack: the operations table (stream on); the HTTP API whose
  * Lambda verifies Gemini webhooks and ingests them through the reducer; the
- * effects Lambda fed by the table's stream; the scheduled reconcile Lambda.
+ * effects Lambda fed, per operation in order, by a FIFO queue that an
+ * EventBridge Pipe fills from the table's stream; the scheduled reconcile Lambda.
  */
 import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import { HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
@@ -10,18 +11,18 @@ import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations
 import { AttributeType, BillingMode, StreamViewType, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
 import { EventBus, Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
-import type { Role } from 'aws-cdk-lib/aws-iam';
-import { StartingPosition } from 'aws-cdk-lib/aws-lambda';
-import { DynamoEventSource, SqsDlq } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { CfnPipe } from 'aws-cdk-lib/aws-pipes';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import type { Construct } from 'constructs';
 import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from '../lambda/effects/dead-letters.ts';
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
-import { EFFECTS_MAPPING } from '../lambda/effects/mapping.ts';
-import { OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY } from '../lambda/store/table.ts';
+import { EFFECTS_PIPE, EFFECTS_QUEUE } from '../lambda/effects/mapping.ts';
+import { EFFECTS_GROUP_ATTRIBUTE, OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY } from '../lambda/store/table.ts';
 import { RatchetFunction } from './ratchet-function.ts';
 
 /** How often reconcile runs; also its base poll interval per operation. */
@@ -37,6 +38,7 @@ export class RatchetStack extends Stack {
   readonly api: HttpApi;
   readonly apiFunction: RatchetFunction;
   readonly effectsFunction: RatchetFunction;
+  readonly effectsQueue: Queue;
   readonly reconcileFunction: RatchetFunction;
   readonly bus: EventBus;
 
@@ -120,23 +122,83 @@ export class RatchetStack extends Stack {
       removalPolicy: RemovalPolicy.RETAIN,
     });
     this.bus = new EventBus(this, 'Events', { description: 'Ratchet: Operation State Changed' });
-    const failures = new Queue(this, 'EffectsFailures', {
+    // The per-operation effects queue: FIFO, one message group per operation (the record's effectsGroup).
+    const effectsDlq = new Queue(this, 'EffectsDeadLetterQueue', {
+      fifo: true,
+      retentionPeriod: Duration.days(EFFECTS_QUEUE.retentionDays),
+      enforceSSL: true,
+      encryption: QueueEncryption.SQS_MANAGED,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    Validations.of(effectsDlq).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'This queue is the dead-letter queue of the effects queue.',
+    });
+    this.effectsQueue = new Queue(this, 'EffectsQueue', {
+      fifo: true,
+      // Deduplication by the stream record's eventID (set by the Pipe), not by content.
+      contentBasedDeduplication: false,
+      retentionPeriod: Duration.days(EFFECTS_QUEUE.retentionDays),
+      // Six times the function's timeout, as AWS advises for an SQS event source.
+      visibilityTimeout: Duration.minutes(6),
+      enforceSSL: true,
+      encryption: QueueEncryption.SQS_MANAGED,
+      removalPolicy: RemovalPolicy.RETAIN,
+      deadLetterQueue: { queue: effectsDlq, maxReceiveCount: EFFECTS_QUEUE.maxReceiveCount },
+    });
+    // Records the Pipe itself could not send (the queue unavailable for its whole retry budget).
+    const pipeFailures = new Queue(this, 'EffectsPipeFailures', {
       retentionPeriod: Duration.days(14),
       enforceSSL: true,
       encryption: QueueEncryption.SQS_MANAGED,
+      removalPolicy: RemovalPolicy.RETAIN,
     });
-    Validations.of(failures).acknowledge({
+    Validations.of(pipeFailures).acknowledge({
       id: 'AwsSolutions-SQS3',
-      reason: 'This queue is the on-failure destination of the effects stream mapping: it is the dead-letter queue.',
+      reason: 'This queue is the dead-letter queue of the effects Pipe.',
     });
+
+    // The table's stream -> the effects queue: AWS's own engine, filtered to applied state changes, in stream order.
+    const pipeRole = new Role(this, 'EffectsPipeRole', { assumedBy: new ServicePrincipal('pipes.amazonaws.com') });
+    pipeRole.addToPolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'],
+        resources: [this.table.tableStreamArn as string],
+      }),
+    );
+    pipeRole.addToPolicy(
+      new PolicyStatement({ actions: ['sqs:SendMessage'], resources: [this.effectsQueue.queueArn, pipeFailures.queueArn] }),
+    );
+    new CfnPipe(this, 'EffectsPipe', {
+      roleArn: pipeRole.roleArn,
+      source: this.table.tableStreamArn as string,
+      sourceParameters: {
+        dynamoDbStreamParameters: {
+          startingPosition: 'TRIM_HORIZON',
+          batchSize: EFFECTS_PIPE.batchSize,
+          maximumRetryAttempts: EFFECTS_PIPE.retryAttempts,
+          deadLetterConfig: { arn: pipeFailures.queueArn },
+        },
+        filterCriteria: { filters: [{ pattern: JSON.stringify(STATE_CHANGE_FILTER) }] },
+      },
+      target: this.effectsQueue.queueArn,
+      targetParameters: {
+        sqsQueueParameters: {
+          messageGroupId: `$.dynamodb.NewImage.${EFFECTS_GROUP_ATTRIBUTE}.S`,
+          messageDeduplicationId: '$.eventID',
+        },
+      },
+    });
+
     this.effectsFunction = new RatchetFunction(this, 'Effects', {
       entry: 'lambda/handlers/effects.ts',
-      description: 'Applied state changes -> EventBridge and the outbound webhook',
+      description: 'Effects queue -> EventBridge and the outbound webhook, per operation in order, with backoff',
       timeout: Duration.seconds(60),
     })
       .bindTable('EFFECTS_LEDGER_TABLE', ledger, ['GetItem', 'PutItem'])
-      .bindTable('EFFECTS_DEAD_LETTER_TABLE', deadLetters, ['PutItem']);
+      .bindTable('EFFECTS_DEAD_LETTER_TABLE', deadLetters, ['Query', 'PutItem', 'DeleteItem']);
     this.effectsFunction.addEnvironment('EVENT_BUS_NAME', this.bus.eventBusName);
+    this.effectsFunction.addEnvironment('EFFECTS_QUEUE_URL', this.effectsQueue.queueUrl);
     this.bus.grantPutEventsTo(this.effectsFunction);
     if (props.effectsWebhookUrl) {
       const effectsSecret = new Secret(this, 'EffectsSigningSecret', { description: 'Signs outbound effect webhooks (whsec_...)' });
@@ -147,24 +209,10 @@ export class RatchetStack extends Stack {
       this.effectsFunction.addEnvironment('EFFECTS_WEBHOOK_URL', props.effectsWebhookUrl);
       this.effectsFunction.bindSecret('EFFECTS_SIGNING_SECRET', effectsSecret);
     }
+    // The event source grants receive, delete and change visibility (the handler's backoff) on this queue only.
     this.effectsFunction.addEventSource(
-      new DynamoEventSource(this.table, {
-        startingPosition: StartingPosition.TRIM_HORIZON,
-        batchSize: EFFECTS_MAPPING.batchSize,
-        // One poller per shard keeps each operation's records in order.
-        parallelizationFactor: 1,
-        bisectBatchOnError: true,
-        retryAttempts: EFFECTS_MAPPING.retryAttempts,
-        maxRecordAge: Duration.seconds(EFFECTS_MAPPING.maxRecordAgeSeconds),
-        reportBatchItemFailures: true,
-        onFailure: new SqsDlq(failures),
-        filters: [{ pattern: JSON.stringify(STATE_CHANGE_FILTER) }],
-      }),
+      new SqsEventSource(this.effectsQueue, { batchSize: EFFECTS_QUEUE.batchSize, reportBatchItemFailures: true }),
     );
-    Validations.of(this.effectsFunction.role as Role).acknowledge({
-      id: 'AwsSolutions-IAM5[Resource::*]',
-      reason: 'dynamodb:ListStreams has no resource-level permissions; the stream reads themselves are scoped to the table stream.',
-    });
 
     // Reconcile: a schedule polls Gemini for open operations through the same ingest.
     const geminiApiKey = new Secret(this, 'GeminiApiKey', { description: 'Gemini API key used by reconcile to poll operations' });
@@ -192,6 +240,8 @@ export class RatchetStack extends Stack {
     new CfnOutput(this, 'TableName', { value: this.table.tableName });
     new CfnOutput(this, 'EventBusName', { value: this.bus.eventBusName });
     new CfnOutput(this, 'GeminiApiKeySecretArn', { value: geminiApiKey.secretArn });
-    new CfnOutput(this, 'EffectsFailureQueueUrl', { value: failures.queueUrl });
+    new CfnOutput(this, 'EffectsQueueUrl', { value: this.effectsQueue.queueUrl });
+    new CfnOutput(this, 'EffectsDeadLetterQueueUrl', { value: effectsDlq.queueUrl });
+    new CfnOutput(this, 'EffectsDeadLetterTable', { value: deadLetters.tableName });
   }
 }

@@ -21,14 +21,17 @@ import {
 } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { serve } from '@hono/node-server';
+import type { Hono, MiddlewareHandler } from 'hono';
+import { z } from 'zod';
 import type { Config } from '../lambda/config.ts';
 import { ConfigError } from '../lambda/config.ts';
 import { DynamoDbDeadLetters, deadLetterTableInput } from '../lambda/effects/dead-letters.ts';
 import { DynamoDbEffectLedger, keyedTableInput } from '../lambda/effects/ledger.ts';
-import { EFFECTS_MAPPING } from '../lambda/effects/mapping.ts';
+import { EFFECTS_PIPE, retrySettings } from '../lambda/effects/mapping.ts';
 import { createEffectsHandler } from '../lambda/effects/process.ts';
+import { redrive } from '../lambda/effects/redrive.ts';
 import { WebhookSink } from '../lambda/effects/sinks.ts';
-import { createApp } from '../lambda/http/app.ts';
+import { createApp, type Failure } from '../lambda/http/app.ts';
 import { parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../lambda/logger.ts';
 import { GenAiPoller } from '../lambda/reconcile/gemini-poller.ts';
@@ -37,6 +40,7 @@ import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dyna
 import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../lambda/store/table.ts';
 import { type EmbeddedDynamoDb, startDynamoDbLocal } from './dynamodb-local.ts';
+import { LocalEffectsQueue, queueTableInput } from './effects-queue.ts';
 import { LocalSchedule } from './schedule.ts';
 import { LocalStreamMapping } from './stream-mapping.ts';
 
@@ -87,7 +91,15 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     const store = new DynamoDbOperationStore(documents, config.TABLE_NAME);
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
-    const app = createApp({ store, verifier: new WebhookSignatureVerifier(async () => secrets), logger, metrics, health: probe.check });
+    let effects: LocalEffects | undefined;
+    const app = createApp({
+      store,
+      verifier: new WebhookSignatureVerifier(async () => secrets),
+      logger,
+      metrics,
+      health: probe.check,
+      extraRoutes: (routes, { sameOriginJson, fail }) => effectsAdminRoutes(routes, { sameOriginJson, fail, effects: () => effects }),
+    });
     const server = await listen(app.fetch, config.HOST, config.PORT);
     stopped.push(
       () =>
@@ -96,7 +108,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
           (server as Server).closeAllConnections();
         }),
     );
-    const effects = await startEffects(config, { client, documents, endpoint: dynamodbEndpoint, logger, ensure });
+    effects = await startEffects(config, { client, documents, endpoint: dynamodbEndpoint, logger, ensure });
     if (effects) stopped.push(() => effects.stop());
     const schedule = startReconcile(config, store, logger);
     if (schedule) stopped.push(() => schedule.stop());
@@ -153,7 +165,17 @@ function startReconcile(config: Config, store: DynamoDbOperationStore, logger: L
   return schedule;
 }
 
-/** The effects path: the table's stream -> the local mapping -> the effects handler -> the outbound webhook. */
+export interface LocalEffects {
+  deadLetters: DynamoDbDeadLetters;
+  queue: LocalEffectsQueue;
+  stop(): Promise<void>;
+}
+
+/**
+ * The effects path, as in AWS: the table's stream -> (the local Pipe: the
+ * stream mapping, filtered to state changes) -> the per-operation effects
+ * queue -> the effects handler -> the outbound webhook.
+ */
 async function startEffects(
   config: Config,
   deps: {
@@ -163,7 +185,7 @@ async function startEffects(
     logger: Logger;
     ensure: (input: CreateTableCommandInput) => Promise<void>;
   },
-): Promise<LocalStreamMapping | undefined> {
+): Promise<LocalEffects | undefined> {
   if (!config.EFFECTS_WEBHOOK_URL) {
     deps.logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
     return undefined;
@@ -173,26 +195,75 @@ async function startEffects(
   const ledgerTable = config.EFFECTS_LEDGER_TABLE ?? `${config.TABLE_NAME}-effects-ledger`;
   const deadLetterTable = config.EFFECTS_DEAD_LETTER_TABLE ?? `${config.TABLE_NAME}-effects-dead-letters`;
   const stateTable = `${config.TABLE_NAME}-stream-mapping`;
+  const queueTable = `${config.TABLE_NAME}-effects-queue`;
   await deps.ensure(keyedTableInput(ledgerTable));
   await deps.ensure(deadLetterTableInput(deadLetterTable));
   await deps.ensure(keyedTableInput(stateTable));
-  const handler = createEffectsHandler({
-    sinks: [new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret as string, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS })],
-    ledger: new DynamoDbEffectLedger(deps.documents, ledgerTable),
-    deadLetters: new DynamoDbDeadLetters(deps.documents, deadLetterTable),
-    logger: deps.logger,
-  });
-  const mapping = new LocalStreamMapping({
+  await deps.ensure(queueTableInput(queueTable));
+  const deadLetters = new DynamoDbDeadLetters(deps.documents, deadLetterTable);
+  const queue = new LocalEffectsQueue({ documents: deps.documents, tableName: queueTable, logger: deps.logger });
+  await queue.start(
+    createEffectsHandler({
+      sinks: [new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret as string, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS })],
+      ledger: new DynamoDbEffectLedger(deps.documents, ledgerTable),
+      deadLetters,
+      queue,
+      retry: retrySettings(config),
+      logger: deps.logger,
+    }),
+  );
+  const pipe = new LocalStreamMapping({
     ...deps,
     tableName: config.TABLE_NAME,
     stateTableName: stateTable,
-    handler,
-    batchSize: EFFECTS_MAPPING.batchSize,
-    retryAttempts: config.EFFECTS_RETRY_ATTEMPTS ?? EFFECTS_MAPPING.retryAttempts,
-    retryBaseMs: config.EFFECTS_RETRY_BASE_MS,
+    handler: async (event) => {
+      await queue.send(event.Records);
+      return { batchItemFailures: [] };
+    },
+    batchSize: EFFECTS_PIPE.batchSize,
+    // Only a store outage fails a send: retried (1 s doubling to 60 s) until the store is back.
+    retryAttempts: EFFECTS_PIPE.retryAttempts,
+    retryBaseMs: 1_000,
   });
-  mapping.start();
-  return mapping;
+  pipe.start();
+  return {
+    deadLetters,
+    queue,
+    stop: async () => {
+      await pipe.stop();
+      await queue.stop();
+    },
+  };
+}
+
+const RedriveRequest = z.object({ name: z.string().optional(), skip: z.string().optional() });
+
+/** The local runtime's effects admin: list the dead letters, re-drive them (what `npm run redrive` calls). */
+function effectsAdminRoutes(
+  app: Hono,
+  deps: {
+    sameOriginJson: MiddlewareHandler;
+    fail: (failure: Failure, message: string) => Response;
+    effects: () => LocalEffects | undefined;
+  },
+): void {
+  app.get('/effects/dead-letters', async (c) => {
+    const effects = deps.effects();
+    if (!effects) return deps.fail('not-found', 'effects are off (EFFECTS_WEBHOOK_URL is not set)');
+    return c.json({ deadLetters: await effects.deadLetters.list(), undecodable: await effects.deadLetters.listUndecodable() });
+  });
+  app.post('/effects/redrive', deps.sameOriginJson, async (c) => {
+    const effects = deps.effects();
+    if (!effects) return deps.fail('not-found', 'effects are off (EFFECTS_WEBHOOK_URL is not set)');
+    const request = RedriveRequest.safeParse(await c.req.json().catch(() => undefined));
+    if (!request.success) return deps.fail('malformed-request', 'body must be {"name"?: "<operation>", "skip"?: "<name>#<version>"}');
+    const result = await redrive(
+      effects.deadLetters,
+      (letter) => effects.queue.send([JSON.parse(letter.record)], { redriven: true }),
+      request.data,
+    );
+    return c.json(result);
+  });
 }
 
 /**

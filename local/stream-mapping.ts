@@ -20,9 +20,11 @@ import {
   type Shard,
 } from '@aws-sdk/client-dynamodb-streams';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
-import type { DynamoDBRecord } from 'aws-lambda';
+import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
-import type { EffectsHandler } from '../lambda/effects/process.ts';
+
+/** What the mapping invokes, as Lambda would: a batch of stream records, partial failures back. */
+export type StreamHandler = (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse>;
 
 export interface StreamMappingOptions {
   client: DynamoDBClient;
@@ -31,7 +33,7 @@ export interface StreamMappingOptions {
   tableName: string;
   /** Holds checkpoints and dead letters (`key` partition key, no stream). */
   stateTableName: string;
-  handler: EffectsHandler;
+  handler: StreamHandler;
   logger: Logger;
   batchSize: number;
   retryAttempts: number;

@@ -1,24 +1,59 @@
 /**
  * Dead letters of the effects path, whole: what could not be delivered, kept
- * (30 days) with everything needed to look at it or deliver it later.
+ * 30 days with everything needed to look at it or deliver it later.
  *
- * A stream record that cannot be decoded is parked here at once, with its raw
- * image, instead of being retried: retrying cannot decode it, and it must
- * never hold up the records behind it.
+ * - A transition whose retries ran out (or whose receiver answered 410) is
+ *   kept with its stream record, outbound body, idempotency key, last error
+ *   and attempt count. Later versions of the same operation are parked behind
+ *   it (`waiting-behind`): order is never silently broken. `redrive` re-queues
+ *   an operation's letters in version order.
+ * - A stream record that cannot be decoded is parked at once with its raw
+ *   image: retrying cannot decode it, and it must hold up nothing.
  */
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, PutCommand } from '@aws-sdk/lib-dynamodb';
+import { DeleteCommand, type DynamoDBDocumentClient, PutCommand, QueryCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
+import type { Transition } from './transition.ts';
 
-export interface DeadLetters {
-  parkUndecodable(record: DynamoDBRecord, reason: string): Promise<void>;
+export type DeadLetterReason = 'retries-exhausted' | 'gone' | 'waiting-behind';
+
+export interface DeadLetter {
+  name: string;
+  version: number;
+  idempotencyKey: string;
+  reason: DeadLetterReason;
+  transition: Transition;
+  /** The outbound body, as it was (and will be) sent. */
+  body: string;
+  /** The stream record, as JSON: what redrive puts back on the queue. */
+  record: string;
+  lastError: string;
+  attempts: number;
+  firstAttemptAt: string;
+  deadLetteredAt: string;
+  /** `redriving` once re-queued: it no longer holds later versions back. */
+  status: 'dead' | 'redriving';
 }
 
-/** Partition: the operation's name (or UNDECODABLE); sort: the entry within it. */
+export interface DeadLetters {
+  parkUndecodable(record: unknown, reason: string): Promise<void>;
+  put(letter: DeadLetter): Promise<void>;
+  /** True when an earlier version of `name` is dead (not being re-driven): this one must wait behind it. */
+  holdsBack(name: string, version: number): Promise<boolean>;
+  remove(name: string, version: number): Promise<void>;
+  markRedriving(name: string, version: number): Promise<void>;
+  /** Every transition dead letter, by operation and version (undecodable records are listed apart). */
+  list(): Promise<DeadLetter[]>;
+  listUndecodable(): Promise<Array<{ sequence: string; name: string | null; reason: string; raw: string }>>;
+}
+
+/** Partition: the operation's name (or UNDECODABLE); sort: `v<version, 12 digits>` or the stream sequence number. */
 export const DEAD_LETTER_KEYS = { partition: 'operation', sort: 'entry' } as const;
 export const DEAD_LETTER_TTL_ATTRIBUTE = 'expiresAt';
 export const UNDECODABLE = '#undecodable';
 export const DEAD_LETTER_RETENTION_SECONDS = 30 * 24 * 3600;
+
+const entryOf = (version: number) => `v${String(version).padStart(12, '0')}`;
 
 export function deadLetterTableInput(tableName: string): CreateTableCommandInput {
   return {
@@ -42,23 +77,108 @@ export class DynamoDbDeadLetters implements DeadLetters {
     private readonly clock: () => Date = () => new Date(),
   ) {}
 
-  async parkUndecodable(record: DynamoDBRecord, reason: string): Promise<void> {
-    const now = this.clock();
+  private expiresAt(): number {
+    return Math.floor(this.clock().getTime() / 1000) + DEAD_LETTER_RETENTION_SECONDS;
+  }
+
+  async parkUndecodable(record: unknown, reason: string): Promise<void> {
+    const stream = record as Partial<DynamoDBRecord> | undefined;
     await this.client.send(
       new PutCommand({
         TableName: this.tableName,
         Item: {
           [DEAD_LETTER_KEYS.partition]: UNDECODABLE,
-          [DEAD_LETTER_KEYS.sort]: record.dynamodb?.SequenceNumber ?? record.eventID ?? now.toISOString(),
+          [DEAD_LETTER_KEYS.sort]: stream?.dynamodb?.SequenceNumber ?? stream?.eventID ?? this.clock().toISOString(),
           // The key is a plain string attribute, readable even when the image is not.
-          name: record.dynamodb?.Keys?.name?.S ?? null,
+          name: stream?.dynamodb?.Keys?.name?.S ?? null,
           reason,
-          // As received (DynamoDB JSON), as a string: nothing about it is lost or re-encoded.
-          raw: JSON.stringify(record),
-          deadLetteredAt: now.toISOString(),
-          [DEAD_LETTER_TTL_ATTRIBUTE]: Math.floor(now.getTime() / 1000) + DEAD_LETTER_RETENTION_SECONDS,
+          // As received, as a string: nothing about it is lost or re-encoded.
+          raw: typeof record === 'string' ? record : JSON.stringify(record),
+          deadLetteredAt: this.clock().toISOString(),
+          [DEAD_LETTER_TTL_ATTRIBUTE]: this.expiresAt(),
         },
       }),
     );
+  }
+
+  async put(letter: DeadLetter): Promise<void> {
+    await this.client.send(
+      new PutCommand({
+        TableName: this.tableName,
+        Item: {
+          [DEAD_LETTER_KEYS.partition]: letter.name,
+          [DEAD_LETTER_KEYS.sort]: entryOf(letter.version),
+          ...letter,
+          [DEAD_LETTER_TTL_ATTRIBUTE]: this.expiresAt(),
+        },
+      }),
+    );
+  }
+
+  async holdsBack(name: string, version: number): Promise<boolean> {
+    const { Items = [] } = await this.client.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        KeyConditionExpression: '#pk = :name AND #sk < :entry',
+        FilterExpression: '#status = :dead',
+        ExpressionAttributeNames: { '#pk': DEAD_LETTER_KEYS.partition, '#sk': DEAD_LETTER_KEYS.sort, '#status': 'status' },
+        ExpressionAttributeValues: { ':name': name, ':entry': entryOf(version), ':dead': 'dead' },
+        ConsistentRead: true,
+      }),
+    );
+    return Items.length > 0;
+  }
+
+  async remove(name: string, version: number): Promise<void> {
+    await this.client.send(
+      new DeleteCommand({
+        TableName: this.tableName,
+        Key: { [DEAD_LETTER_KEYS.partition]: name, [DEAD_LETTER_KEYS.sort]: entryOf(version) },
+      }),
+    );
+  }
+
+  async markRedriving(name: string, version: number): Promise<void> {
+    await this.client.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { [DEAD_LETTER_KEYS.partition]: name, [DEAD_LETTER_KEYS.sort]: entryOf(version) },
+        UpdateExpression: 'SET #status = :redriving',
+        ExpressionAttributeNames: { '#status': 'status' },
+        ExpressionAttributeValues: { ':redriving': 'redriving' },
+      }),
+    );
+  }
+
+  private async scan(): Promise<Record<string, unknown>[]> {
+    const items: Record<string, unknown>[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const page = await this.client.send(new ScanCommand({ TableName: this.tableName, ExclusiveStartKey: start, ConsistentRead: true }));
+      items.push(...(page.Items ?? []));
+      start = page.LastEvaluatedKey;
+    } while (start);
+    return items;
+  }
+
+  async list(): Promise<DeadLetter[]> {
+    const letters = (await this.scan())
+      .filter((item) => item[DEAD_LETTER_KEYS.partition] !== UNDECODABLE)
+      .map((item) => {
+        const { [DEAD_LETTER_KEYS.partition]: _p, [DEAD_LETTER_KEYS.sort]: _s, [DEAD_LETTER_TTL_ATTRIBUTE]: _t, ...letter } = item;
+        return letter as unknown as DeadLetter;
+      });
+    return letters.sort((a, b) => (a.name === b.name ? a.version - b.version : a.name < b.name ? -1 : 1));
+  }
+
+  async listUndecodable() {
+    return (await this.scan())
+      .filter((item) => item[DEAD_LETTER_KEYS.partition] === UNDECODABLE)
+      .map((item) => ({
+        sequence: item[DEAD_LETTER_KEYS.sort] as string,
+        name: (item.name as string | null) ?? null,
+        reason: item.reason as string,
+        raw: item.raw as string,
+      }));
   }
 }

@@ -1,10 +1,28 @@
 /**
- * The stream -> effects mapping settings, shared by the stack's event source
- * mapping and the local runtime's emulation of it.
+ * The effects path's settings, shared by the stack (Pipe, queues, event
+ * source) and the local runtime's emulation of them.
  */
-export const EFFECTS_MAPPING = {
+import type { Config } from '../config.ts';
+import type { RetrySettings } from './queue.ts';
+
+/** The table's stream -> effects queue Pipe. */
+export const EFFECTS_PIPE = {
   batchSize: 10,
-  /** Retries after the first attempt, as Lambda counts them. */
-  retryAttempts: 10,
-  maxRecordAgeSeconds: 24 * 3600,
+  /** A send fails only when the queue is unavailable: retry (nearly) for ever rather than drop. */
+  retryAttempts: 185,
 } as const;
+
+/** The effects queue and its Lambda event source. */
+export const EFFECTS_QUEUE = {
+  batchSize: 10,
+  /** SQS keeps a message at most 14 days: the retry window must end before. */
+  retentionDays: 14,
+  /** Receives before SQS itself moves a message to the FIFO dead-letter queue: a safety net for a handler that crashes. */
+  maxReceiveCount: 200,
+} as const;
+
+export function retrySettings(
+  config: Pick<Config, 'EFFECTS_RETRY_BASE_MS' | 'EFFECTS_RETRY_MAX_MS' | 'EFFECTS_RETRY_FOR_SECONDS'>,
+): RetrySettings {
+  return { baseMs: config.EFFECTS_RETRY_BASE_MS, maxMs: config.EFFECTS_RETRY_MAX_MS, forSeconds: config.EFFECTS_RETRY_FOR_SECONDS };
+}

@@ -11,17 +11,25 @@ export interface EffectSink {
 
 export class SinkError extends Error {
   override name = 'SinkError';
+  /** The receiver asked to stop (410 Gone): no retry, the transition is dead-lettered at once. */
+  readonly permanent: boolean;
+  constructor(message: string, options: { permanent?: boolean } = {}) {
+    super(message);
+    this.permanent = options.permanent ?? false;
+  }
 }
 
 export interface WebhookSinkOptions {
   timeoutMs?: number;
-  /** Tries per delivery inside one invocation; the stream mapping retries the record after that. */
-  attempts?: number;
-  backoffMs?: number;
   clock?: () => Date;
 }
 
-/** The outbound Standard Webhook: `webhook-id: <name>#<version>`, the same on every retry. */
+/**
+ * The outbound Standard Webhook: `webhook-id: <name>#<version>`, the same on
+ * every retry. One attempt per call (the effects queue retries with backoff).
+ * Only a 2xx is a delivery: a redirect is not followed (a POST that became a
+ * GET elsewhere proves nothing) and counts as a failure; 410 Gone is permanent.
+ */
 export class WebhookSink implements EffectSink {
   readonly name = 'webhook';
   private readonly signer: Webhook;
@@ -35,33 +43,32 @@ export class WebhookSink implements EffectSink {
   }
 
   async deliver(transition: Transition): Promise<void> {
-    const { timeoutMs = 5_000, attempts = 3, backoffMs = 200, clock = () => new Date() } = this.options;
+    const { timeoutMs = 5_000, clock = () => new Date() } = this.options;
     const id = idempotencyKey(transition);
     const body = JSON.stringify(stateChangedEvent(transition));
-    let failure = '';
-    for (let attempt = 1; attempt <= attempts; attempt++) {
-      if (attempt > 1) await new Promise((resolve) => setTimeout(resolve, backoffMs * 2 ** (attempt - 2)));
-      const now = clock();
-      try {
-        const response = await fetch(this.url, {
-          method: 'POST',
-          body,
-          headers: {
-            'content-type': 'application/json',
-            'webhook-id': id,
-            'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-            'webhook-signature': this.signer.sign(id, now, body),
-          },
-          signal: AbortSignal.timeout(timeoutMs),
-        });
-        await response.arrayBuffer().catch(() => undefined);
-        if (response.ok) return;
-        failure = `answered ${response.status}`;
-      } catch (error) {
-        failure = (error as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (error as Error).message;
-      }
+    const now = clock();
+    let response: Response;
+    try {
+      response = await fetch(this.url, {
+        method: 'POST',
+        body,
+        redirect: 'manual',
+        headers: {
+          'content-type': 'application/json',
+          'webhook-id': id,
+          'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+          'webhook-signature': this.signer.sign(id, now, body),
+        },
+        signal: AbortSignal.timeout(timeoutMs),
+      });
+      await response.arrayBuffer().catch(() => undefined);
+    } catch (error) {
+      const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (error as Error).message;
+      throw new SinkError(`webhook ${id} not delivered: ${reason}`);
     }
-    throw new SinkError(`webhook ${id} not delivered after ${attempts} attempts: ${failure}`);
+    if (response.status >= 200 && response.status < 300) return;
+    const redirect = response.status >= 300 && response.status < 400 ? ' (redirects are not followed)' : '';
+    throw new SinkError(`webhook ${id} not delivered: answered ${response.status}${redirect}`, { permanent: response.status === 410 });
   }
 }
 

@@ -1,13 +1,17 @@
 /**
- * DynamoDB Streams entry point: applied state changes -> sinks (EventBridge
- * bus, signed outbound webhook). Composed once per cold start.
+ * Effects-queue entry point (SQS FIFO, one message group per operation, fed
+ * by the Pipe from the table's stream): applied state changes -> sinks
+ * (EventBridge bus, signed outbound webhook). Composed once per cold start.
  */
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
-import type { DynamoDBStreamEvent } from 'aws-lambda';
+import { SQSClient } from '@aws-sdk/client-sqs';
+import type { SQSEvent } from 'aws-lambda';
 import { ConfigError, loadConfig } from '../config.ts';
 import { DynamoDbDeadLetters } from '../effects/dead-letters.ts';
 import { DynamoDbEffectLedger } from '../effects/ledger.ts';
+import { retrySettings } from '../effects/mapping.ts';
 import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts';
+import { SqsRetryScheduler } from '../effects/queue.ts';
 import { type EffectSink, EventBridgeSink, WebhookSink } from '../effects/sinks.ts';
 import { createLogger, createMetrics } from '../logger.ts';
 import { secretSetting } from '../secrets.ts';
@@ -29,12 +33,14 @@ async function compose(): Promise<EffectsHandler> {
   const documents = createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT }));
   const ledger = new DynamoDbEffectLedger(documents, config.EFFECTS_LEDGER_TABLE);
   const deadLetters = new DynamoDbDeadLetters(documents, config.EFFECTS_DEAD_LETTER_TABLE);
-  return createEffectsHandler({ sinks, ledger, deadLetters, logger, metrics: createMetrics() });
+  if (!config.EFFECTS_QUEUE_URL) throw new ConfigError('EFFECTS_QUEUE_URL is not set');
+  const queue = new SqsRetryScheduler(new SQSClient({}), config.EFFECTS_QUEUE_URL);
+  return createEffectsHandler({ sinks, ledger, deadLetters, queue, retry: retrySettings(config), logger, metrics: createMetrics() });
 }
 
 let composed: Promise<EffectsHandler> | undefined;
 
-export const handler = async (event: DynamoDBStreamEvent) => {
+export const handler = async (event: SQSEvent) => {
   composed ??= compose().catch((error) => {
     composed = undefined; // try again on the next invocation, e.g. once the secret is set
     throw error;

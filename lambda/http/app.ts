@@ -32,6 +32,8 @@ export interface AppDeps {
   ingest?: Omit<IngestDeps, 'store' | 'clock'>;
   /** Whether the store answers (the local runtime); without it `/healthz` reports the process only. */
   health?: () => Promise<'ok' | 'unavailable'>;
+  /** Routes only one runtime has (the local runtime's effects admin), with the app's helpers. */
+  extraRoutes?: (app: Hono, helpers: { sameOriginJson: MiddlewareHandler; fail: (failure: Failure, message: string) => Response }) => void;
 }
 
 /** Every failure the API answers, and its status: one table to read. */
@@ -48,7 +50,7 @@ const FAILURES = {
   'not-found': 404,
   internal: 500,
 } as const satisfies Record<string, ContentfulStatusCode>;
-type Failure = keyof typeof FAILURES;
+export type Failure = keyof typeof FAILURES;
 
 const TrackRequest = z.object({ name: z.string() });
 
@@ -228,6 +230,7 @@ export function createApp(deps: AppDeps): Hono {
     }
   });
 
+  deps.extraRoutes?.(app, { sameOriginJson, fail });
   app.notFound(() => fail('not-found', 'no such route'));
   app.onError((error) => {
     logger.error('unhandled error', { error });

@@ -17,7 +17,16 @@ import {
   StoreRejectedError,
   type WriteOutcome,
 } from './operation-store.ts';
-import { OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY, pollBucketOf, type WriteKind } from './table.ts';
+import {
+  EFFECTS_GROUP_ATTRIBUTE,
+  effectsGroupOf,
+  OPEN_INDEX,
+  OPEN_INDEX_PARTITION,
+  OPEN_INDEX_SORT,
+  PARTITION_KEY,
+  pollBucketOf,
+  type WriteKind,
+} from './table.ts';
 
 /** Kinds reconcile knows how to poll; interactions are learned from webhooks only. */
 const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation']);
@@ -40,7 +49,7 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule {
     const values: Record<string, unknown> = {};
     const assignments: string[] = [];
     const writeKind: WriteKind = next.source === 'track' ? 'track' : next.stateChanged ? 'state-change' : 'refresh';
-    for (const [key, value] of Object.entries({ ...next, writeKind })) {
+    for (const [key, value] of Object.entries({ ...next, writeKind, [EFFECTS_GROUP_ATTRIBUTE]: effectsGroupOf(next.name) })) {
       if (key === PARTITION_KEY) continue;
       names[`#${key}`] = key;
       values[`:${key}`] = value;

@@ -8,8 +8,21 @@
  * - `pollBucket` + `nextPollAt`: present only while the operation is open and
  *   pollable, so the `open-by-due` index is sparse: reconcile finds the
  *   operations due for a poll without scanning.
+ * - `effectsGroup`: the operation's message group on the effects queue, which
+ *   the AWS Pipe reads from the stream record.
  */
+import { createHash } from 'node:crypto';
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
+
+export const EFFECTS_GROUP_ATTRIBUTE = 'effectsGroup';
+
+/**
+ * The effects-queue message group of an operation: SQS allows 128 characters
+ * and names may have 512 bytes, so a hash of the name (43 characters).
+ */
+export function effectsGroupOf(name: string): string {
+  return createHash('sha256').update(name).digest('base64url');
+}
 
 export const PARTITION_KEY = 'name';
 export const OPEN_INDEX = 'open-by-due';

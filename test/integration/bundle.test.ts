@@ -115,7 +115,7 @@ describe('bundled functions', () => {
     expect(JSON.parse(read?.body ?? '{}')).toMatchObject({ name, state: 'EXPIRED', version: 1 });
   });
 
-  it('the effects bundle sends a stream record as a signed webhook, once', async () => {
+  it('the effects bundle sends a queued transition as a signed webhook, once', async () => {
     expect(existsSync(bundles.Effects)).toBe(true);
     const secret = newSecret();
     const receiver = await new Receiver(secret).start();
@@ -135,12 +135,21 @@ describe('bundled functions', () => {
       const record = {
         eventName: 'MODIFY',
         eventID: '1',
-        dynamodb: { SequenceNumber: '100', NewImage: marshall({ ...image, writeKind: 'state-change' }) },
+        dynamodb: { SequenceNumber: '100', Keys: { name: { S: image.name } }, NewImage: marshall({ ...image, writeKind: 'state-change' }) },
       };
-      const event = { Records: [record] };
+      // As the effects queue hands it over: the Pipe put the stream record in the body.
+      const message = {
+        messageId: 'm1',
+        receiptHandle: 'r1',
+        body: JSON.stringify(record),
+        attributes: { ApproximateReceiveCount: '1', ApproximateFirstReceiveTimestamp: String(Date.now()), MessageGroupId: 'g' },
+        messageAttributes: {},
+      };
+      const event = { Records: [message] };
       const results = await runBundle(bundles.Effects, [event, event], {
         EFFECTS_LEDGER_TABLE: ledgerTable,
         EFFECTS_DEAD_LETTER_TABLE: deadLetterTable,
+        EFFECTS_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/unused.fifo',
         EFFECTS_WEBHOOK_URL: receiver.url,
         EFFECTS_SIGNING_SECRET: secret,
       });

@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { mapWebhookDelivery } from '../../lambda/core/gemini-webhook.ts';
 import { parseProviderJson, providerNumber } from '../../lambda/core/provider-values.ts';
 import { type OperationRecord, trackedRecord } from '../../lambda/core/reducer.ts';
-import type { DeadLetters } from '../../lambda/effects/dead-letters.ts';
+import { DynamoDbDeadLetters, deadLetterTableInput } from '../../lambda/effects/dead-letters.ts';
 import { keyedTableInput } from '../../lambda/effects/ledger.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
 import type { EffectSink } from '../../lambda/effects/sinks.ts';
@@ -19,6 +19,7 @@ import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/d
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { StoreRejectedError } from '../../lambda/store/operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
+import { LocalEffectsQueue, queueTableInput } from '../../local/effects-queue.ts';
 import { ensureTable } from '../../local/runtime.ts';
 import { LocalStreamMapping } from '../../local/stream-mapping.ts';
 import { eventually } from '../support/receiver.ts';
@@ -32,40 +33,54 @@ const documents = createDocumentClient(client);
 const store = new DynamoDbOperationStore(documents, tableName);
 
 const received = new Map<string, Transition>();
-const parked: string[] = [];
 const sink: EffectSink = {
   name: 'collect',
   deliver: async (transition) => void received.set(transition.name, transition),
 };
-const deadLetters: DeadLetters = { parkUndecodable: async (_record, reason) => void parked.push(reason) };
-let mapping: LocalStreamMapping;
+const deadLetters = new DynamoDbDeadLetters(documents, `${tableName}-dead-letters`);
+const parked = async () => (await deadLetters.listUndecodable()).map((u) => u.reason);
+let pipe: LocalStreamMapping;
+let queue: LocalEffectsQueue;
 
+// The local effects path as npm start runs it: stream -> pipe -> per-operation queue -> effects handler.
 beforeAll(async () => {
   await ensureTable(client, createTableInput(tableName));
   await ensureTable(client, keyedTableInput(`${tableName}-mapping`));
-  mapping = new LocalStreamMapping({
+  await ensureTable(client, deadLetterTableInput(`${tableName}-dead-letters`));
+  await ensureTable(client, queueTableInput(`${tableName}-queue`));
+  queue = new LocalEffectsQueue({ documents, tableName: `${tableName}-queue`, logger: silentLogger });
+  await queue.start(
+    createEffectsHandler({
+      sinks: [sink],
+      ledger: { isDelivered: async () => false, markDelivered: async () => {} },
+      deadLetters,
+      queue,
+      retry: { baseMs: 10, maxMs: 10, forSeconds: 1 },
+      logger: silentLogger,
+    }),
+  );
+  pipe = new LocalStreamMapping({
     client,
     documents,
     endpoint,
     tableName,
     stateTableName: `${tableName}-mapping`,
-    handler: createEffectsHandler({
-      sinks: [sink],
-      ledger: { isDelivered: async () => false, markDelivered: async () => {} },
-      deadLetters,
-      logger: silentLogger,
-    }),
+    handler: async (event) => {
+      await queue.send(event.Records);
+      return { batchItemFailures: [] };
+    },
     logger: silentLogger,
     batchSize: 10,
     retryAttempts: 0,
     retryBaseMs: 10,
     pollMs: 50,
   });
-  mapping.start();
+  pipe.start();
 });
 
 afterAll(async () => {
-  await mapping.stop();
+  await pipe.stop();
+  await queue.stop();
   client.destroy();
 });
 
@@ -129,8 +144,12 @@ describe('every record round-trips through the stream', () => {
       }),
       { numRuns: 60 },
     );
-    await eventually(() => parked.length > 0 || [...expected.keys()].every((name) => received.has(name)), 30_000, 'every transition');
-    expect(parked).toEqual([]);
+    await eventually(
+      async () => (await parked()).length > 0 || [...expected.keys()].every((name) => received.has(name)),
+      30_000,
+      'every transition',
+    );
+    expect(await parked()).toEqual([]);
     for (const [name, record] of expected) {
       const { createdAt: _c, eventId: _e, source: _s, stateChanged: _sc, ...fields } = record;
       expect(received.get(name)).toEqual(fields);

@@ -8,14 +8,13 @@ import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { OperationEvent } from '../../lambda/core/reducer.ts';
 import { keyedTableInput } from '../../lambda/effects/ledger.ts';
-import { createEffectsHandler, type EffectsHandler } from '../../lambda/effects/process.ts';
 import { type EffectSink, SinkError } from '../../lambda/effects/sinks.ts';
-import type { Transition } from '../../lambda/effects/transition.ts';
+import { type Transition, transitionFromRecord } from '../../lambda/effects/transition.ts';
 import { ingest } from '../../lambda/ingest.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { ensureTable } from '../../local/runtime.ts';
-import { LocalStreamMapping } from '../../local/stream-mapping.ts';
+import { LocalStreamMapping, type StreamHandler } from '../../local/stream-mapping.ts';
 import { eventually } from '../support/receiver.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 import { readStream } from '../support/stream-records.ts';
@@ -53,14 +52,19 @@ describe('LocalStreamMapping', () => {
     const stateTable = `${tableName}-mapping-${run}`;
     await ensureTable(client, keyedTableInput(stateTable));
     const sink = new FlakySink((t) => t.name === poison);
-    const effects = createEffectsHandler({
-      sinks: [sink],
-      ledger: { isDelivered: async () => false, markDelivered: async () => {} },
-      deadLetters: { parkUndecodable: async () => expect.unreachable('nothing here is undecodable') },
-      logger: silentLogger,
-    });
+    // A handler with Lambda's contract: the first record the sink refuses, and all after it, are reported failed.
+    const effects: StreamHandler = async (event) => {
+      for (const [i, record] of event.Records.entries()) {
+        try {
+          await sink.deliver(transitionFromRecord(record));
+        } catch {
+          return { batchItemFailures: event.Records.slice(i).map((r) => ({ itemIdentifier: r.dynamodb?.SequenceNumber as string })) };
+        }
+      }
+      return { batchItemFailures: [] };
+    };
     const batchesWithPoison: string[][] = [];
-    const handler: EffectsHandler = async (event) => {
+    const handler: StreamHandler = async (event) => {
       const names = event.Records.map((r) => r.dynamodb?.NewImage?.name?.S as string);
       if (names.includes(poison)) batchesWithPoison.push(names);
       return effects(event);

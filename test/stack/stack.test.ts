@@ -72,36 +72,58 @@ describe('RatchetStack', () => {
     ]);
   });
 
-  it('grants the effects function the ledger, the dead letters, the bus, its secret, the failure queue and the stream, nothing else', () => {
+  it('grants the effects function the ledger, the dead letters, the bus, its secret and its queue, nothing else', () => {
     expect(permissionsOf('EffectsRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('EffectsLogs')],
       [['dynamodb:GetItem', 'dynamodb:PutItem'], expect.stringContaining('EffectsLedger')],
-      [['dynamodb:PutItem'], expect.stringContaining('EffectsDeadLetters')],
+      [['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Query'], expect.stringContaining('EffectsDeadLetters')],
       [['events:PutEvents'], expect.stringContaining('Events')],
       [['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], expect.stringContaining('EffectsSigningSecret')],
-      [['sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:SendMessage'], expect.stringContaining('EffectsFailures')],
-      [['dynamodb:ListStreams'], '"*"'],
       [
-        ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'],
+        ['sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage'],
+        expect.stringMatching(/"EffectsQueue[0-9A-F]+","Arn"/),
+      ],
+    ]);
+    expect(permissionsOf('EffectsPipeRole')).toEqual([
+      [
+        ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'],
         expect.stringMatching(/Operations[0-9A-F]+","StreamArn"/),
       ],
+      [['sqs:SendMessage'], expect.stringMatching(/EffectsQueue[0-9A-F]+.*EffectsPipeFailures/)],
     ]);
   });
 
-  it('maps the stream to the effects function with the shared filter and bounded, ordered retries', () => {
-    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
-      StartingPosition: 'TRIM_HORIZON',
-      BatchSize: 10,
-      ParallelizationFactor: 1,
-      BisectBatchOnFunctionError: true,
-      MaximumRetryAttempts: 10,
-      MaximumRecordAgeInSeconds: 86400,
-      FunctionResponseTypes: ['ReportBatchItemFailures'],
-      DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [Match.stringLikeRegexp('^EffectsFailures'), 'Arn'] } } },
-      FilterCriteria: {
-        Filters: [{ Pattern: '{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"writeKind":{"S":["state-change"]}}}}' }],
+  it('pipes the stream, filtered to state changes, into a FIFO queue per operation; the queue feeds the effects function', () => {
+    template.hasResourceProperties('AWS::Pipes::Pipe', {
+      Source: { 'Fn::GetAtt': [Match.stringLikeRegexp('^Operations'), 'StreamArn'] },
+      SourceParameters: {
+        DynamoDBStreamParameters: Match.objectLike({ StartingPosition: 'TRIM_HORIZON', BatchSize: 10, MaximumRetryAttempts: 185 }),
+        FilterCriteria: {
+          Filters: [{ Pattern: '{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"writeKind":{"S":["state-change"]}}}}' }],
+        },
+      },
+      Target: { 'Fn::GetAtt': [Match.stringLikeRegexp('^EffectsQueue'), 'Arn'] },
+      TargetParameters: {
+        SqsQueueParameters: { MessageGroupId: '$.dynamodb.NewImage.effectsGroup.S', MessageDeduplicationId: '$.eventID' },
       },
     });
+    template.hasResourceProperties('AWS::SQS::Queue', {
+      FifoQueue: true,
+      ContentBasedDeduplication: false,
+      MessageRetentionPeriod: 14 * 86400,
+      VisibilityTimeout: 360,
+      RedrivePolicy: {
+        deadLetterTargetArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^EffectsDeadLetterQueue'), 'Arn'] },
+        maxReceiveCount: 200,
+      },
+    });
+    template.hasResourceProperties('AWS::SQS::Queue', { FifoQueue: true, MessageRetentionPeriod: 14 * 86400, SqsManagedSseEnabled: true });
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^EffectsQueue'), 'Arn'] },
+      BatchSize: 10,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+    });
+    expect(Object.keys(template.findResources('AWS::Lambda::EventSourceMapping'))).toHaveLength(1);
     template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
@@ -110,11 +132,12 @@ describe('RatchetStack', () => {
           EVENT_BUS_NAME: { Ref: Match.stringLikeRegexp('^Events') },
           EFFECTS_LEDGER_TABLE: { Ref: Match.stringLikeRegexp('^EffectsLedger') },
           EFFECTS_DEAD_LETTER_TABLE: { Ref: Match.stringLikeRegexp('^EffectsDeadLetters') },
+          EFFECTS_QUEUE_URL: { Ref: Match.stringLikeRegexp('^EffectsQueue') },
         }),
       },
     });
     template.hasResourceProperties('AWS::DynamoDB::Table', { TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true } });
-    template.hasResourceProperties('AWS::SQS::Queue', { MessageRetentionPeriod: 14 * 86400, SqsManagedSseEnabled: true });
+    for (const output of ['EffectsQueueUrl', 'EffectsDeadLetterQueueUrl', 'EffectsDeadLetterTable']) template.hasOutput(output, {});
   });
 
   it('indexes open operations sparsely and runs reconcile every minute with Query on that index', () => {

@@ -12,13 +12,18 @@ export interface Delivery {
   signatureValid: boolean;
 }
 
-export type ReceiverMode = 'ok' | 'fail' | 'hang';
+/** `redirect-302`/`redirect-307` point elsewhere on this receiver, which answers anything there with 200. */
+export type ReceiverMode = 'ok' | 'fail' | 'hang' | 'gone' | 'redirect-302' | 'redirect-307';
 
 export class Receiver {
   /** Every request that got a 2xx, in arrival order (with redeliveries). */
   readonly accepted: Delivery[] = [];
-  /** Requests refused while failing or hanging. */
+  /** Requests refused while failing, hanging, gone or redirecting. */
   refused = 0;
+  /** Requests that followed a redirect here. */
+  followedRedirects = 0;
+  /** When set, only deliveries for which it returns true are refused (per mode); the rest are accepted. */
+  refuseOnly?: (name: string) => boolean;
   mode: ReceiverMode = 'ok';
   private server?: Server;
 
@@ -42,11 +47,31 @@ export class Receiver {
         raw += chunk;
       });
       req.on('end', () => {
-        if (this.mode === 'hang') {
+        if (req.url === '/elsewhere') {
+          this.followedRedirects++;
+          res.writeHead(200).end('ok');
+          return;
+        }
+        let name = '';
+        try {
+          name = JSON.parse(raw).data.name;
+        } catch {}
+        const mode = this.refuseOnly && !this.refuseOnly(name) ? 'ok' : this.mode;
+        if (mode === 'gone') {
+          this.refused++;
+          res.writeHead(410).end();
+          return;
+        }
+        if (mode === 'redirect-302' || mode === 'redirect-307') {
+          this.refused++;
+          res.writeHead(Number(mode.slice(-3)), { location: '/elsewhere' }).end();
+          return;
+        }
+        if (mode === 'hang') {
           this.refused++;
           return; // never answer; the sender's timeout fires
         }
-        if (this.mode === 'fail') {
+        if (mode === 'fail') {
           this.refused++;
           res.writeHead(503).end();
           return;

@@ -1,12 +1,13 @@
 import type { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { marshall } from '@aws-sdk/util-dynamodb';
-import type { DynamoDBRecord } from 'aws-lambda';
+import type { DynamoDBRecord, SQSRecord } from 'aws-lambda';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { OperationRecord } from '../../lambda/core/reducer.ts';
-import type { DeadLetters } from '../../lambda/effects/dead-letters.ts';
+import type { DeadLetter, DeadLetters } from '../../lambda/effects/dead-letters.ts';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../../lambda/effects/filter.ts';
 import type { EffectLedger } from '../../lambda/effects/ledger.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
+import { nextAttempt, type RetryScheduler } from '../../lambda/effects/queue.ts';
 import { type EffectSink, EventBridgeSink, SinkError, WebhookSink } from '../../lambda/effects/sinks.ts';
 import { type Transition, transitionFromRecord } from '../../lambda/effects/transition.ts';
 import { newSecret } from '../support/deliveries.ts';
@@ -57,11 +58,65 @@ class MemoryLedger implements EffectLedger {
 }
 
 class MemoryDeadLetters implements DeadLetters {
-  readonly parked: Array<{ record: DynamoDBRecord; reason: string }> = [];
-  async parkUndecodable(record: DynamoDBRecord, reason: string) {
-    this.parked.push({ record, reason });
+  readonly undecodable: Array<{ record: unknown; reason: string }> = [];
+  readonly letters = new Map<string, DeadLetter>();
+  async parkUndecodable(record: unknown, reason: string) {
+    this.undecodable.push({ record, reason });
+  }
+  async put(letter: DeadLetter) {
+    this.letters.set(letter.idempotencyKey, letter);
+  }
+  async holdsBack(name: string, version: number) {
+    return [...this.letters.values()].some((l) => l.name === name && l.version < version && l.status === 'dead');
+  }
+  async remove(name: string, version: number) {
+    this.letters.delete(`${name}#${version}`);
+  }
+  async markRedriving(name: string, version: number) {
+    const letter = this.letters.get(`${name}#${version}`);
+    if (letter) letter.status = 'redriving';
+  }
+  async list() {
+    return [...this.letters.values()].sort((a, b) => (a.name === b.name ? a.version - b.version : a.name < b.name ? -1 : 1));
+  }
+  async listUndecodable() {
+    return [];
   }
 }
+
+class RecordingQueue implements RetryScheduler {
+  readonly retries: Array<[string, number]> = [];
+  async retryAfter(message: SQSRecord, delayMs: number) {
+    this.retries.push([message.messageId, delayMs]);
+  }
+}
+
+/** A queue message as the SQS event source (or its local emulation) hands it over. */
+function message(
+  record: DynamoDBRecord,
+  options: { receiveCount?: number; firstReceiveAt?: number; redriven?: boolean; body?: string } = {},
+): SQSRecord {
+  const name = record.dynamodb?.NewImage?.name?.S ?? 'x';
+  return {
+    messageId: `m-${record.dynamodb?.SequenceNumber ?? record.eventID}`,
+    receiptHandle: `r-${record.dynamodb?.SequenceNumber}`,
+    body: options.body ?? JSON.stringify(record),
+    attributes: {
+      ApproximateReceiveCount: String(options.receiveCount ?? 1),
+      ApproximateFirstReceiveTimestamp: String(options.firstReceiveAt ?? NOW),
+      SentTimestamp: String(NOW),
+      SenderId: 's',
+      MessageGroupId: `g-${name}`,
+    },
+    messageAttributes: options.redriven ? { redriven: { stringValue: 'true', dataType: 'String' } } : {},
+    md5OfBody: '',
+    eventSource: 'aws:sqs',
+    eventSourceARN: 'arn:aws:sqs:eu-west-1:1:q.fifo',
+    awsRegion: 'eu-west-1',
+  } as SQSRecord;
+}
+
+const NOW = Date.parse('2026-12-01T00:00:00Z');
 
 class RecordingSink implements EffectSink {
   readonly name = 'recording';
@@ -105,51 +160,118 @@ describe('effects handler', () => {
   let ledger: MemoryLedger;
   let sink: RecordingSink;
   let deadLetters: MemoryDeadLetters;
+  let queue: RecordingQueue;
+  let now: number;
   beforeEach(() => {
     ledger = new MemoryLedger();
     sink = new RecordingSink();
     deadLetters = new MemoryDeadLetters();
+    queue = new RecordingQueue();
+    now = NOW;
   });
-  const handle = (records: DynamoDBRecord[]) =>
-    createEffectsHandler({ sinks: [sink], ledger, deadLetters, logger: silentLogger })({ Records: records });
+  const retry = { baseMs: 1_000, maxMs: 60_000, forSeconds: 3_600 };
+  const handle = (messages: SQSRecord[]) =>
+    createEffectsHandler({ sinks: [sink], ledger, deadLetters, queue, retry, logger: silentLogger, clock: () => new Date(now) })({
+      Records: messages,
+    });
+  const ops = (name: string, versions: number[]) =>
+    versions.map((v) =>
+      message(streamRecord(operation(v, v === 3 ? 'SUCCEEDED' : 'RUNNING', true, name), 'MODIFY', v + (name === 'batches/1' ? 0 : 100))),
+    );
 
-  it('dead-letters an undecodable record at once, raw, and delivers the records behind it', async () => {
+  it('delivers each group in order, groups side by side', async () => {
+    expect(await handle([...ops('batches/1', [1, 2]), ...ops('batches/2', [1])])).toEqual({ batchItemFailures: [] });
+    expect(sink.delivered.filter((k) => k.startsWith('batches/1'))).toEqual(['batches/1#1', 'batches/1#2']);
+    expect(sink.delivered).toContain('batches/2#1');
+  });
+
+  it('fails the rest of one group after its first failure, retrying it after the base delay; other groups go on', async () => {
+    sink.failOn.add('batches/1#2');
+    const messages = [...ops('batches/1', [1, 2, 3]), ...ops('batches/2', [1, 2])];
+    expect(await handle(messages)).toEqual({ batchItemFailures: [{ itemIdentifier: 'm-1002' }, { itemIdentifier: 'm-1003' }] });
+    expect(sink.delivered).toEqual(['batches/1#1', 'batches/2#1', 'batches/2#2']);
+    expect(queue.retries).toEqual([['m-1002', 1_000]]);
+  });
+
+  it('backs off exponentially up to the maximum, then dead-letters the whole transition when the window is over', async () => {
+    sink.failOn.add('batches/1#2');
+    const [, second] = ops('batches/1', [1, 2]);
+    for (const receiveCount of [2, 3, 10]) await handle([message(streamRecord(operation(2, 'RUNNING')), { receiveCount })]);
+    expect(queue.retries.map(([, ms]) => ms)).toEqual([2_000, 4_000, 60_000]);
+    now = NOW + 3_600_000;
+    expect(await handle([second as SQSRecord])).toEqual({ batchItemFailures: [] });
+    expect(deadLetters.letters.get('batches/1#2')).toMatchObject({
+      name: 'batches/1',
+      version: 2,
+      idempotencyKey: 'batches/1#2',
+      reason: 'retries-exhausted',
+      transition: { state: 'RUNNING', version: 2 },
+      body: expect.stringContaining('"type":"operation.state_changed"'),
+      record: second?.body,
+      lastError: 'refused batches/1#2',
+      attempts: 1,
+      firstAttemptAt: '2026-12-01T00:00:00.000Z',
+      status: 'dead',
+    });
+  });
+
+  it('parks later versions behind a dead letter, and a re-driven message clears its letter once delivered', async () => {
+    sink.failOn.add('batches/1#2');
+    now = NOW + 3_600_000;
+    await handle(ops('batches/1', [2]));
+    await handle(ops('batches/1', [3]));
+    expect(sink.delivered).toEqual([]);
+    expect([...deadLetters.letters.values()].map((l) => [l.idempotencyKey, l.reason])).toEqual([
+      ['batches/1#2', 'retries-exhausted'],
+      ['batches/1#3', 'waiting-behind'],
+    ]);
+    // Re-driven, in order: the letters no longer hold back, and go once delivered.
+    sink.failOn.clear();
+    for (const letter of await deadLetters.list()) await deadLetters.markRedriving(letter.name, letter.version);
+    const redriven = [...deadLetters.letters.values()].map((l) => message(JSON.parse(l.record), { redriven: true }));
+    expect(await handle(redriven)).toEqual({ batchItemFailures: [] });
+    expect(sink.delivered).toEqual(['batches/1#2', 'batches/1#3']);
+    expect(deadLetters.letters.size).toBe(0);
+  });
+
+  it('dead-letters at once when the receiver says 410 Gone', async () => {
+    const gone: EffectSink = { name: 'gone', deliver: async () => Promise.reject(new SinkError('answered 410', { permanent: true })) };
+    const handler = createEffectsHandler({ sinks: [gone], ledger, deadLetters, queue, retry, logger: silentLogger });
+    expect(await handler({ Records: ops('batches/1', [1]) })).toEqual({ batchItemFailures: [] });
+    expect(deadLetters.letters.get('batches/1#1')).toMatchObject({ reason: 'gone', lastError: 'answered 410' });
+    expect(queue.retries).toEqual([]);
+  });
+
+  it('dead-letters an undecodable message at once, raw, and delivers the others', async () => {
     const broken = streamRecord(operation(2, 'FAILED'), 'MODIFY');
     // An attribute with no type: what the Streams client made of an empty map before the local mapping repaired it.
     (broken.dynamodb?.NewImage as Record<string, unknown>).result = { M: { error: {} } };
-    const records = [streamRecord(operation(1, 'RUNNING')), broken, streamRecord(operation(3, 'SUCCEEDED'), 'MODIFY', 3)];
-    expect(await handle(records)).toEqual({ batchItemFailures: [] });
-    expect(sink.delivered).toEqual(['batches/1#1', 'batches/1#3']);
-    expect(deadLetters.parked).toEqual([{ record: broken, reason: expect.stringMatching(/e2 cannot be decoded: No value defined/) }]);
+    const messages = [...ops('batches/1', [1]), message(broken), message(broken, { body: 'not json' }), ...ops('batches/2', [1])];
+    expect(await handle(messages)).toEqual({ batchItemFailures: [] });
+    expect(sink.delivered.sort()).toEqual(['batches/1#1', 'batches/2#1']);
+    expect(deadLetters.undecodable).toEqual([
+      { record: broken, reason: expect.stringMatching(/e2 cannot be decoded: No value defined/) },
+      { record: 'not json', reason: expect.stringMatching(/message body is not a stream record/) },
+    ]);
   });
 
-  it('delivers in record order and skips records the filter drops', async () => {
-    const records = [
-      streamRecord(operation(1, 'PENDING'), 'INSERT'),
-      streamRecord(operation(2, 'PENDING', false)),
-      streamRecord(operation(3, 'RUNNING')),
-    ];
-    expect(await handle(records)).toEqual({ batchItemFailures: [] });
-    expect(sink.delivered).toEqual(['batches/1#1', 'batches/1#3']);
-  });
-
-  it('stops at the first failure: that record and all later ones are reported, nothing later is delivered', async () => {
+  it('on a redelivery, delivers only what the ledger has not seen', async () => {
     sink.failOn.add('batches/1#2');
-    const records = [1, 2, 3].map((v) => streamRecord(operation(v, v === 3 ? 'SUCCEEDED' : 'RUNNING')));
-    records.push(streamRecord(operation(1, 'RUNNING', true, 'batches/other'), 'INSERT', 4));
-    expect(await handle(records)).toEqual({
-      batchItemFailures: [{ itemIdentifier: '1002' }, { itemIdentifier: '1003' }, { itemIdentifier: '1004' }],
-    });
-    expect(sink.delivered).toEqual(['batches/1#1']);
-  });
-
-  it('on a replay, delivers only what the ledger has not seen', async () => {
-    sink.failOn.add('batches/1#2');
-    const records = [1, 2, 3].map((v) => streamRecord(operation(v, 'RUNNING')));
-    await handle(records);
+    await handle(ops('batches/1', [1, 2]));
     sink.failOn.clear();
-    expect(await handle(records)).toEqual({ batchItemFailures: [] });
-    expect(sink.delivered).toEqual(['batches/1#1', 'batches/1#2', 'batches/1#3']);
+    expect(await handle(ops('batches/1', [1, 2]))).toEqual({ batchItemFailures: [] });
+    expect(sink.delivered).toEqual(['batches/1#1', 'batches/1#2']);
+  });
+});
+
+describe('nextAttempt', () => {
+  const settings = { baseMs: 100, maxMs: 1_000, forSeconds: 10 };
+  it('doubles from the base, caps at the maximum and at the end of the window, then dead-letters', () => {
+    const at = (number: number, nowMs = 0) => nextAttempt({ number, firstAttemptAtMs: 0, nowMs, permanent: false }, settings);
+    expect([1, 2, 3, 4, 5].map((n) => at(n))).toEqual([100, 200, 400, 800, 1_000].map((retryInMs) => ({ retryInMs })));
+    expect(at(30, 9_700)).toEqual({ retryInMs: 300 });
+    expect(at(31, 10_000)).toEqual({ deadLetter: 'retries-exhausted' });
+    expect(nextAttempt({ number: 1, firstAttemptAtMs: 0, nowMs: 0, permanent: true }, settings)).toEqual({ deadLetter: 'gone' });
   });
 });
 
@@ -186,16 +308,32 @@ describe('WebhookSink', () => {
     ]);
   });
 
-  it('retries a non-2xx answer and a timeout with the same id, then gives up with an error', async () => {
+  it('one attempt per call: a non-2xx answer and a timeout are errors to retry, with the same id', async () => {
+    const sink = new WebhookSink(receiver.url, secret, { timeoutMs: 200 });
     receiver.mode = 'fail';
-    const sink = new WebhookSink(receiver.url, secret, { attempts: 2, backoffMs: 1, timeoutMs: 200 });
-    await expect(sink.deliver(transition)).rejects.toThrow(/not delivered after 2 attempts: answered 503/);
+    await expect(sink.deliver(transition)).rejects.toThrow(/batches\/1#2 not delivered: answered 503/);
     receiver.mode = 'hang';
     await expect(sink.deliver(transition)).rejects.toThrow(/no answer within 200 ms/);
-    expect(receiver.refused).toBe(4);
+    expect(receiver.refused).toBe(2);
     receiver.mode = 'ok';
     await sink.deliver(transition);
     expect(receiver.accepted.map((d) => d.id)).toEqual(['batches/1#2']);
+  });
+
+  it('never follows a redirect: 302 and 307 are failures to retry, not deliveries', async () => {
+    const sink = new WebhookSink(receiver.url, secret);
+    for (const mode of ['redirect-302', 'redirect-307'] as const) {
+      receiver.mode = mode;
+      const error = await sink.deliver(transition).catch((e) => e);
+      expect(error).toBeInstanceOf(SinkError);
+      expect(error).toMatchObject({ permanent: false, message: expect.stringMatching(/answered 30[27] \(redirects are not followed\)/) });
+    }
+    expect(receiver.followedRedirects).toBe(0);
+  });
+
+  it('410 Gone is permanent', async () => {
+    receiver.mode = 'gone';
+    await expect(new WebhookSink(receiver.url, secret).deliver(transition)).rejects.toMatchObject({ permanent: true });
   });
 });
 
