@@ -20,6 +20,8 @@ export class Receiver {
   readonly accepted: Delivery[] = [];
   /** Requests refused while failing, hanging, gone or redirecting. */
   refused = 0;
+  /** When each webhook-id was first accepted (ms since the epoch): for effect-lag figures. */
+  readonly firstAcceptedAt = new Map<string, number>();
   /** Requests that followed a redirect here. */
   followedRedirects = 0;
   /** When set, only deliveries for which it returns true are refused (per mode); the rest are accepted. */
@@ -82,6 +84,7 @@ export class Receiver {
         const expected = `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${raw}`).digest('base64')}`;
         const signatureValid = String(req.headers['webhook-signature']).split(' ').includes(expected);
         this.accepted.push({ id, body: JSON.parse(raw), signatureValid });
+        if (!this.firstAcceptedAt.has(id)) this.firstAcceptedAt.set(id, Date.now());
         res.writeHead(204).end();
       });
     });
