@@ -21,7 +21,7 @@ import type { Construct } from 'constructs';
 import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from '../lambda/effects/dead-letters.ts';
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
-import { EFFECTS_PIPE, EFFECTS_QUEUE } from '../lambda/effects/mapping.ts';
+import { EFFECTS_PIPE, EFFECTS_QUEUE } from '../lambda/effects/settings.ts';
 import { EFFECTS_GROUP_ATTRIBUTE, OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY } from '../lambda/store/table.ts';
 import { RatchetFunction } from './ratchet-function.ts';
 

@@ -81,7 +81,10 @@ export async function startDynamoDbLocal(options: { dataDir?: string; supervise?
       if (stopping) return;
       try {
         const child = await launch(port, dataDir, endpoint);
-        if (stopping) return void (await terminate(child));
+        if (stopping) {
+          await terminate(child);
+          return;
+        }
         current = child;
         watch(child, Date.now());
         await onRestarted?.();
