@@ -58,10 +58,14 @@ export async function startDynamoDbLocal(options: { dataDir?: string; supervise?
   }
   const port = await freePort();
   const endpoint = `http://127.0.0.1:${port}`;
-  let current = await launch(port, dataDir, endpoint);
+  // Every java started and not yet exited (a restart may be starting one while this process stops).
+  const alive = new Set<ChildProcess>();
+  let current = await launch(port, dataDir, endpoint, alive);
   let stopping = false;
   // Never leave a java behind, whatever way this process ends.
-  const killOnExit = () => current.kill('SIGKILL');
+  const killOnExit = () => {
+    for (const child of alive) child.kill('SIGKILL');
+  };
   process.on('exit', killOnExit);
 
   let restartsInARow = 0;
@@ -80,7 +84,7 @@ export async function startDynamoDbLocal(options: { dataDir?: string; supervise?
       await new Promise((resolve) => setTimeout(resolve, delayMs));
       if (stopping) return;
       try {
-        const child = await launch(port, dataDir, endpoint);
+        const child = await launch(port, dataDir, endpoint, alive);
         if (stopping) {
           await terminate(child);
           return;
@@ -91,7 +95,7 @@ export async function startDynamoDbLocal(options: { dataDir?: string; supervise?
         logger.warn('DynamoDB Local restarted', { pid: child.pid, attempt: restartsInARow });
         return;
       } catch (error) {
-        logger.error('DynamoDB Local did not restart', { attempt: restartsInARow, error: (error as Error).message });
+        if (!stopping) logger.error('DynamoDB Local did not restart', { attempt: restartsInARow, error: (error as Error).message });
       }
     }
     if (!stopping) logger.error('DynamoDB Local stays down after the last restart; restart Ratchet', { restarts: restartsInARow });
@@ -105,16 +109,23 @@ export async function startDynamoDbLocal(options: { dataDir?: string; supervise?
     },
     stop: async () => {
       stopping = true;
+      await Promise.all([...alive, current].map(terminate));
       process.off('exit', killOnExit);
-      await terminate(current);
       if (dataDir) rmSync(join(dataDir, PID_FILE), { force: true });
     },
   };
 }
 
-/** One java, serving on `port` when this returns (else it is ended and this throws). */
-async function launch(port: number, dataDir: string | undefined, endpoint: string): Promise<ChildProcess> {
-  const child = spawn({ port, sharedDb: true, ...(dataDir && { path: dataDir }), stdio: 'pipe' });
+/**
+ * One java, serving on `port` when this returns (else it is ended and this
+ * throws). In a process group of its own: a terminal's Ctrl-C reaches this
+ * process, which stops java itself, and never java first (which would look
+ * like a crash to the supervisor).
+ */
+async function launch(port: number, dataDir: string | undefined, endpoint: string, alive: Set<ChildProcess>): Promise<ChildProcess> {
+  const child = spawn({ port, sharedDb: true, ...(dataDir && { path: dataDir }), stdio: 'pipe', detached: true });
+  alive.add(child);
+  child.once('exit', () => alive.delete(child));
   // Drain the pipes (a full pipe would block java), keeping the tail for error messages.
   let output = '';
   const keep = (chunk: Buffer) => {

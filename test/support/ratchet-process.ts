@@ -2,7 +2,7 @@
  * Runs `npm start` as a user would, in its own process group, and waits for
  * its ready line.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { resolve } from 'node:path';
 
 export const PROJECT_ROOT = resolve(import.meta.dirname, '..', '..');
@@ -69,7 +69,10 @@ export async function startRatchet(env: Record<string, string>, options: StartOp
       if (!signal(group, sig)) return;
       await exited;
       for (let waited = 0; signal(group, 0); waited += 50) {
-        if (waited > 15_000) throw new Error(`npm start left processes behind:\n${output}`);
+        if (waited > 15_000) {
+          const left = spawnSync('ps', ['-o', 'pid,stat,args', '-g', String(child.pid)]).stdout.toString();
+          throw new Error(`npm start left processes behind:\n${left}\n${output.slice(-3_000)}`);
+        }
         await new Promise((resolve) => setTimeout(resolve, 50));
       }
     },
