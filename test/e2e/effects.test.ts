@@ -30,6 +30,7 @@ const start = () =>
     EFFECTS_WEBHOOK_URL: receiver.url,
     EFFECTS_SIGNING_SECRET: outboundSecret,
     EFFECTS_RETRY_BASE_MS: '100',
+    EFFECTS_RETRY_MAX_MS: '1000',
     EFFECTS_WEBHOOK_TIMEOUT_MS: '300',
   });
 

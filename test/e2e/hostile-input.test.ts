@@ -33,6 +33,7 @@ beforeAll(async () => {
     EFFECTS_WEBHOOK_URL: receiver.url,
     EFFECTS_SIGNING_SECRET: outbound,
     EFFECTS_RETRY_BASE_MS: '100',
+    EFFECTS_RETRY_MAX_MS: '1000',
     GEMINI_API_KEY: gemini.apiKey,
     GEMINI_BASE_URL: gemini.baseUrl,
     RECONCILE_INTERVAL_SECONDS: '1',
