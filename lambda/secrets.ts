@@ -8,10 +8,13 @@ import type { Config } from './config.ts';
 
 type SecretSetting = 'WEBHOOK_SIGNING_SECRETS' | 'EFFECTS_SIGNING_SECRET' | 'GEMINI_API_KEY';
 
+/** What the stack stores in each secret until it is set: "not configured", never a value to use. */
+export const NOT_CONFIGURED = 'not-configured';
+
+/** The setting's value, or undefined when it is not configured (unset, empty, or the stack's placeholder). */
 export async function secretSetting(config: Config, variable: SecretSetting): Promise<string | undefined> {
-  const direct = config[variable];
-  if (direct) return direct;
   const arn = config[`${variable}_ARN`];
-  if (!arn) return undefined;
-  return String((await getSecret(arn, { maxAge: 300 })) ?? '') || undefined;
+  const value = config[variable] ?? (arn ? String((await getSecret(arn, { maxAge: 300 })) ?? '') : '');
+  const trimmed = value.trim();
+  return trimmed === '' || trimmed === NOT_CONFIGURED ? undefined : trimmed;
 }

@@ -4,7 +4,7 @@
  * effects Lambda fed, per operation in order, by a FIFO queue that an
  * EventBridge Pipe fills from the table's stream; the scheduled reconcile Lambda.
  */
-import { CfnOutput, Duration, RemovalPolicy, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps, Validations } from 'aws-cdk-lib';
 import { HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
@@ -22,8 +22,15 @@ import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from '../lambda/effects/d
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
 import { EFFECTS_PIPE, EFFECTS_QUEUE } from '../lambda/effects/settings.ts';
+import { NOT_CONFIGURED } from '../lambda/secrets.ts';
 import { EFFECTS_GROUP_ATTRIBUTE, OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY } from '../lambda/store/table.ts';
 import { RatchetFunction } from './ratchet-function.ts';
+
+/**
+ * Every secret starts as "not configured" (never a generated value that would
+ * reach a verifier or Gemini as if it were real) and outlives the stack.
+ */
+const notConfiguredYet = { secretStringValue: SecretValue.unsafePlainText(NOT_CONFIGURED), removalPolicy: RemovalPolicy.RETAIN };
 
 /** How often reconcile runs; also its base poll interval per operation. */
 const RECONCILE_INTERVAL = Duration.minutes(1);
@@ -63,6 +70,7 @@ export class RatchetStack extends Stack {
     // Holds the `whsec_…` secret(s) Gemini returned when the webhook was created; set its value after the first deploy.
     const signingSecrets = new Secret(this, 'WebhookSigningSecrets', {
       description: 'Gemini webhook signing secrets (whsec_..., space-separated during rotation)',
+      ...notConfiguredYet,
     });
     Validations.of(signingSecrets).acknowledge({
       id: 'AwsSolutions-SMG4',
@@ -201,7 +209,10 @@ export class RatchetStack extends Stack {
     this.effectsFunction.addEnvironment('EFFECTS_QUEUE_URL', this.effectsQueue.queueUrl);
     this.bus.grantPutEventsTo(this.effectsFunction);
     if (props.effectsWebhookUrl) {
-      const effectsSecret = new Secret(this, 'EffectsSigningSecret', { description: 'Signs outbound effect webhooks (whsec_...)' });
+      const effectsSecret = new Secret(this, 'EffectsSigningSecret', {
+        description: 'Signs outbound effect webhooks (whsec_...)',
+        ...notConfiguredYet,
+      });
       Validations.of(effectsSecret).acknowledge({
         id: 'AwsSolutions-SMG4',
         reason: 'Shared with the receiver of the outbound webhook; rotate it together with the receiver.',
@@ -215,7 +226,10 @@ export class RatchetStack extends Stack {
     );
 
     // Reconcile: a schedule polls Gemini for open operations through the same ingest.
-    const geminiApiKey = new Secret(this, 'GeminiApiKey', { description: 'Gemini API key used by reconcile to poll operations' });
+    const geminiApiKey = new Secret(this, 'GeminiApiKey', {
+      description: 'Gemini API key used by reconcile to poll operations',
+      ...notConfiguredYet,
+    });
     Validations.of(geminiApiKey).acknowledge({
       id: 'AwsSolutions-SMG4',
       reason: 'A Gemini API key is issued and rotated in Google AI Studio; the value is copied here.',

@@ -4,9 +4,9 @@
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { handle } from 'hono/aws-lambda';
-import { ConfigError, loadConfig } from '../config.ts';
+import { loadConfig } from '../config.ts';
 import { createApp } from '../http/app.ts';
-import { parseSigningSecrets, WebhookSignatureVerifier } from '../http/webhook-signature.ts';
+import { InvalidSecretError, NotConfiguredError, parseSigningSecrets, WebhookSignatureVerifier } from '../http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../logger.ts';
 import { secretSetting } from '../secrets.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
@@ -21,6 +21,14 @@ const store = new DynamoDbOperationStore(
 
 const metrics = createMetrics();
 let reportedInvalid: string | undefined;
+let reportedNotConfigured = false;
+const SET_IT = 'set the WebhookSigningSecrets secret (its ARN is the WebhookSigningSecretArn output) to the whsec_ secret Gemini shows';
+
+function notConfigured(why: string): NotConfiguredError {
+  if (!reportedNotConfigured) logger.error(`webhook signing secret not configured: ${why}; ${SET_IT}`);
+  reportedNotConfigured = true;
+  return new NotConfiguredError(`webhook signing secret not configured (${why})`);
+}
 
 /**
  * Asked on every delivery: a rotated secret is picked up without a restart.
@@ -29,16 +37,25 @@ let reportedInvalid: string | undefined;
  */
 async function signingSecrets(): Promise<readonly string[]> {
   const value = await secretSetting(config, 'WEBHOOK_SIGNING_SECRETS');
-  if (!value) throw new ConfigError('set WEBHOOK_SIGNING_SECRETS or WEBHOOK_SIGNING_SECRETS_ARN');
-  return parseSigningSecrets(value, {
-    onInvalid: (positions) => {
-      if (reportedInvalid === value) return;
-      reportedInvalid = value;
-      logger.error('webhook signing secrets: entries skipped, not of the form whsec_<base64>', { positions });
-      metrics.addMetric('SigningSecretSkipped', MetricUnit.Count, positions.length);
-      metrics.publishStoredMetrics();
-    },
-  });
+  if (!value) throw notConfigured('no value');
+  return parseSigningSecretsOrNotConfigured(value);
+}
+
+function parseSigningSecretsOrNotConfigured(value: string): string[] {
+  try {
+    return parseSigningSecrets(value, {
+      onInvalid: (positions) => {
+        if (reportedInvalid === value) return;
+        reportedInvalid = value;
+        logger.error('webhook signing secrets: entries skipped, not of the form whsec_<base64>', { positions });
+        metrics.addMetric('SigningSecretSkipped', MetricUnit.Count, positions.length);
+        metrics.publishStoredMetrics();
+      },
+    });
+  } catch (error) {
+    if (error instanceof InvalidSecretError) throw notConfigured('no entry is of the form whsec_<base64>');
+    throw error;
+  }
 }
 
 export const handler = handle(createApp({ store, verifier: new WebhookSignatureVerifier(signingSecrets), logger, metrics }));

@@ -13,6 +13,7 @@ import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts
 import { SqsRetryScheduler } from '../effects/queue.ts';
 import { retrySettings } from '../effects/settings.ts';
 import { type EffectSink, EventBridgeSink, WebhookSink } from '../effects/sinks.ts';
+import { parseSigningSecrets } from '../http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../logger.ts';
 import { secretSetting } from '../secrets.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
@@ -24,8 +25,10 @@ async function compose(): Promise<EffectsHandler> {
   const sinks: EffectSink[] = [];
   if (config.EVENT_BUS_NAME) sinks.push(new EventBridgeSink(new EventBridgeClient({}), config.EVENT_BUS_NAME));
   if (config.EFFECTS_WEBHOOK_URL) {
-    const secret = await secretSetting(config, 'EFFECTS_SIGNING_SECRET');
-    if (!secret) throw new ConfigError('EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET or EFFECTS_SIGNING_SECRET_ARN');
+    const value = await secretSetting(config, 'EFFECTS_SIGNING_SECRET');
+    // Not configured yet: fail the invocation, so the queue keeps every effect and offers it again later.
+    const [secret] = value ? parseSigningSecrets(value, { onInvalid: () => {} }) : [];
+    if (!secret) throw new ConfigError('EFFECTS_SIGNING_SECRET is not configured: set the EffectsSigningSecret secret to a whsec_ value');
     sinks.push(new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS }));
   }
   if (!config.EFFECTS_LEDGER_TABLE) throw new ConfigError('EFFECTS_LEDGER_TABLE is not set');
@@ -43,6 +46,7 @@ let composed: Promise<EffectsHandler> | undefined;
 export const handler = async (event: SQSEvent) => {
   composed ??= compose().catch((error) => {
     composed = undefined; // try again on the next invocation, e.g. once the secret is set
+    logger.error('effects waiting: not configured; the queue keeps them and offers them again', { detail: (error as Error).message });
     throw error;
   });
   return (await composed)(event);

@@ -16,7 +16,7 @@ import { trackedRecord } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
 import { type IngestDeps, ingest, NotRecordedError } from '../ingest.ts';
 import { type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
-import type { WebhookSignatureVerifier } from './webhook-signature.ts';
+import { NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
 
 export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
 /** `{"name": …}` with a name of at most 512 bytes fits many times over. */
@@ -47,6 +47,8 @@ const FAILURES = {
   /** The store refused the event for good (e.g. DynamoDB's ValidationException): a retry would fail the same way. */
   unstorable: 400,
   'not-recorded': 503,
+  /** No usable signing secret yet: Gemini retries for 24 h, so nothing is lost while setup finishes. */
+  'not-configured': 503,
   'not-found': 404,
   internal: 500,
 } as const satisfies Record<string, ContentfulStatusCode>;
@@ -95,7 +97,14 @@ export function createApp(deps: AppDeps): Hono {
 
   app.post('/webhooks/gemini', limit(MAX_WEBHOOK_BODY_BYTES), async (c) => {
     const raw = await c.req.text();
-    const verification = await verifier.verify(raw, c.req.raw.headers);
+    let verification: Awaited<ReturnType<WebhookSignatureVerifier['verify']>>;
+    try {
+      verification = await verifier.verify(raw, c.req.raw.headers);
+    } catch (error) {
+      if (!(error instanceof NotConfiguredError)) throw error;
+      count('WebhookNotConfigured');
+      return fail('not-configured', `${error.message}; retry later`);
+    }
     if (!verification.ok) {
       logger.warn('webhook rejected', { decision: 'rejected', reason: verification.reason });
       count('WebhookRejected');

@@ -8,6 +8,11 @@ export class InvalidSecretError extends Error {
   override name = 'InvalidSecretError';
 }
 
+/** No usable signing secret yet (a fresh deploy): deliveries are answered 503 so Gemini keeps them for later. */
+export class NotConfiguredError extends Error {
+  override name = 'NotConfiguredError';
+}
+
 export interface ParseOptions {
   /**
    * Skip entries that do not decode instead of refusing the whole value (in

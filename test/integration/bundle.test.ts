@@ -90,6 +90,30 @@ describe('bundled functions', () => {
     }
   });
 
+  it('a fresh deploy is safe until configured: the API answers 503 not-configured, reconcile skips, effects wait', async () => {
+    const delivery = signedDelivery(newSecret(), envelope('batch.expired', { id: 'batches/not-configured' }));
+    const [webhook] = (await runBundle(bundles.Api, [httpApiEvent('POST', '/webhooks/gemini', delivery.body, delivery.headers)], {
+      TABLE_NAME: inject('tableName'),
+      WEBHOOK_SIGNING_SECRETS: 'not-configured',
+    })) as Array<{ statusCode: number; body: string }>;
+    expect({ status: webhook?.statusCode, error: JSON.parse(webhook?.body ?? '{}').error }).toEqual({
+      status: 503,
+      error: 'not-configured',
+    });
+    expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: inject('tableName'), GEMINI_API_KEY: 'not-configured' })).toEqual([
+      { skipped: 'no-api-key' },
+    ]);
+    // The invocation fails, so the queue keeps the message and offers it again later.
+    const effects = runBundle(bundles.Effects, [{ Records: [] }], {
+      EFFECTS_WEBHOOK_URL: 'http://127.0.0.1:9/effects',
+      EFFECTS_SIGNING_SECRET: 'not-configured',
+      EFFECTS_LEDGER_TABLE: 'l',
+      EFFECTS_DEAD_LETTER_TABLE: 'd',
+      EFFECTS_QUEUE_URL: 'q',
+    });
+    await expect(effects).rejects.toThrow(/EFFECTS_SIGNING_SECRET is not configured/);
+  });
+
   it('the API bundle serves a signed webhook', async () => {
     expect(existsSync(bundles.Api)).toBe(true);
     const secret = newSecret();

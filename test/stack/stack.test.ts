@@ -193,6 +193,20 @@ describe('RatchetStack', () => {
     });
   });
 
+  it('creates every secret as "not configured" (never a generated value) and keeps it when the stack goes', () => {
+    const secrets = template.findResources('AWS::SecretsManager::Secret');
+    expect(
+      Object.keys(secrets)
+        .map((id) => id.replace(/[0-9A-F]{8}$/, ''))
+        .sort(),
+    ).toEqual(['EffectsSigningSecret', 'GeminiApiKey', 'WebhookSigningSecrets']);
+    for (const secret of Object.values(secrets)) {
+      expect(secret.Properties).toMatchObject({ SecretString: 'not-configured' });
+      expect(secret.Properties.GenerateSecretString).toBeUndefined();
+      expect(secret).toMatchObject({ DeletionPolicy: 'Retain', UpdateReplacePolicy: 'Retain' });
+    }
+  });
+
   it('passes the AWS Solutions checks (cdk-nag), with every exception explained', () => {
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     synthStack(app);

@@ -1,7 +1,7 @@
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { createApp } from '../../lambda/http/app.ts';
-import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
+import { NotConfiguredError, WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
 import { StoreRejectedError } from '../../lambda/store/operation-store.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { MemoryStore } from '../support/memory-store.ts';
@@ -221,5 +221,28 @@ describe('POST /operations refuses what a web page could send', () => {
       status: 400,
       error: 'malformed-request',
     });
+  });
+});
+
+describe('safe until configured', () => {
+  it('answers 503 not-configured, counted, while no usable signing secret is set: Gemini keeps the delivery for later', async () => {
+    const unconfigured = createApp({
+      store,
+      verifier: new WebhookSignatureVerifier(async () => {
+        throw new NotConfiguredError('webhook signing secret not configured (no value)');
+      }),
+      logger: silentLogger,
+      metrics,
+    });
+    const response = await unconfigured.request('/webhooks/gemini', {
+      method: 'POST',
+      ...signedDelivery(secret, envelope('batch.failed', { id: 'batches/nc' })),
+    });
+    expect({ status: response.status, body: await response.json() }).toEqual({
+      status: 503,
+      body: { error: 'not-configured', message: 'webhook signing secret not configured (no value); retry later' },
+    });
+    expect(counted()).toContain('WebhookNotConfigured');
+    expect(store.records.size).toBe(0);
   });
 });
