@@ -7,7 +7,7 @@ import { resolve } from 'node:path';
 import { Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
-import { Architecture, LoggingFormat, Runtime } from 'aws-cdk-lib/aws-lambda';
+import { Architecture, LoggingFormat, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction, type NodejsFunctionProps, OutputFormat } from 'aws-cdk-lib/aws-lambda-nodejs';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
@@ -22,7 +22,7 @@ export interface RatchetFunctionProps extends Omit<NodejsFunctionProps, 'entry'>
 
 export class RatchetFunction extends NodejsFunction {
   constructor(scope: Construct, id: string, props: RatchetFunctionProps) {
-    const logGroup = new LogGroup(scope, `${id}Logs`, { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY });
+    const logGroup = new LogGroup(scope, `${id}Logs`, { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.RETAIN });
     // Instead of the AWSLambdaBasicExecutionRole managed policy (logs on *): write to this log group only.
     const role = new Role(scope, `${id}Role`, { assumedBy: new ServicePrincipal('lambda.amazonaws.com') });
     role.addToPolicy(new PolicyStatement({ actions: ['logs:CreateLogStream', 'logs:PutLogEvents'], resources: [logGroup.logGroupArn] }));
@@ -33,6 +33,8 @@ export class RatchetFunction extends NodejsFunction {
       memorySize: 512,
       timeout: Duration.seconds(10),
       loggingFormat: LoggingFormat.JSON,
+      // X-Ray active tracing: each invocation, with its AWS SDK calls, in one trace.
+      tracing: Tracing.ACTIVE,
       logGroup,
       projectRoot: ROOT,
       depsLockFilePath: resolve(ROOT, 'package-lock.json'),
@@ -49,6 +51,10 @@ export class RatchetFunction extends NodejsFunction {
         ...props.bundling,
       },
     });
+    Validations.of(role).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'xray:PutTraceSegments and xray:PutTelemetryRecords (active tracing) have no resource-level permissions.',
+    });
     Validations.of(this).acknowledge({
       id: 'AwsSolutions-L1',
       reason: 'Pinned to nodejs22.x on purpose: the code is built and tested for Node 22 (and 20 locally).',
@@ -57,24 +63,26 @@ export class RatchetFunction extends NodejsFunction {
 
   /**
    * The table's name in `variable`, plus exactly the DynamoDB actions this
-   * function uses on it (and on `index`, when it queries one). Unlike
-   * `table.grant`, no access to indexes it does not use.
+   * function uses on it. Unlike `table.grant`, no access to its indexes.
    */
-  bindTable(variable: string, table: ITable, actions: string[], index?: string): this {
+  bindTable(variable: string, table: ITable, actions: string[]): this {
     this.addEnvironment(variable, table.tableName);
+    this.addToRolePolicy(new PolicyStatement({ actions: actions.map((action) => `dynamodb:${action}`), resources: [table.tableArn] }));
+    return this;
+  }
+
+  /** Exactly these actions on one index of the table. */
+  bindIndex(table: ITable, index: string, actions: string[]): this {
     this.addToRolePolicy(
-      new PolicyStatement({
-        actions: actions.map((action) => `dynamodb:${action}`),
-        resources: [table.tableArn, ...(index ? [`${table.tableArn}/index/${index}`] : [])],
-      }),
+      new PolicyStatement({ actions: actions.map((action) => `dynamodb:${action}`), resources: [`${table.tableArn}/index/${index}`] }),
     );
     return this;
   }
 
-  /** `<variable>_ARN` names the secret; the function may read that secret only. */
+  /** `<variable>_ARN` names the secret; the function may read that secret's value only (GetSecretValue, nothing else). */
   bindSecret(variable: string, secret: ISecret): this {
     this.addEnvironment(`${variable}_ARN`, secret.secretArn);
-    secret.grantRead(this);
+    this.addToRolePolicy(new PolicyStatement({ actions: ['secretsmanager:GetSecretValue'], resources: [secret.secretArn] }));
     return this;
   }
 }

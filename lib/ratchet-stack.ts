@@ -5,6 +5,7 @@
  * EventBridge Pipe fills from the table's stream; the scheduled reconcile Lambda.
  */
 import { CfnOutput, Duration, RemovalPolicy, SecretValue, Stack, type StackProps, Validations } from 'aws-cdk-lib';
+import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import { HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
@@ -24,6 +25,7 @@ import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/le
 import { EFFECTS_PIPE, EFFECTS_QUEUE } from '../lambda/effects/settings.ts';
 import { NOT_CONFIGURED } from '../lambda/secrets.ts';
 import { EFFECTS_GROUP_ATTRIBUTE, OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY } from '../lambda/store/table.ts';
+import { RatchetAlarms } from './ratchet-alarms.ts';
 import { RatchetFunction } from './ratchet-function.ts';
 
 /**
@@ -32,12 +34,33 @@ import { RatchetFunction } from './ratchet-function.ts';
  */
 const notConfiguredYet = { secretStringValue: SecretValue.unsafePlainText(NOT_CONFIGURED), removalPolicy: RemovalPolicy.RETAIN };
 
+/** JSON access logs with the latencies and the integration's error, one line per request. */
+const ACCESS_LOG_FORMAT = AccessLogFormat.custom(
+  JSON.stringify({
+    requestId: '$context.requestId',
+    time: '$context.requestTime',
+    ip: '$context.identity.sourceIp',
+    route: '$context.routeKey',
+    status: '$context.status',
+    responseLength: '$context.responseLength',
+    latencyMs: '$context.responseLatency',
+    integrationLatencyMs: '$context.integrationLatency',
+    integrationStatus: '$context.integration.status',
+    integrationError: '$context.integrationErrorMessage',
+    error: '$context.error.message',
+  }),
+);
+
 /** How often reconcile runs; also its base poll interval per operation. */
 const RECONCILE_INTERVAL = Duration.minutes(1);
 
 export interface RatchetStackProps extends StackProps {
   /** Turns on the signed outbound webhook sink (its secret goes into Secrets Manager, `EffectsSigningSecret`). */
   effectsWebhookUrl?: string;
+  /** Subscribes this address to the alarm topic. */
+  alarmEmail?: string;
+  /** Reserved concurrency of the API function (default 20; 0: none reserved, e.g. in an account limited to 10). */
+  apiReservedConcurrency?: number;
 }
 
 export class RatchetStack extends Stack {
@@ -48,6 +71,7 @@ export class RatchetStack extends Stack {
   readonly effectsQueue: Queue;
   readonly reconcileFunction: RatchetFunction;
   readonly bus: EventBus;
+  readonly alarms: RatchetAlarms;
 
   constructor(scope: Construct, id: string, props: RatchetStackProps = {}) {
     super(scope, id, props);
@@ -58,6 +82,7 @@ export class RatchetStack extends Stack {
       stream: StreamViewType.NEW_AND_OLD_IMAGES,
       encryption: TableEncryption.AWS_MANAGED,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
     // Sparse: only open, pollable operations carry its keys (see lambda/store/table.ts).
@@ -80,18 +105,20 @@ export class RatchetStack extends Stack {
     this.apiFunction = new RatchetFunction(this, 'Api', {
       entry: 'lambda/handlers/api.ts',
       description: 'Gemini webhook and operations API',
+      // The webhook route is open: a flood must not take every concurrent execution of the account.
+      ...(props.apiReservedConcurrency !== 0 && { reservedConcurrentExecutions: props.apiReservedConcurrency ?? 20 }),
     })
       .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
       .bindSecret('WEBHOOK_SIGNING_SECRETS', signingSecrets);
 
-    const accessLogs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.DESTROY });
+    const accessLogs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.RETAIN });
     this.api = new HttpApi(this, 'HttpApi', { description: 'Ratchet', createDefaultStage: false });
     new HttpStage(this, 'ApiStage', {
       httpApi: this.api,
       stageName: '$default',
       autoDeploy: true,
       throttle: { rateLimit: 200, burstLimit: 400 },
-      accessLogSettings: { destination: new LogGroupLogDestination(accessLogs) },
+      accessLogSettings: { destination: new LogGroupLogDestination(accessLogs), format: ACCESS_LOG_FORMAT },
     });
     const integration = new HttpLambdaIntegration('ApiIntegration', this.apiFunction, { timeout: Duration.seconds(10) });
     const iam = new HttpIamAuthorizer();
@@ -117,6 +144,7 @@ export class RatchetStack extends Stack {
       timeToLiveAttribute: LEDGER_TTL_ATTRIBUTE,
       encryption: TableEncryption.AWS_MANAGED,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
     // Whole dead letters of the effects path (undecodable records with their raw image), kept 30 days.
@@ -127,6 +155,7 @@ export class RatchetStack extends Stack {
       timeToLiveAttribute: DEAD_LETTER_TTL_ATTRIBUTE,
       encryption: TableEncryption.AWS_MANAGED,
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
     });
     this.bus = new EventBus(this, 'Events', { description: 'Ratchet: Operation State Changed' });
@@ -237,17 +266,32 @@ export class RatchetStack extends Stack {
     this.reconcileFunction = new RatchetFunction(this, 'Reconcile', {
       entry: 'lambda/handlers/reconcile.ts',
       description: 'Polls Gemini for open operations and ingests what it learns',
-      timeout: Duration.minutes(5),
+      // One run at a time, each done before the next is due, never retried: two runs never poll the same operation.
+      timeout: RECONCILE_INTERVAL.minus(Duration.seconds(5)),
+      reservedConcurrentExecutions: 1,
+      retryAttempts: 0,
+      maxEventAge: RECONCILE_INTERVAL,
       environment: { RECONCILE_INTERVAL_SECONDS: String(RECONCILE_INTERVAL.toSeconds()) },
     })
-      .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem', 'Query'], OPEN_INDEX)
+      .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
+      .bindIndex(this.table, OPEN_INDEX, ['Query'])
       .bindSecret('GEMINI_API_KEY', geminiApiKey);
     new Rule(this, 'ReconcileSchedule', {
       description: 'Runs reconcile',
       schedule: Schedule.rate(RECONCILE_INTERVAL),
-      targets: [new LambdaFunction(this.reconcileFunction, { retryAttempts: 0 })],
+      targets: [new LambdaFunction(this.reconcileFunction, { retryAttempts: 0, maxEventAge: RECONCILE_INTERVAL })],
     });
 
+    this.alarms = new RatchetAlarms(this, 'Monitoring', {
+      api: this.api,
+      functions: { Api: this.apiFunction, Effects: this.effectsFunction, Reconcile: this.reconcileFunction },
+      effectsQueue: this.effectsQueue,
+      effectsDeadLetterQueue: effectsDlq,
+      pipeFailures,
+      ...(props.alarmEmail && { alarmEmail: props.alarmEmail }),
+    });
+
+    new CfnOutput(this, 'AlarmTopicArn', { value: this.alarms.topic.topicArn });
     new CfnOutput(this, 'ApiUrl', { value: this.api.apiEndpoint });
     new CfnOutput(this, 'WebhookUrl', { value: `${this.api.apiEndpoint}/webhooks/gemini` });
     new CfnOutput(this, 'WebhookSigningSecretArn', { value: signingSecrets.secretArn });

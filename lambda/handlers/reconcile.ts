@@ -38,8 +38,10 @@ export const handler = async (_event: unknown, context: Context): Promise<Reconc
     intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
     budgetMs: Math.max(1_000, context.getRemainingTimeInMillis() - SAFETY_MS),
   });
-  for (const [name, value] of Object.entries(stats))
-    metrics.addMetric(`Reconcile${name[0]?.toUpperCase()}${name.slice(1)}`, MetricUnit.Count, value);
+  for (const [name, value] of Object.entries(stats)) {
+    const unit = name.endsWith('Seconds') ? MetricUnit.Seconds : MetricUnit.Count;
+    metrics.addMetric(`Reconcile${name[0]?.toUpperCase()}${name.slice(1)}`, unit, value);
+  }
   metrics.publishStoredMetrics();
   return stats;
 };

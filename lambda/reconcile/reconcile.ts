@@ -51,6 +51,8 @@ export interface ReconcileStats {
   deferred: number;
   /** Names the poller refused to send (not a well-formed name of their kind); polling them stopped. */
   refused: number;
+  /** Age of the oldest open operation due this run, in seconds (0 when none): stuck jobs show here. */
+  oldestOpenAgeSeconds: number;
 }
 
 export const MAX_INTERVAL_SECONDS = 30 * 60;
@@ -59,12 +61,24 @@ export const NOT_FOUND_LIMIT = 3;
 export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
   const { store, logger, clock = () => new Date(), concurrency = 8, pageSize = 100 } = deps;
   const started = clock().getTime();
-  const stats: ReconcileStats = { polled: 0, applied: 0, unchanged: 0, failed: 0, notFound: 0, conflicts: 0, deferred: 0, refused: 0 };
+  const stats: ReconcileStats = {
+    polled: 0,
+    applied: 0,
+    unchanged: 0,
+    failed: 0,
+    notFound: 0,
+    conflicts: 0,
+    deferred: 0,
+    refused: 0,
+    oldestOpenAgeSeconds: 0,
+  };
   const now = timeFromDate(clock());
   const due: PollCandidate[] = [];
   for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) due.push(...(await store.dueForPoll(`open#${bucket}`, now, pageSize)));
   // Earliest due first, across partitions.
   due.sort((a, b) => (a.poll.nextPollAt < b.poll.nextPollAt ? -1 : 1));
+  const oldest = due.reduce((min, { record }) => (record.createdAt < min ? record.createdAt : min), now);
+  stats.oldestOpenAgeSeconds = Math.max(0, Math.floor((Date.parse(now) - Date.parse(oldest)) / 1000));
 
   let next = 0;
   await Promise.all(

@@ -14,6 +14,9 @@ function synthStack(app: App) {
   });
 }
 
+/** Active tracing: the one statement X-Ray needs, on `*` (it has no resource-level permissions). */
+const XRAY = [['xray:PutTelemetryRecords', 'xray:PutTraceSegments'], '"*"'];
+
 /** Every IAM statement attached to the role whose logical id starts with `rolePrefix`: [actions, resource]. */
 function permissionsOf(rolePrefix: string): Array<[string[], string]> {
   return Object.values(template.findResources('AWS::IAM::Policy'))
@@ -67,18 +70,20 @@ describe('RatchetStack', () => {
   it('grants the API function its log group, GetItem/UpdateItem on the table and its secret, nothing else', () => {
     expect(permissionsOf('ApiRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ApiLogs')],
+      XRAY,
       [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
-      [['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], expect.stringContaining('WebhookSigningSecrets')],
+      [['secretsmanager:GetSecretValue'], expect.stringContaining('WebhookSigningSecrets')],
     ]);
   });
 
   it('grants the effects function the ledger, the dead letters, the bus, its secret and its queue, nothing else', () => {
     expect(permissionsOf('EffectsRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('EffectsLogs')],
+      XRAY,
       [['dynamodb:GetItem', 'dynamodb:PutItem'], expect.stringContaining('EffectsLedger')],
       [['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Query'], expect.stringContaining('EffectsDeadLetters')],
       [['events:PutEvents'], expect.stringContaining('Events')],
-      [['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], expect.stringContaining('EffectsSigningSecret')],
+      [['secretsmanager:GetSecretValue'], expect.stringContaining('EffectsSigningSecret')],
       [
         ['sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage'],
         expect.stringMatching(/"EffectsQueue[0-9A-F]+","Arn"/),
@@ -157,8 +162,10 @@ describe('RatchetStack', () => {
       ScheduleExpression: 'rate(1 minute)',
       Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^Reconcile'), 'Arn'] } })],
     });
+    // One run at a time, done before the next is due, never retried: two runs never poll the same operation.
     template.hasResourceProperties('AWS::Lambda::Function', {
-      Timeout: 300,
+      Timeout: 55,
+      ReservedConcurrentExecutions: 1,
       Environment: {
         Variables: Match.objectLike({
           RECONCILE_INTERVAL_SECONDS: '60',
@@ -166,13 +173,17 @@ describe('RatchetStack', () => {
         }),
       },
     });
+    template.hasResourceProperties('AWS::Lambda::EventInvokeConfig', {
+      FunctionName: { Ref: Match.stringLikeRegexp('^Reconcile') },
+      MaximumRetryAttempts: 0,
+      MaximumEventAgeInSeconds: 60,
+    });
     expect(permissionsOf('ReconcileRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ReconcileLogs')],
-      [
-        ['dynamodb:GetItem', 'dynamodb:Query', 'dynamodb:UpdateItem'],
-        expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due"/),
-      ],
-      [['secretsmanager:DescribeSecret', 'secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
+      XRAY,
+      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
+      [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due"/)],
+      [['secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
     ]);
   });
 
@@ -205,6 +216,82 @@ describe('RatchetStack', () => {
       expect(secret.Properties.GenerateSecretString).toBeUndefined();
       expect(secret).toMatchObject({ DeletionPolicy: 'Retain', UpdateReplacePolicy: 'Retain' });
     }
+  });
+
+  it('protects what holds data: tables with deletion protection, queues and log groups retained', () => {
+    const tables = template.findResources('AWS::DynamoDB::Table');
+    expect(Object.keys(tables)).toHaveLength(3);
+    for (const table of Object.values(tables)) {
+      expect(table).toMatchObject({ DeletionPolicy: 'Retain', Properties: { DeletionProtectionEnabled: true } });
+    }
+    for (const type of ['AWS::SQS::Queue', 'AWS::Logs::LogGroup']) {
+      for (const resource of Object.values(template.findResources(type))) expect(resource).toMatchObject({ DeletionPolicy: 'Retain' });
+    }
+  });
+
+  it('reserves concurrency for the open webhook route, and writes JSON access logs with latencies and integration errors', () => {
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: 'Gemini webhook and operations API',
+      ReservedConcurrentExecutions: 20,
+    });
+    const [stage] = Object.values(template.findResources('AWS::ApiGatewayV2::Stage'));
+    const format = JSON.parse(stage?.Properties.AccessLogSettings.Format);
+    expect(format).toMatchObject({
+      status: '$context.status',
+      latencyMs: '$context.responseLatency',
+      integrationLatencyMs: '$context.integrationLatency',
+      integrationError: '$context.integrationErrorMessage',
+    });
+  });
+
+  it('alarms on every way it can go wrong, to one topic, with a dashboard', () => {
+    const alarms = template.findResources('AWS::CloudWatch::Alarm');
+    const byName: Record<string, { AlarmActions: unknown; TreatMissingData: string }> = Object.fromEntries(
+      Object.values(alarms).map((a) => [a.Properties.AlarmName, a.Properties]),
+    );
+    expect(Object.keys(byName).sort()).toEqual(
+      [
+        'Api5xx',
+        'ApiLatency',
+        ...['Api', 'Effects', 'Reconcile'].flatMap((fn) => [`${fn}Errors`, `${fn}Throttles`, `${fn}Duration`]),
+        'EffectsBacklogAge',
+        'EffectsBacklogDepth',
+        'EffectsQueueDeadLetters',
+        'EffectsPipeFailures',
+        'EffectsDeadLettered',
+        'EffectsUndecodable',
+        'WebhookNotRecorded',
+        'WebhookNotConfigured',
+        'WebhookUnstorable',
+        'TerminalConflicts',
+        'ReconcileFailures',
+        'StuckOperations',
+      ]
+        .map((name) => `Ratchet-${name}`)
+        .sort(),
+    );
+    for (const alarm of Object.values(byName)) {
+      expect(alarm.AlarmActions).toEqual([{ Ref: expect.stringMatching(/^MonitoringTopic/) }]);
+      expect(alarm.TreatMissingData).toBe('notBreaching');
+    }
+    expect(byName['Ratchet-WebhookNotRecorded']).toMatchObject({ Namespace: 'Ratchet', MetricName: 'WebhookNotRecorded', Threshold: 1 });
+    expect(byName['Ratchet-StuckOperations']).toMatchObject({ MetricName: 'ReconcileOldestOpenAgeSeconds', Threshold: 48 * 3600 });
+    expect(byName['Ratchet-EffectsBacklogAge']).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 3600 });
+    expect(byName['Ratchet-EffectsQueueDeadLetters']).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Threshold: 1 });
+    template.resourceCountIs('AWS::SNS::Topic', 1);
+    template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
+    template.hasOutput('AlarmTopicArn', {});
+  });
+
+  it('subscribes an e-mail address to the alarms when one is given', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new RatchetStack(app, 'WithEmail', { alarmEmail: 'ops@example.com', apiReservedConcurrency: 0 });
+    const withEmail = Template.fromStack(stack);
+    withEmail.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
+    const api = Object.values(withEmail.findResources('AWS::Lambda::Function')).find(
+      (f) => f.Properties.Description === 'Gemini webhook and operations API',
+    );
+    expect(api?.Properties.ReservedConcurrentExecutions).toBeUndefined();
   });
 
   it('passes the AWS Solutions checks (cdk-nag), with every exception explained', () => {

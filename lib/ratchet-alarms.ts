@@ -1,0 +1,124 @@
+/**
+ * What watches a deployed Ratchet: one alarm per way it can go wrong, all to
+ * one SNS topic (with an e-mail subscription from `-c alarmEmail=…`), and a
+ * dashboard with every alarm on it. Thresholds are here, in one table.
+ */
+import { Duration } from 'aws-cdk-lib';
+import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
+import { Alarm, AlarmWidget, ComparisonOperator, Dashboard, type IMetric, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
+import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
+import type { IFunction } from 'aws-cdk-lib/aws-lambda';
+import { Topic } from 'aws-cdk-lib/aws-sns';
+import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
+import type { IQueue } from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+
+export interface RatchetAlarmsProps {
+  api: HttpApi;
+  functions: Record<'Api' | 'Effects' | 'Reconcile', IFunction & { timeout?: Duration }>;
+  effectsQueue: IQueue;
+  effectsDeadLetterQueue: IQueue;
+  pipeFailures: IQueue;
+  alarmEmail?: string;
+}
+
+const FIVE_MINUTES = Duration.minutes(5);
+
+/** A Ratchet metric (Powertools EMF: namespace Ratchet, dimension service). */
+const ratchet = (metricName: string, statistic = 'Sum') =>
+  new Metric({ namespace: 'Ratchet', metricName, dimensionsMap: { service: 'ratchet' }, statistic, period: FIVE_MINUTES });
+
+export class RatchetAlarms extends Construct {
+  readonly topic: Topic;
+  readonly alarms: Alarm[] = [];
+
+  constructor(scope: Construct, id: string, props: RatchetAlarmsProps) {
+    super(scope, id);
+    this.topic = new Topic(this, 'Topic', { displayName: 'Ratchet alarms', enforceSSL: true });
+    if (props.alarmEmail) this.topic.addSubscription(new EmailSubscription(props.alarmEmail));
+
+    const alarm = (name: string, metric: IMetric, threshold: number, what: string) => {
+      const created = new Alarm(this, name, {
+        alarmName: `Ratchet-${name}`,
+        alarmDescription: what,
+        metric,
+        threshold,
+        evaluationPeriods: 1,
+        comparisonOperator: ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+        treatMissingData: TreatMissingData.NOT_BREACHING,
+      });
+      created.addAlarmAction(new SnsAction(this.topic));
+      this.alarms.push(created);
+    };
+
+    alarm(
+      'Api5xx',
+      props.api.metricServerError({ period: FIVE_MINUTES, statistic: 'Sum' }),
+      5,
+      'The HTTP API answered 5xx: webhooks are not being recorded.',
+    );
+    alarm(
+      'ApiLatency',
+      props.api.metricLatency({ period: FIVE_MINUTES, statistic: 'p99' }),
+      3_000,
+      'p99 latency ≥ 3 s: Gemini may time out deliveries.',
+    );
+    for (const [name, fn] of Object.entries(props.functions)) {
+      alarm(`${name}Errors`, fn.metricErrors({ period: FIVE_MINUTES }), 1, `The ${name} function failed an invocation.`);
+      alarm(`${name}Throttles`, fn.metricThrottles({ period: FIVE_MINUTES }), 1, `The ${name} function was throttled.`);
+      const timeoutMs = (fn.timeout ?? Duration.seconds(10)).toMilliseconds();
+      alarm(
+        `${name}Duration`,
+        fn.metricDuration({ period: FIVE_MINUTES, statistic: 'p99' }),
+        timeoutMs * 0.8,
+        `The ${name} function's p99 duration is near its timeout.`,
+      );
+    }
+    alarm(
+      'EffectsBacklogAge',
+      props.effectsQueue.metricApproximateAgeOfOldestMessage({ period: FIVE_MINUTES, statistic: 'Maximum' }),
+      3_600,
+      'An effect has waited an hour: a receiver is failing (see the effects logs).',
+    );
+    alarm(
+      'EffectsBacklogDepth',
+      props.effectsQueue.metricApproximateNumberOfMessagesVisible({ period: FIVE_MINUTES, statistic: 'Maximum' }),
+      1_000,
+      'More than 1,000 effects are waiting.',
+    );
+    for (const [name, queue] of [
+      ['EffectsQueueDeadLetters', props.effectsDeadLetterQueue],
+      ['EffectsPipeFailures', props.pipeFailures],
+    ] as const) {
+      alarm(
+        name,
+        queue.metricApproximateNumberOfMessagesVisible({ period: FIVE_MINUTES, statistic: 'Maximum' }),
+        1,
+        `${name} holds messages: npm run redrive -- --stack <name>.`,
+      );
+    }
+    alarm(
+      'EffectsDeadLettered',
+      ratchet('EffectDeadLettered'),
+      1,
+      'An effect was dead-lettered: npm run redrive -- --stack <name> --list.',
+    );
+    alarm('EffectsUndecodable', ratchet('EffectUndecodable'), 1, 'A stream record could not be decoded (dead-lettered raw).');
+    alarm('WebhookNotRecorded', ratchet('WebhookNotRecorded'), 1, 'A webhook was answered 503 (store unavailable): Gemini retries it.');
+    alarm('WebhookNotConfigured', ratchet('WebhookNotConfigured'), 1, 'Webhooks arrive but no signing secret is set: run npm run connect.');
+    alarm('WebhookUnstorable', ratchet('WebhookUnstorable'), 1, 'The store refused a webhook for good (400 unstorable).');
+    alarm('TerminalConflicts', ratchet('WebhookTerminalConflict'), 1, 'Gemini reported two different terminal states for one operation.');
+    alarm('ReconcileFailures', ratchet('ReconcileFailed'), 10, 'Polls of Gemini are failing (429, 5xx, timeouts).');
+    alarm(
+      'StuckOperations',
+      ratchet('ReconcileOldestOpenAgeSeconds', 'Maximum'),
+      48 * 3600,
+      'An operation has been open for 48 hours (a Gemini batch expires after 48 h).',
+    );
+
+    const dashboard = new Dashboard(this, 'Dashboard', { dashboardName: `${id}-Ratchet` });
+    for (let i = 0; i < this.alarms.length; i += 4) {
+      dashboard.addWidgets(...this.alarms.slice(i, i + 4).map((a) => new AlarmWidget({ alarm: a, title: a.node.id, width: 6 })));
+    }
+  }
+}
