@@ -3,7 +3,7 @@
  * one SNS topic (with an e-mail subscription from `-c alarmEmail=…`), and a
  * dashboard with every alarm on it. Thresholds are here, in one table.
  */
-import { Duration } from 'aws-cdk-lib';
+import { Duration, Stack } from 'aws-cdk-lib';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
 import { Alarm, AlarmWidget, ComparisonOperator, Dashboard, type IMetric, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
@@ -39,7 +39,7 @@ export class RatchetAlarms extends Construct {
 
     const alarm = (name: string, metric: IMetric, threshold: number, what: string) => {
       const created = new Alarm(this, name, {
-        alarmName: `Ratchet-${name}`,
+        alarmName: `${Stack.of(this).stackName}-${name}`,
         alarmDescription: what,
         metric,
         threshold,
@@ -116,7 +116,7 @@ export class RatchetAlarms extends Construct {
       'An operation has been open for 48 hours (a Gemini batch expires after 48 h).',
     );
 
-    const dashboard = new Dashboard(this, 'Dashboard', { dashboardName: `${id}-Ratchet` });
+    const dashboard = new Dashboard(this, 'Dashboard', { dashboardName: Stack.of(this).stackName });
     for (let i = 0; i < this.alarms.length; i += 4) {
       dashboard.addWidgets(...this.alarms.slice(i, i + 4).map((a) => new AlarmWidget({ alarm: a, title: a.node.id, width: 6 })));
     }
