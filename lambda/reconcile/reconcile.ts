@@ -77,8 +77,8 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
   for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) due.push(...(await store.dueForPoll(`open#${bucket}`, now, pageSize)));
   // Earliest due first, across partitions.
   due.sort((a, b) => (a.poll.nextPollAt < b.poll.nextPollAt ? -1 : 1));
-  const oldest = due.reduce((min, { record }) => (record.createdAt < min ? record.createdAt : min), now);
-  stats.oldestOpenAgeSeconds = Math.max(0, Math.floor((Date.parse(now) - Date.parse(oldest)) / 1000));
+  const oldestMs = due.reduce((min, { record }) => Math.min(min, Date.parse(record.createdAt)), Date.parse(now));
+  stats.oldestOpenAgeSeconds = Math.max(0, Math.floor((Date.parse(now) - oldestMs) / 1000));
 
   let next = 0;
   await Promise.all(
