@@ -198,4 +198,12 @@ describe('reconcile', () => {
     for (const name of bad) expect((await store.get(name))?.state).toBeNull();
     expect((await reconcileOnce()).refused).toBe(0); // polling stopped: never due again
   });
+
+  it('reports the age of the oldest open operation it saw (the stuck-jobs metric)', async () => {
+    const name = `batches/old-${run}`;
+    await track(name);
+    gemini.batches.set(name, { state: 'BATCH_STATE_RUNNING', updateTime: at(1) });
+    const stats = await reconcileOnce(); // three hours later
+    expect(stats.oldestOpenAgeSeconds).toBeGreaterThanOrEqual(3 * 3600);
+  });
 });
