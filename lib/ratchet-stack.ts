@@ -248,6 +248,7 @@ export class RatchetStack extends Stack {
       });
       this.effectsFunction.addEnvironment('EFFECTS_WEBHOOK_URL', props.effectsWebhookUrl);
       this.effectsFunction.bindSecret('EFFECTS_SIGNING_SECRET', effectsSecret);
+      new CfnOutput(this, 'EffectsSigningSecretArn', { value: effectsSecret.secretArn });
     }
     // The event source grants receive, delete and change visibility (the handler's backoff) on this queue only.
     this.effectsFunction.addEventSource(

@@ -142,7 +142,9 @@ describe('RatchetStack', () => {
       },
     });
     template.hasResourceProperties('AWS::DynamoDB::Table', { TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true } });
-    for (const output of ['EffectsQueueUrl', 'EffectsDeadLetterQueueUrl', 'EffectsDeadLetterTable']) template.hasOutput(output, {});
+    for (const output of ['EffectsQueueUrl', 'EffectsDeadLetterQueueUrl', 'EffectsDeadLetterTable', 'EffectsSigningSecretArn']) {
+      template.hasOutput(output, {});
+    }
   });
 
   it('indexes open operations sparsely and runs reconcile every minute with Query on that index', () => {
