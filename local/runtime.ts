@@ -224,6 +224,8 @@ async function startEffects(
     // Only a store outage fails a send: retried (1 s doubling to 60 s) until the store is back.
     retryAttempts: EFFECTS_PIPE.retryAttempts,
     retryBaseMs: 1_000,
+    // How long an idle stream waits before asking again: most of the local effect lag.
+    pollMs: 100,
   });
   pipe.start();
   return {
