@@ -114,11 +114,6 @@ export class LocalEffectsQueue implements RetryScheduler {
     await this.update(stored);
   }
 
-  /** Messages waiting, per group: what the console and tests look at. */
-  depth(): number {
-    return [...this.groups.values()].reduce((sum, messages) => sum + messages.length, 0);
-  }
-
   private remember(message: Message, replace = false): void {
     const messages = this.groups.get(message.group) ?? [];
     const at = messages.findIndex((m) => m.seq === message.seq);

@@ -1,13 +1,15 @@
 /**
- * The local stand-in for Lambda's DynamoDB Streams event source mapping, with
- * its semantics: read the table's stream from TRIM_HORIZON, drop records that
- * do not match the filter criteria, hand batches to the handler in order,
- * retry from the lowest failed sequence number (ReportBatchItemFailures) with
- * backoff and bounded attempts, then write an on-failure record and go on.
+ * A local reader of the table's stream with a Lambda event source mapping's
+ * semantics: read from TRIM_HORIZON, drop records that do not match the filter
+ * criteria, hand batches to the handler in order, retry from the lowest failed
+ * sequence number (ReportBatchItemFailures) with backoff and bounded attempts,
+ * then write an on-failure record and go on. The local runtime uses it as the
+ * effects Pipe: its handler sends each batch to the effects queue.
  *
  * Progress is checkpointed per shard in a small table of its own, so a restart
- * resumes after the last finished batch; the effects ledger makes a replay of
- * an unfinished batch deliver nothing twice.
+ * resumes after the last finished batch; a replay of an unfinished batch sends
+ * the same queue messages again (idempotent), and the effects ledger delivers
+ * nothing twice.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
