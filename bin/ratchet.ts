@@ -5,10 +5,12 @@ import { RatchetStack } from '../lib/ratchet-stack.ts';
 
 const app = new App();
 const concurrency = app.node.tryGetContext('apiReservedConcurrency');
+if (app.node.tryGetContext('effectsWebhookUrl') !== undefined) {
+  // Kept in a secret since, so that a plain redeploy cannot turn the sink off.
+  throw new Error('effectsWebhookUrl is no longer a context value: deploy without it, then run npm run connect -- --effects-url <url>');
+}
 new RatchetStack(app, 'Ratchet', {
   env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
-  // cdk deploy -c effectsWebhookUrl=https://… turns on the signed outbound webhook.
-  effectsWebhookUrl: app.node.tryGetContext('effectsWebhookUrl'),
   // cdk deploy -c alarmEmail=ops@example.com subscribes an address to the alarms.
   alarmEmail: app.node.tryGetContext('alarmEmail'),
   ...(concurrency !== undefined && { apiReservedConcurrency: Number(concurrency) }),

@@ -16,6 +16,8 @@ const Env = z.object({
   GEMINI_API_KEY_ARN: z.string().optional(),
   RECONCILE_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   EFFECTS_WEBHOOK_URL: z.url().optional(),
+  /** In AWS: a Secrets Manager secret holding EFFECTS_WEBHOOK_URL (set by `npm run connect`, so a redeploy keeps it). */
+  EFFECTS_WEBHOOK_URL_ARN: z.string().optional(),
   EFFECTS_SIGNING_SECRET: z.string().optional(),
   /** In AWS: a Secrets Manager secret holding EFFECTS_SIGNING_SECRET. */
   EFFECTS_SIGNING_SECRET_ARN: z.string().optional(),

@@ -1,20 +1,50 @@
 /**
  * The one way a function reads a secret setting: the variable itself (local,
  * tests), else the Secrets Manager secret named by `<variable>_ARN` (AWS),
- * cached for 5 minutes so a rotation lands without a deploy.
+ * cached for 5 minutes so a rotation lands without a deploy. A secret that is
+ * not configured yet is asked again every 10 s instead: the first delivery
+ * after `npm run connect` must not wait out the cache. A caller that found the
+ * value stale (a signature no cached secret matches) may ask past the cache,
+ * at most every 30 s.
  */
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import type { Config } from './config.ts';
 
-type SecretSetting = 'WEBHOOK_SIGNING_SECRETS' | 'EFFECTS_SIGNING_SECRET' | 'GEMINI_API_KEY';
+type SecretSetting = 'WEBHOOK_SIGNING_SECRETS' | 'EFFECTS_SIGNING_SECRET' | 'EFFECTS_WEBHOOK_URL' | 'GEMINI_API_KEY';
 
 /** What the stack stores in each secret until it is set: "not configured", never a value to use. */
 export const NOT_CONFIGURED = 'not-configured';
 
-/** The setting's value, or undefined when it is not configured (unset, empty, or the stack's placeholder). */
-export async function secretSetting(config: Config, variable: SecretSetting): Promise<string | undefined> {
-  const arn = config[`${variable}_ARN`];
-  const value = config[variable] ?? (arn ? String((await getSecret(arn, { maxAge: 300 })) ?? '') : '');
-  const trimmed = value.trim();
+const CACHE_SECONDS = 300;
+const NOT_CONFIGURED_RECHECK_MS = 10_000;
+const REFRESH_INTERVAL_MS = 30_000;
+/** Per secret ARN: when a value found not configured may be fetched again, past the cache. */
+const recheckAt = new Map<string, number>();
+/** Per secret ARN: when it was last fetched past the cache. */
+const fetchedAt = new Map<string, number>();
+
+/** The value, or undefined when it is not configured (empty, or the stack's placeholder). */
+export function configuredValue(value: string | undefined): string | undefined {
+  const trimmed = value?.trim() ?? '';
   return trimmed === '' || trimmed === NOT_CONFIGURED ? undefined : trimmed;
+}
+
+/** The setting's value, or undefined when it is not configured (unset, empty, or the stack's placeholder). */
+export async function secretSetting(
+  config: Config,
+  variable: SecretSetting,
+  options: { refresh?: boolean } = {},
+): Promise<string | undefined> {
+  const direct = config[variable];
+  if (direct !== undefined) return configuredValue(direct);
+  const arn = config[`${variable}_ARN`];
+  if (!arn) return undefined;
+  const due = recheckAt.get(arn);
+  const refresh = options.refresh === true && Date.now() - (fetchedAt.get(arn) ?? 0) >= REFRESH_INTERVAL_MS;
+  const forceFetch = refresh || (due !== undefined && Date.now() >= due);
+  if (forceFetch) fetchedAt.set(arn, Date.now());
+  const value = configuredValue(String((await getSecret(arn, { maxAge: CACHE_SECONDS, forceFetch })) ?? ''));
+  if (value !== undefined) recheckAt.delete(arn);
+  else if (due === undefined || forceFetch) recheckAt.set(arn, Date.now() + NOT_CONFIGURED_RECHECK_MS);
+  return value;
 }

@@ -55,8 +55,6 @@ const ACCESS_LOG_FORMAT = AccessLogFormat.custom(
 const RECONCILE_INTERVAL = Duration.minutes(1);
 
 export interface RatchetStackProps extends StackProps {
-  /** Turns on the signed outbound webhook sink (its secret goes into Secrets Manager, `EffectsSigningSecret`). */
-  effectsWebhookUrl?: string;
   /** Subscribes this address to the alarm topic. */
   alarmEmail?: string;
   /** Reserved concurrency of the API function (default 20; 0: none reserved, e.g. in an account limited to 10). */
@@ -237,19 +235,25 @@ export class RatchetStack extends Stack {
     this.effectsFunction.addEnvironment('EVENT_BUS_NAME', this.bus.eventBusName);
     this.effectsFunction.addEnvironment('EFFECTS_QUEUE_URL', this.effectsQueue.queueUrl);
     this.bus.grantPutEventsTo(this.effectsFunction);
-    if (props.effectsWebhookUrl) {
-      const effectsSecret = new Secret(this, 'EffectsSigningSecret', {
-        description: 'Signs outbound effect webhooks (whsec_...)',
-        ...notConfiguredYet,
-      });
-      Validations.of(effectsSecret).acknowledge({
+    // The outbound webhook is configured in two secrets (`npm run connect -- --effects-url …`), not in the
+    // template: a plain redeploy keeps it on, and the URL may carry a token.
+    const effectsUrl = new Secret(this, 'EffectsWebhookUrl', {
+      description: 'URL of the signed outbound effect webhook; not-configured: the sink is off',
+      ...notConfiguredYet,
+    });
+    const effectsSecret = new Secret(this, 'EffectsSigningSecret', {
+      description: 'Signs outbound effect webhooks (whsec_...)',
+      ...notConfiguredYet,
+    });
+    for (const secret of [effectsUrl, effectsSecret]) {
+      Validations.of(secret).acknowledge({
         id: 'AwsSolutions-SMG4',
-        reason: 'Shared with the receiver of the outbound webhook; rotate it together with the receiver.',
+        reason: 'Shared with the receiver of the outbound webhook; rotate it together with the receiver (npm run connect).',
       });
-      this.effectsFunction.addEnvironment('EFFECTS_WEBHOOK_URL', props.effectsWebhookUrl);
-      this.effectsFunction.bindSecret('EFFECTS_SIGNING_SECRET', effectsSecret);
-      new CfnOutput(this, 'EffectsSigningSecretArn', { value: effectsSecret.secretArn });
     }
+    this.effectsFunction.bindSecret('EFFECTS_WEBHOOK_URL', effectsUrl).bindSecret('EFFECTS_SIGNING_SECRET', effectsSecret);
+    new CfnOutput(this, 'EffectsWebhookUrlSecretArn', { value: effectsUrl.secretArn });
+    new CfnOutput(this, 'EffectsSigningSecretArn', { value: effectsSecret.secretArn });
     // The event source grants receive, delete and change visibility (the handler's backoff) on this queue only.
     this.effectsFunction.addEventSource(
       new SqsEventSource(this.effectsQueue, { batchSize: EFFECTS_QUEUE.batchSize, reportBatchItemFailures: true }),

@@ -94,6 +94,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     let effects: LocalEffects | undefined;
     const app = createApp({
       store,
+      receipts: store,
       verifier: new WebhookSignatureVerifier(async () => secrets),
       logger,
       metrics,

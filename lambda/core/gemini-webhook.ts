@@ -24,6 +24,21 @@ export const WEBHOOK_EVENT_TYPES: Readonly<Record<string, { kind: OperationKind;
   'interaction.requires_action': { kind: 'interaction', state: 'REQUIRES_ACTION' },
 };
 
+/**
+ * The events a static Gemini webhook is subscribed to (`npm run connect`): every
+ * type above that Gemini's webhooks API offers. It offers no `*.cancelled`:
+ * cancellations are learned by polling.
+ */
+export const SUBSCRIBED_EVENTS = [
+  'batch.succeeded',
+  'batch.failed',
+  'batch.expired',
+  'video.generated',
+  'interaction.completed',
+  'interaction.failed',
+  'interaction.requires_action',
+] as const satisfies ReadonlyArray<keyof typeof WEBHOOK_EVENT_TYPES>;
+
 const Envelope = z.object({ type: z.string().min(1) });
 
 const KnownEnvelope = z.object({

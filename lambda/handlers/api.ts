@@ -31,12 +31,13 @@ function notConfigured(why: string): NotConfiguredError {
 }
 
 /**
- * Asked on every delivery: a rotated secret is picked up without a restart.
+ * Asked on every delivery (cached; past the cache at most every 30 s when no
+ * secret matched): a rotated secret is picked up without a restart.
  * Entries that do not decode are skipped (the others keep working), logged
  * and counted once per value read.
  */
-async function signingSecrets(): Promise<readonly string[]> {
-  const value = await secretSetting(config, 'WEBHOOK_SIGNING_SECRETS');
+async function signingSecrets(options: { refresh?: boolean } = {}): Promise<readonly string[]> {
+  const value = await secretSetting(config, 'WEBHOOK_SIGNING_SECRETS', options);
   if (!value) throw notConfigured('no value');
   return parseSigningSecretsOrNotConfigured(value);
 }
@@ -58,4 +59,6 @@ function parseSigningSecretsOrNotConfigured(value: string): string[] {
   }
 }
 
-export const handler = handle(createApp({ store, verifier: new WebhookSignatureVerifier(signingSecrets), logger, metrics }));
+export const handler = handle(
+  createApp({ store, receipts: store, verifier: new WebhookSignatureVerifier(signingSecrets), logger, metrics }),
+);

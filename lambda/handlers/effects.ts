@@ -1,7 +1,8 @@
 /**
  * Effects-queue entry point (SQS FIFO, one message group per operation, fed
  * by the Pipe from the table's stream): applied state changes -> sinks
- * (EventBridge bus, signed outbound webhook). Composed once per cold start.
+ * (EventBridge bus, signed outbound webhook). Composed on the first
+ * invocation, and again whenever the outbound webhook's settings change.
  */
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import { SQSClient } from '@aws-sdk/client-sqs';
@@ -21,16 +22,25 @@ import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts
 const config = loadConfig();
 const logger = createLogger();
 
-async function compose(): Promise<EffectsHandler> {
+/**
+ * The outbound webhook's settings, read on every invocation (Secrets Manager
+ * values are cached): `npm run connect` turns the sink on, or changes its URL
+ * or secret, without a deploy. No URL: the sink is off.
+ */
+async function webhookSettings(): Promise<{ url: string; secret: string } | undefined> {
+  const url = await secretSetting(config, 'EFFECTS_WEBHOOK_URL');
+  if (!url) return undefined;
+  if (!/^https?:\/\//.test(url) || !URL.canParse(url)) throw new ConfigError('EFFECTS_WEBHOOK_URL is not an http(s) URL');
+  const value = await secretSetting(config, 'EFFECTS_SIGNING_SECRET');
+  const [secret] = value ? parseSigningSecrets(value, { onInvalid: () => {} }) : [];
+  if (!secret) throw new ConfigError('EFFECTS_SIGNING_SECRET is not configured: set the EffectsSigningSecret secret to a whsec_ value');
+  return { url, secret };
+}
+
+function compose(webhook: { url: string; secret: string } | undefined): EffectsHandler {
   const sinks: EffectSink[] = [];
   if (config.EVENT_BUS_NAME) sinks.push(new EventBridgeSink(new EventBridgeClient({}), config.EVENT_BUS_NAME));
-  if (config.EFFECTS_WEBHOOK_URL) {
-    const value = await secretSetting(config, 'EFFECTS_SIGNING_SECRET');
-    // Not configured yet: fail the invocation, so the queue keeps every effect and offers it again later.
-    const [secret] = value ? parseSigningSecrets(value, { onInvalid: () => {} }) : [];
-    if (!secret) throw new ConfigError('EFFECTS_SIGNING_SECRET is not configured: set the EffectsSigningSecret secret to a whsec_ value');
-    sinks.push(new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS }));
-  }
+  if (webhook) sinks.push(new WebhookSink(webhook.url, webhook.secret, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS }));
   if (!config.EFFECTS_LEDGER_TABLE) throw new ConfigError('EFFECTS_LEDGER_TABLE is not set');
   if (!config.EFFECTS_DEAD_LETTER_TABLE) throw new ConfigError('EFFECTS_DEAD_LETTER_TABLE is not set');
   const documents = createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT }));
@@ -41,13 +51,18 @@ async function compose(): Promise<EffectsHandler> {
   return createEffectsHandler({ sinks, ledger, deadLetters, queue, retry: retrySettings(config), logger, metrics: createMetrics() });
 }
 
-let composed: Promise<EffectsHandler> | undefined;
+let composed: { key: string; handler: EffectsHandler } | undefined;
 
 export const handler = async (event: SQSEvent) => {
-  composed ??= compose().catch((error) => {
-    composed = undefined; // try again on the next invocation, e.g. once the secret is set
+  let webhook: Awaited<ReturnType<typeof webhookSettings>>;
+  try {
+    webhook = await webhookSettings();
+  } catch (error) {
+    // Not configured yet: fail the invocation, so the queue keeps every effect and offers it again later.
     logger.error('effects waiting: not configured; the queue keeps them and offers them again', { detail: (error as Error).message });
     throw error;
-  });
-  return (await composed)(event);
+  }
+  const key = webhook ? `${webhook.url} ${webhook.secret}` : '';
+  if (composed?.key !== key) composed = { key, handler: compose(webhook) };
+  return composed.handler(event);
 };

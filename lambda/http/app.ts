@@ -15,7 +15,7 @@ import { parseProviderJson } from '../core/provider-values.ts';
 import { trackedRecord } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
 import { type IngestDeps, ingest, NotRecordedError } from '../ingest.ts';
-import { type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
+import { type DeliveryReceipts, type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
 import { NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
 
 export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
@@ -25,6 +25,8 @@ export const MAX_TRACK_BODY_BYTES = 4 * 1024;
 export interface AppDeps {
   store: OperationStore;
   verifier: WebhookSignatureVerifier;
+  /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
+  receipts?: DeliveryReceipts;
   logger: Logger;
   /** Counts each webhook decision (`WebhookApplied`, `WebhookTerminalConflict`, …). */
   metrics?: Metrics;
@@ -130,6 +132,13 @@ export function createApp(deps: AppDeps): Hono {
     }
     if (mapping.kind === 'ignored') {
       logger.info('webhook ignored', { decision: 'ignored', reason: 'unknown-event-type', type: mapping.type, webhookId: deliveryId });
+      try {
+        const receivedAt = clock().toISOString();
+        await deps.receipts?.recordUnmapped({ type: mapping.type.slice(0, 100), webhookId: deliveryId, receivedAt });
+      } catch (error) {
+        // Only a note for setup tools: the delivery itself is answered all the same.
+        logger.warn('unmapped delivery not noted', { webhookId: deliveryId, detail: (error as Error).message });
+      }
       return c.json({ applied: false, reason: 'unknown-event-type' });
     }
     const { event } = mapping;

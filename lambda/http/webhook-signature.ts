@@ -58,8 +58,12 @@ export type Verification = { ok: true; id: string } | { ok: false; reason: strin
 export class WebhookSignatureVerifier {
   private readonly verifiers = new Map<string, Webhook>();
 
-  /** `secrets` is asked on every delivery, so a rotated secret is picked up without a restart. */
-  constructor(private readonly secrets: () => Promise<readonly string[]>) {}
+  /**
+   * `secrets` is asked on every delivery, so a rotated secret is picked up
+   * without a restart; when no secret matches it is asked once more with
+   * `refresh` (a source with a cache may then look past it).
+   */
+  constructor(private readonly secrets: (options?: { refresh?: boolean }) => Promise<readonly string[]>) {}
 
   async verify(rawBody: string, headers: Headers): Promise<Verification> {
     const id = headers.get('webhook-id');
@@ -68,20 +72,29 @@ export class WebhookSignatureVerifier {
     if (!id || !timestamp || !signature) return { ok: false, reason: 'missing webhook-id, webhook-timestamp or webhook-signature header' };
     if (!/^\d+$/.test(timestamp)) return { ok: false, reason: 'webhook-timestamp is not unix seconds' };
     const signed = { 'webhook-id': id, 'webhook-timestamp': timestamp, 'webhook-signature': signature };
-    let reason = 'no matching signature';
-    for (const secret of await this.secrets()) {
+    const tried = await this.secrets();
+    const first = this.verifyWith(tried, rawBody, signed);
+    if (first !== 'no-match') return first === 'ok' ? { ok: true, id } : { ok: false, reason: first };
+    // Perhaps a secret stored since the value was cached (a rotation, a first setup).
+    const untried = (await this.secrets({ refresh: true })).filter((s) => !tried.includes(s));
+    const second = this.verifyWith(untried, rawBody, signed);
+    if (second === 'ok') return { ok: true, id };
+    return { ok: false, reason: second === 'no-match' ? 'no matching signature' : second };
+  }
+
+  private verifyWith(secrets: readonly string[], rawBody: string, signed: Record<string, string>): 'ok' | 'no-match' | string {
+    for (const secret of secrets) {
       try {
         this.verifierFor(secret).verify(rawBody, signed, { jsonParse: false });
-        return { ok: true, id };
+        return 'ok';
       } catch (error) {
         // Whatever a secret or a header makes the library throw, it is "not this secret": never a 500.
         if (error instanceof WebhookVerificationError && /timestamp/i.test(error.message)) {
-          return { ok: false, reason: 'webhook-timestamp outside the ±300 s tolerance' };
+          return 'webhook-timestamp outside the ±300 s tolerance';
         }
-        reason = 'no matching signature';
       }
     }
-    return { ok: false, reason };
+    return 'no-match';
   }
 
   private verifierFor(secret: string): Webhook {

@@ -10,11 +10,13 @@ import { isTerminal, type OperationKind } from '../core/lifecycle.ts';
 import type { OperationRecord } from '../core/reducer.ts';
 import { isPermanentRejection } from './dynamodb.ts';
 import {
+  type DeliveryReceipts,
   type OperationStore,
   type PollCandidate,
   type PollSchedule,
   type PollState,
   StoreRejectedError,
+  type UnmappedDelivery,
   type WriteOutcome,
 } from './operation-store.ts';
 import {
@@ -25,13 +27,14 @@ import {
   OPEN_INDEX_SORT,
   PARTITION_KEY,
   pollBucketOf,
+  UNMAPPED_RECEIPT_KEY,
   type WriteKind,
 } from './table.ts';
 
 /** Kinds reconcile knows how to poll; interactions are learned from webhooks only. */
 const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation']);
 
-export class DynamoDbOperationStore implements OperationStore, PollSchedule {
+export class DynamoDbOperationStore implements OperationStore, PollSchedule, DeliveryReceipts {
   constructor(
     private readonly client: DynamoDBDocumentClient,
     private readonly tableName: string,
@@ -153,6 +156,26 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule {
       if (error instanceof ConditionalCheckFailedException) return false;
       throw error;
     }
+  }
+
+  async recordUnmapped({ type, webhookId, receivedAt }: UnmappedDelivery): Promise<void> {
+    await this.client.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { [PARTITION_KEY]: UNMAPPED_RECEIPT_KEY },
+        UpdateExpression: 'SET #type = :type, webhookId = :id, receivedAt = :at ADD received :one',
+        ExpressionAttributeNames: { '#type': 'type' },
+        ExpressionAttributeValues: { ':type': type, ':id': webhookId, ':at': receivedAt, ':one': 1 },
+      }),
+    );
+  }
+
+  async lastUnmapped(): Promise<(UnmappedDelivery & { received: number }) | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({ TableName: this.tableName, Key: { [PARTITION_KEY]: UNMAPPED_RECEIPT_KEY }, ConsistentRead: true }),
+    );
+    if (!Item) return undefined;
+    return { type: Item.type, webhookId: Item.webhookId, receivedAt: Item.receivedAt, received: Number(Item.received) };
   }
 }
 

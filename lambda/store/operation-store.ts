@@ -23,6 +23,23 @@ export interface OperationStore {
   write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome>;
 }
 
+/** A verified delivery Ratchet does not map to an operation (Gemini's ping, a future event type). */
+export interface UnmappedDelivery {
+  type: string;
+  webhookId: string;
+  receivedAt: string;
+}
+
+/**
+ * Where the API notes the last verified delivery it did not map, so a setup
+ * tool (`npm run connect`) can see Gemini's ping arrive. Operations are untouched.
+ */
+export interface DeliveryReceipts {
+  recordUnmapped(delivery: UnmappedDelivery): Promise<void>;
+  /** The last one noted, and how many were noted in all. */
+  lastUnmapped(): Promise<(UnmappedDelivery & { received: number }) | undefined>;
+}
+
 /** Reconcile's view of an open operation: when to poll it next and how it went so far. */
 export interface PollState {
   nextPollAt: string;

@@ -31,6 +31,14 @@ export const OPEN_INDEX_SORT = 'nextPollAt';
 /** Open operations spread over this many index partitions. */
 export const POLL_BUCKETS = 8;
 
+/**
+ * The one item that is not an operation: the last verified delivery the API
+ * did not map (see DeliveryReceipts). `:` is refused in operation names, so it
+ * never meets one; it carries no `writeKind` and no index keys, so neither the
+ * effects filter nor reconcile ever sees it.
+ */
+export const UNMAPPED_RECEIPT_KEY = 'ratchet:unmapped-delivery';
+
 export type WriteKind = 'state-change' | 'refresh' | 'track' | 'poll-schedule';
 
 export function createTableInput(tableName: string): CreateTableCommandInput {

@@ -23,6 +23,7 @@ import { RatchetStack } from '../../lib/ratchet-stack.ts';
 import { ensureTable } from '../../local/runtime.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { FakeAws } from '../support/fake-aws.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { Receiver } from '../support/receiver.ts';
@@ -139,10 +140,11 @@ describe('bundled functions', () => {
     expect(JSON.parse(read?.body ?? '{}')).toMatchObject({ name, state: 'EXPIRED', version: 1 });
   });
 
-  it('the effects bundle sends a queued transition as a signed webhook, once', async () => {
+  it('the effects bundle sends a queued transition as a signed webhook, once, configured through Secrets Manager as deployed', async () => {
     expect(existsSync(bundles.Effects)).toBe(true);
     const secret = newSecret();
     const receiver = await new Receiver(secret).start();
+    const aws = await new FakeAws().start();
     const ledgerTable = `${inject('tableName')}-bundle-ledger`;
     const deadLetterTable = `${inject('tableName')}-bundle-dead-letters`;
     const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
@@ -174,13 +176,18 @@ describe('bundled functions', () => {
         EFFECTS_LEDGER_TABLE: ledgerTable,
         EFFECTS_DEAD_LETTER_TABLE: deadLetterTable,
         EFFECTS_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/unused.fifo',
-        EFFECTS_WEBHOOK_URL: receiver.url,
-        EFFECTS_SIGNING_SECRET: secret,
+        // As `npm run connect -- --effects-url` leaves them.
+        EFFECTS_WEBHOOK_URL_ARN: aws.createSecret('EffectsWebhookUrl', receiver.url),
+        EFFECTS_SIGNING_SECRET_ARN: aws.createSecret('EffectsSigningSecret', secret),
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: aws.endpoint,
+        AWS_ACCESS_KEY_ID: 'test',
+        AWS_SECRET_ACCESS_KEY: 'test',
       });
       expect(results).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
       expect(receiver.accepted.map((d) => [d.id, d.signatureValid, d.body.data.state])).toEqual([[`${image.name}#2`, true, 'SUCCEEDED']]);
     } finally {
       await receiver.stop();
+      await aws.stop();
     }
   });
 });

@@ -8,10 +8,7 @@ import { RatchetStack } from '../../lib/ratchet-stack.ts';
 let template: Template;
 
 function synthStack(app: App) {
-  return new RatchetStack(app, 'Ratchet', {
-    env: { account: '123456789012', region: 'eu-west-1' },
-    effectsWebhookUrl: 'https://receiver.example/effects',
-  });
+  return new RatchetStack(app, 'Ratchet', { env: { account: '123456789012', region: 'eu-west-1' } });
 }
 
 /** Active tracing: the one statement X-Ray needs, on `*` (it has no resource-level permissions). */
@@ -40,15 +37,12 @@ describe('RatchetStack', () => {
     template.hasResource('AWS::DynamoDB::Table', { DeletionPolicy: 'Retain' });
   });
 
-  it('leaves the outbound webhook off without effectsWebhookUrl', () => {
-    const plain = Template.fromStack(new RatchetStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Plain'));
-    expect(Object.keys(plain.findResources('AWS::SecretsManager::Secret'))).toHaveLength(2); // webhook secrets, Gemini API key
-    plain.hasResourceProperties('AWS::Lambda::Function', {
-      Environment: { Variables: Match.objectLike({ EVENT_BUS_NAME: Match.anyValue() }) },
-    });
-    for (const fn of Object.values(plain.findResources('AWS::Lambda::Function'))) {
+  it('keeps the outbound webhook out of the template: a plain redeploy can neither drop nor reset it', () => {
+    for (const fn of Object.values(template.findResources('AWS::Lambda::Function'))) {
       expect(fn.Properties.Environment.Variables.EFFECTS_WEBHOOK_URL).toBeUndefined();
     }
+    template.hasOutput('EffectsWebhookUrlSecretArn', {});
+    template.hasOutput('EffectsSigningSecretArn', {});
   });
 
   it('runs the API function on Node 22, arm64, with the table and the secret ARN in its environment', () => {
@@ -83,6 +77,7 @@ describe('RatchetStack', () => {
       [['dynamodb:GetItem', 'dynamodb:PutItem'], expect.stringContaining('EffectsLedger')],
       [['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Query'], expect.stringContaining('EffectsDeadLetters')],
       [['events:PutEvents'], expect.stringContaining('Events')],
+      [['secretsmanager:GetSecretValue'], expect.stringContaining('EffectsWebhookUrl')],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('EffectsSigningSecret')],
       [
         ['sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage'],
@@ -132,7 +127,7 @@ describe('RatchetStack', () => {
     template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
-          EFFECTS_WEBHOOK_URL: 'https://receiver.example/effects',
+          EFFECTS_WEBHOOK_URL_ARN: { Ref: Match.stringLikeRegexp('^EffectsWebhookUrl') },
           EFFECTS_SIGNING_SECRET_ARN: { Ref: Match.stringLikeRegexp('^EffectsSigningSecret') },
           EVENT_BUS_NAME: { Ref: Match.stringLikeRegexp('^Events') },
           EFFECTS_LEDGER_TABLE: { Ref: Match.stringLikeRegexp('^EffectsLedger') },
@@ -212,7 +207,7 @@ describe('RatchetStack', () => {
       Object.keys(secrets)
         .map((id) => id.replace(/[0-9A-F]{8}$/, ''))
         .sort(),
-    ).toEqual(['EffectsSigningSecret', 'GeminiApiKey', 'WebhookSigningSecrets']);
+    ).toEqual(['EffectsSigningSecret', 'EffectsWebhookUrl', 'GeminiApiKey', 'WebhookSigningSecrets']);
     for (const secret of Object.values(secrets)) {
       expect(secret.Properties).toMatchObject({ SecretString: 'not-configured' });
       expect(secret.Properties.GenerateSecretString).toBeUndefined();

@@ -1,8 +1,10 @@
 /** An in-memory OperationStore with fault injection, for unit tests only. */
 import type { OperationRecord } from '../../lambda/core/reducer.ts';
-import type { OperationStore, WriteOutcome } from '../../lambda/store/operation-store.ts';
+import type { DeliveryReceipts, OperationStore, UnmappedDelivery, WriteOutcome } from '../../lambda/store/operation-store.ts';
 
-export class MemoryStore implements OperationStore {
+export class MemoryStore implements OperationStore, DeliveryReceipts {
+  unmapped: UnmappedDelivery[] = [];
+  failReceipts = false;
   records = new Map<string, OperationRecord>();
   writes = 0;
   /** Called before every write; may mutate records (a racing writer) or throw (an outage). */
@@ -22,5 +24,15 @@ export class MemoryStore implements OperationStore {
     this.records.set(next.name, structuredClone(next));
     this.writes++;
     return { ok: true };
+  }
+
+  async recordUnmapped(delivery: UnmappedDelivery) {
+    if (this.failReceipts) throw new Error('store unavailable');
+    this.unmapped.push(delivery);
+  }
+
+  async lastUnmapped() {
+    const last = this.unmapped.at(-1);
+    return last && { ...last, received: this.unmapped.length };
   }
 }

@@ -1,8 +1,15 @@
 import { describe, expect, it } from 'vitest';
-import { MalformedEventError, mapWebhookDelivery } from '../../lambda/core/gemini-webhook.ts';
+import { MalformedEventError, mapWebhookDelivery, SUBSCRIBED_EVENTS } from '../../lambda/core/gemini-webhook.ts';
 import { InvalidNameError } from '../../lambda/core/names.ts';
 import { InvalidTimeError } from '../../lambda/core/time.ts';
 import { envelope } from '../support/deliveries.ts';
+
+describe('SUBSCRIBED_EVENTS (what npm run connect subscribes to)', () => {
+  it.each(SUBSCRIBED_EVENTS)('%s is mapped to an operation event', (type) => {
+    const id = type.startsWith('batch') ? 'batches/1' : type.startsWith('video') ? 'models/veo/operations/1' : 'interactions/1';
+    expect(mapWebhookDelivery(envelope(type, { id }), 'msg_1')).toMatchObject({ kind: 'event' });
+  });
+});
 
 describe('mapWebhookDelivery', () => {
   it.each([

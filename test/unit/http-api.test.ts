@@ -19,6 +19,7 @@ beforeEach(() => {
   vi.spyOn(metrics, 'addMetric');
   app = createApp({
     store,
+    receipts: store,
     verifier: new WebhookSignatureVerifier(async () => [secret]),
     logger: silentLogger,
     metrics,
@@ -61,9 +62,25 @@ describe('POST /webhooks/gemini', () => {
     expect(store.writes).toBe(1);
   });
 
-  it('acknowledges unknown event types and changes nothing', async () => {
-    expect(await deliver({ type: 'webhook.ping' })).toEqual({ status: 200, body: { applied: false, reason: 'unknown-event-type' } });
+  it('acknowledges unknown event types, changes no operation, and notes the delivery for npm run connect', async () => {
+    const now = Date.now();
+    expect(await deliver({ type: 'webhook.ping' }, { id: 'msg_ping1' })).toEqual({
+      status: 200,
+      body: { applied: false, reason: 'unknown-event-type' },
+    });
     expect(store.writes).toBe(0);
+    expect(store.unmapped).toEqual([{ type: 'webhook.ping', webhookId: 'msg_ping1', receivedAt: expect.any(String) }]);
+    expect(Date.parse(store.unmapped[0]?.receivedAt ?? '')).toBeGreaterThanOrEqual(now - 1000);
+  });
+
+  it('answers an unknown event type 200 even when its note cannot be written', async () => {
+    store.failReceipts = true;
+    expect((await deliver({ type: 'webhook.ping' })).status).toBe(200);
+  });
+
+  it('notes nothing for a delivery whose signature is wrong', async () => {
+    expect((await deliver({ type: 'webhook.ping' }, { secret: newSecret() })).status).toBe(401);
+    expect(store.unmapped).toEqual([]);
   });
 
   it.each([

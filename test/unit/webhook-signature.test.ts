@@ -29,6 +29,20 @@ describe('WebhookSignatureVerifier', () => {
     expect((await verify(verifierFor(newOne), { body: delivery.body, headers: both })).ok).toBe(true);
   });
 
+  it('asks past a cached value once when no secret matches: a secret stored since is found, a forged signature is still refused', async () => {
+    const [cached, stored] = [newSecret(), newSecret()];
+    const asked: Array<boolean | undefined> = [];
+    const verifier = new WebhookSignatureVerifier(async (options) => {
+      asked.push(options?.refresh);
+      return options?.refresh ? [cached, stored] : [cached];
+    });
+    expect((await verify(verifier, signedDelivery(cached, { type: 'ping' }))).ok).toBe(true);
+    expect(asked).toEqual([undefined]); // a match needs no second look
+    expect(await verify(verifier, signedDelivery(stored, { type: 'ping' }))).toMatchObject({ ok: true });
+    expect(asked).toEqual([undefined, undefined, true]);
+    expect(await verify(verifier, signedDelivery(newSecret(), { type: 'ping' }))).toEqual({ ok: false, reason: 'no matching signature' });
+  });
+
   it('rejects a wrong secret, a changed body and missing headers', async () => {
     const secret = newSecret();
     const delivery = signedDelivery(secret, { type: 'ping' });
