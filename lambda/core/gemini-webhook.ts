@@ -43,6 +43,8 @@ const Envelope = z.object({ type: z.string().min(1) });
 
 const KnownEnvelope = z.object({
   type: z.string(),
+  /** Dynamic webhooks: the job's `webhookConfig.user_metadata`, returned on each event. */
+  user_metadata: z.record(z.string(), z.unknown()).optional(),
   version: z.literal('v1').optional(),
   timestamp: z.string(),
   data: z.looseObject({
@@ -53,6 +55,12 @@ const KnownEnvelope = z.object({
     outputFileUri: z.string().optional(),
     video_uri: z.string().optional(),
     videoUri: z.string().optional(),
+    rai_media_filtered_count: z.number().optional(),
+    raiMediaFilteredCount: z.number().optional(),
+    rai_media_filtered_reasons: z.array(z.string()).optional(),
+    raiMediaFilteredReasons: z.array(z.string()).optional(),
+    user_metadata: z.record(z.string(), z.unknown()).optional(),
+    userMetadata: z.record(z.string(), z.unknown()).optional(),
     error: z
       .union([
         z.string(),
@@ -83,18 +91,25 @@ export function mapWebhookDelivery(body: unknown, deliveryId: string): WebhookMa
   const parsed = KnownEnvelope.safeParse(body);
   if (!parsed.success) throw new MalformedEventError(`invalid ${envelope.data.type} event: ${z.prettifyError(parsed.error)}`);
   const { data, timestamp } = parsed.data;
+  const result = resultOf(data);
+  const userMetadata = data.user_metadata ?? data.userMetadata ?? parsed.data.user_metadata;
+  // A video the safety filters blocked is announced as generated, with no video: a failure.
+  const blocked = type.kind === 'video' && !result?.outputUri && result?.filtered;
   return {
     kind: 'event',
     event: {
       name: normalizeOperationName(data.id, type.kind),
       kind: type.kind,
-      state: type.state,
+      state: blocked ? 'FAILED' : type.state,
       providerState: envelope.data.type,
       // The event's own time when the payload has one, else the envelope's.
       updateTime: normalizeTime(data.update_time ?? data.updateTime ?? timestamp),
       source: 'webhook',
       eventId: deliveryId,
-      result: resultOf(data),
+      result: blocked
+        ? { ...result, error: { status: 'FILTERED', message: `blocked by safety filters: ${blocked.count} video(s) filtered` } }
+        : result,
+      ...(userMetadata && { userMetadata }),
     },
   };
 }
@@ -105,8 +120,17 @@ function resultOf(data: z.infer<typeof KnownEnvelope>['data']): OperationResult 
     typeof data.error === 'string'
       ? { message: data.error }
       : data.error && { code: data.error.code, message: data.error.message, status: data.error.status };
-  if (outputUri === undefined && error === undefined) return undefined;
-  return { ...(outputUri !== undefined && { outputUri }), ...(error !== undefined && { error: stripUndefined(error) }) };
+  const filteredCount = data.rai_media_filtered_count ?? data.raiMediaFilteredCount ?? 0;
+  const filtered =
+    filteredCount > 0
+      ? { count: filteredCount, reasons: data.rai_media_filtered_reasons ?? data.raiMediaFilteredReasons ?? [] }
+      : undefined;
+  if (outputUri === undefined && error === undefined && filtered === undefined) return undefined;
+  return {
+    ...(outputUri !== undefined && { outputUri }),
+    ...(error !== undefined && { error: stripUndefined(error) }),
+    ...(filtered && { filtered }),
+  };
 }
 
 function stripUndefined<T extends object>(value: T): T {

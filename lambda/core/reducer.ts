@@ -11,6 +11,8 @@ export interface OperationResult {
   outputUri?: string;
   /** The provider's error: a gRPC/HTTP code (its literal text when not an exact storable number), message, status. */
   error?: { code?: string | number; message?: string; status?: string };
+  /** Veo: videos the safety filters blocked (a video answer with none left is FAILED). */
+  filtered?: { count: number; reasons: string[] };
 }
 
 /** One observation of an operation's state, already normalised at the edge. */
@@ -26,6 +28,8 @@ export interface OperationEvent {
   /** Webhook delivery id, or a poll's own id; for tracing only. */
   eventId?: string;
   result?: OperationResult;
+  /** Dynamic webhooks: the job's own `user_metadata`, for receivers to route by. */
+  userMetadata?: Record<string, unknown>;
 }
 
 /** The stored record of an operation. `version` counts applied writes. */
@@ -44,6 +48,8 @@ export interface OperationRecord {
   source: EventSource;
   eventId: string | null;
   result: OperationResult | null;
+  /** The job's `user_metadata` from a dynamic webhook, kept once seen. */
+  userMetadata?: Record<string, unknown> | null;
   createdAt: string;
   recordedAt: string;
 }
@@ -68,6 +74,7 @@ export function applyEvent(current: OperationRecord | undefined, event: Operatio
     source: event.source,
     eventId: event.eventId ?? null,
     result: event.result ?? current?.result ?? null,
+    ...((event.userMetadata ?? current?.userMetadata) && { userMetadata: event.userMetadata ?? current?.userMetadata }),
     createdAt: current?.createdAt ?? now,
     recordedAt: now,
   };

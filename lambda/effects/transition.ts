@@ -8,7 +8,7 @@ import type { OperationRecord } from '../core/reducer.ts';
 
 export type Transition = Pick<
   OperationRecord,
-  'name' | 'kind' | 'state' | 'previousState' | 'version' | 'updateTime' | 'providerState' | 'result' | 'recordedAt'
+  'name' | 'kind' | 'state' | 'previousState' | 'version' | 'updateTime' | 'providerState' | 'result' | 'userMetadata' | 'recordedAt'
 >;
 
 /** A record no retry can decode: dead-lettered at once, never retried. */
@@ -37,6 +37,8 @@ export function transitionFromRecord(record: DynamoDBRecord): Transition {
     updateTime: item.updateTime ?? null,
     providerState: item.providerState ?? null,
     result: item.result ?? null,
+    // Only operations started with a dynamic webhook's user_metadata carry it.
+    ...(item.userMetadata && { userMetadata: item.userMetadata }),
     recordedAt: item.recordedAt,
   };
 }

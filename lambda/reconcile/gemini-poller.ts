@@ -1,6 +1,13 @@
 /** Polls Gemini with @google/genai: the adapter behind reconcile. */
 import { ApiError, GenerateVideosOperation, GoogleGenAI } from '@google/genai';
-import { eventFromBatch, eventFromOperation, type OperationAnswer } from '../core/gemini-poll.ts';
+import {
+  eventFromBatch,
+  eventFromInteraction,
+  eventFromOperation,
+  type InteractionAnswer,
+  type OperationAnswer,
+  UnknownProviderStateError,
+} from '../core/gemini-poll.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
 import { isNameOfKind } from '../core/names.ts';
 import type { OperationEvent } from '../core/reducer.ts';
@@ -16,6 +23,8 @@ export class PollFailedError extends Error {
   constructor(
     message: string,
     readonly status?: number,
+    /** The provider's state word Ratchet has no mapping for, kept raw. */
+    readonly unknownState?: string,
   ) {
     super(message);
   }
@@ -46,6 +55,10 @@ export class GenAiPoller implements GeminiPoller {
     if (!isNameOfKind(name, kind)) return { kind: 'refused', reason: `not a well-formed ${kind} name` };
     try {
       if (kind === 'batch') return { kind: 'event', event: eventFromBatch(name, await this.ai.batches.get({ name })) };
+      if (kind === 'interaction') {
+        const answer = await this.ai.interactions.get(name.slice('interactions/'.length));
+        return { kind: 'event', event: eventFromInteraction(name, answer as InteractionAnswer) };
+      }
       // The SDK wants its own operation class with `name` set; a plain {name} fails.
       const operation = new GenerateVideosOperation();
       operation.name = name;
@@ -53,8 +66,11 @@ export class GenAiPoller implements GeminiPoller {
         kind === 'video' ? await this.ai.operations.getVideosOperation({ operation }) : await this.ai.operations.get({ operation });
       return { kind: 'event', event: eventFromOperation(name, kind, answer as OperationAnswer) };
     } catch (error) {
-      if (error instanceof ApiError && error.status === 404) return { kind: 'not-found' };
-      if (error instanceof ApiError) throw new PollFailedError(`Gemini answered ${error.status}`, error.status);
+      if (error instanceof UnknownProviderStateError) throw new PollFailedError(error.message, undefined, error.raw);
+      // ApiError from the classic API, the interactions client's own error classes: both carry the HTTP status.
+      const status = error instanceof ApiError ? error.status : (error as { status?: unknown }).status;
+      if (status === 404) return { kind: 'not-found' };
+      if (typeof status === 'number') throw new PollFailedError(`Gemini answered ${status}`, status);
       throw new PollFailedError((error as Error).message);
     }
   }

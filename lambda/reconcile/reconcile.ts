@@ -9,7 +9,10 @@
  * - the poll failed (429, 5xx, timeout, malformed): back off the same way, the
  *   operation's other state untouched; one operation's error never stops the rest;
  * - 404 three times in a row: stop polling it (`pollNote: not-found`); a
- *   webhook can still finish it;
+ *   webhook can still finish it. An interaction's 404 within its first 10
+ *   minutes is not counted: right after creation it can be transient;
+ * - a state Gemini answers that Ratchet has no mapping for: counted
+ *   (`unknownStates`), kept raw in `pollNote`, backed off like a failure, never guessed;
  * - a name that is not a well-formed name of its kind is never sent (the
  *   poller refuses it): polling stops at once (`pollNote: invalid-name`).
  *
@@ -51,12 +54,16 @@ export interface ReconcileStats {
   deferred: number;
   /** Names the poller refused to send (not a well-formed name of their kind); polling them stopped. */
   refused: number;
+  /** Answers with a state Ratchet has no mapping for (also counted in `failed`). */
+  unknownStates: number;
   /** Age of the oldest open operation due this run, in seconds (0 when none): stuck jobs show here. */
   oldestOpenAgeSeconds: number;
 }
 
 export const MAX_INTERVAL_SECONDS = 30 * 60;
 export const NOT_FOUND_LIMIT = 3;
+/** An interaction's 404 this soon after it was first recorded is not counted toward NOT_FOUND_LIMIT. */
+export const INTERACTION_NOT_FOUND_GRACE_MS = 10 * 60_000;
 
 export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
   const { store, logger, clock = () => new Date(), concurrency = 8, pageSize = 100 } = deps;
@@ -70,6 +77,7 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
     conflicts: 0,
     deferred: 0,
     refused: 0,
+    unknownStates: 0,
     oldestOpenAgeSeconds: 0,
   };
   const now = timeFromDate(clock());
@@ -118,6 +126,15 @@ async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, sta
   } catch (error) {
     if (!(error instanceof PollFailedError)) throw error;
     stats.failed++;
+    if (error.unknownState !== undefined) {
+      stats.unknownStates++;
+      logger.warn('poll answered an unknown state; kept raw, not guessed; backing off', {
+        operation: record.name,
+        providerState: error.unknownState,
+      });
+      await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: `unknown-state:${error.unknownState.slice(0, 100)}` });
+      return;
+    }
     logger.warn('poll failed; backing off', { operation: record.name, status: error.status, detail: error.message });
     await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: error.message });
     return;
@@ -134,7 +151,8 @@ async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, sta
   }
   if (answer.kind === 'not-found') {
     stats.notFound++;
-    const notFoundPolls = poll.notFoundPolls + 1;
+    const young = record.kind === 'interaction' && clock().getTime() - Date.parse(record.createdAt) < INTERACTION_NOT_FOUND_GRACE_MS;
+    const notFoundPolls = poll.notFoundPolls + (young ? 0 : 1);
     if (notFoundPolls >= NOT_FOUND_LIMIT) {
       logger.warn('operation not found at Gemini; polling stopped', { operation: record.name, polls: notFoundPolls });
       await store.schedulePoll(record.name, record.version, { ...poll, notFoundPolls, nextPollAt: null, note: 'not-found' });

@@ -31,8 +31,8 @@ import {
   type WriteKind,
 } from './table.ts';
 
-/** Kinds reconcile knows how to poll; interactions are learned from webhooks only. */
-const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation']);
+/** Kinds reconcile polls: all of them (interactions with `interactions.get`). */
+const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation', 'interaction']);
 
 export class DynamoDbOperationStore implements OperationStore, PollSchedule, DeliveryReceipts {
   constructor(
@@ -203,6 +203,7 @@ function recordFromItem(item: Record<string, unknown>): OperationRecord {
     source: record.source,
     eventId: record.eventId ?? null,
     result: record.result ?? null,
+    ...(record.userMetadata && { userMetadata: record.userMetadata }),
     createdAt: record.createdAt,
     recordedAt: record.recordedAt,
   };

@@ -13,7 +13,7 @@ import { GenAiPoller } from '../../lambda/reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../../lambda/reconcile/reconcile.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
-import { createTableInput } from '../../lambda/store/table.ts';
+import { createTableInput, pollBucketOf } from '../../lambda/store/table.ts';
 import { ensureTable } from '../../local/runtime.ts';
 import { envelope } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
@@ -170,6 +170,75 @@ describe('reconcile', () => {
     await reconcileOnce();
     expect(polls()).toBe(3);
     expect(await store.get(name)).toMatchObject({ state: null, version: 1 });
+  });
+
+  it('polls interactions through interactions.get: every status mapped, the raw one kept, unknown ones never guessed', async () => {
+    const statuses = ['completed', 'failed', 'budget_exceeded', 'incomplete', 'cancelled', 'requires_action', 'in_progress', 'queued'];
+    const names = statuses.map((status) => `interactions/int-${run}-${status}`);
+    for (const name of names) await track(name);
+    statuses.forEach((status, i) => {
+      gemini.interactions.set(names[i] as string, { status, updated: '2026-11-30T10:00:05Z' });
+    });
+    const unknown = `interactions/int-${run}-unknown`;
+    await track(unknown);
+    gemini.interactions.set(unknown, { status: 'paused_for_lunch', updated: '2026-11-30T10:00:05Z' });
+    const stats = await reconcileOnce();
+    expect(stats.unknownStates).toBe(1);
+    expect(await Promise.all(names.map(stateOf))).toEqual([
+      'SUCCEEDED',
+      'FAILED',
+      'FAILED',
+      'FAILED',
+      'CANCELLED',
+      'REQUIRES_ACTION',
+      'RUNNING',
+      'PENDING',
+    ]);
+    expect(await store.get(names[3] as string)).toMatchObject({
+      providerState: 'incomplete',
+      updateTime: '2026-11-30T10:00:05.000000000Z',
+      result: { error: { status: 'INCOMPLETE' } },
+    });
+    expect(await stateOf(unknown)).toBeNull();
+    const [candidate] = (await store.dueForPoll(pollBucketOf(unknown), '9999', 100)).filter((c) => c.record.name === unknown);
+    expect(candidate?.poll.failedPolls).toBe(1);
+    // An answer within the same second at the same rank never overrides: the second has no sub-second digits.
+    gemini.interactions.set(names[6] as string, { status: 'requires_action', updated: '2026-11-30T10:00:05Z' });
+    await reconcileOnce();
+    expect(await stateOf(names[6] as string)).toBe('RUNNING');
+  });
+
+  it("retries an interaction's 404 right after creation instead of giving it up, and finds it", async () => {
+    const name = `interactions/young-${run}`;
+    await store.write(trackedRecord(name, 'interaction', timeFromDate(now)), undefined);
+    // Reconcile's clock moves 3 h per run: keep it within the grace by running with a clock just after creation.
+    const created = now.getTime();
+    for (let minute = 1; minute <= 5; minute++) {
+      const clock = () => new Date(created + minute * 60_000);
+      const stats = await reconcile({ store, poller, logger: silentLogger, clock, intervalSeconds: 1, budgetMs: 60_000 });
+      expect(stats.notFound).toBeGreaterThanOrEqual(1);
+    }
+    // Five 404s, none counted: three would have stopped an older operation's polling.
+    const [candidate] = (await store.dueForPoll(pollBucketOf(name), '9999', 100)).filter((c) => c.record.name === name);
+    expect(candidate?.poll.notFoundPolls).toBe(0);
+    gemini.interactions.set(name, { status: 'completed', updated: '2026-11-30T10:10:00Z' });
+    await reconcileOnce();
+    expect(await stateOf(name)).toBe('SUCCEEDED');
+  });
+
+  it('records a Veo video the safety filters blocked as FAILED, with the reasons', async () => {
+    const name = `models/veo-3.0-generate-001/operations/filtered-${run}`;
+    await track(name);
+    gemini.operations.set(name, {
+      done: true,
+      response: { generateVideoResponse: { raiMediaFilteredCount: 1, raiMediaFilteredReasons: ['celebrity likeness'] } },
+    });
+    await reconcileOnce();
+    expect(await store.get(name)).toMatchObject({
+      state: 'FAILED',
+      providerState: 'DONE_FILTERED',
+      result: { error: { status: 'FILTERED' }, filtered: { count: 1, reasons: ['celebrity likeness'] } },
+    });
   });
 
   it('stops taking new polls at its deadline and leaves the rest due for the next run', async () => {

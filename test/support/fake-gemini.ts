@@ -1,6 +1,7 @@
 /**
  * A fake Gemini API on 127.0.0.1, enough for the real @google/genai SDK:
- * `GET /v1beta/batches/{id}` and `GET /v1beta/{operation name}`, and the
+ * `GET /v1beta/batches/{id}`, `GET /v1beta/interactions/{id}` and
+ * `GET /v1beta/{operation name}`, and the
  * static webhooks API (`/v1beta/webhooks`: list, create, get, patch, `:ping`,
  * `:rotateSigningSecret`), whose ping is delivered signed, as Gemini does, and
  * retried until answered 2xx. States are set by the test as time goes on;
@@ -36,7 +37,14 @@ export interface FakeWebhook {
   update_time: string;
 }
 
+export interface FakeInteraction {
+  status: string;
+  updated?: string;
+}
+
 export class FakeGemini {
+  /** By name, `interactions/{id}` (served at `GET /v1beta/interactions/{id}`). */
+  readonly interactions = new Map<string, FakeInteraction>();
   readonly webhooks = new Map<string, FakeWebhook>();
   /** Each ping delivery attempt: the webhook, the HTTP status Ratchet answered (0: no answer). */
   readonly pingAttempts: Array<{ webhook: string; status: number }> = [];
@@ -90,6 +98,11 @@ export class FakeGemini {
           name: path,
           metadata: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch', name: path, ...batch },
         });
+      }
+      const interaction = this.interactions.get(path);
+      if (interaction) {
+        const id = path.slice('interactions/'.length);
+        return json(res, 200, { id, object: 'interaction', created: '2026-11-30T09:00:00Z', ...interaction });
       }
       const operation = this.operations.get(path);
       if (operation) return json(res, 200, { name: path, ...operation });

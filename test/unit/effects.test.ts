@@ -9,7 +9,7 @@ import type { EffectLedger } from '../../lambda/effects/ledger.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
 import { nextAttempt, type RetryScheduler } from '../../lambda/effects/queue.ts';
 import { type EffectSink, EventBridgeSink, SinkError, WebhookSink } from '../../lambda/effects/sinks.ts';
-import { type Transition, transitionFromRecord } from '../../lambda/effects/transition.ts';
+import { stateChangedEvent, type Transition, transitionFromRecord } from '../../lambda/effects/transition.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { Receiver } from '../support/receiver.ts';
 import { silentLogger } from '../support/silent-logger.ts';
@@ -153,6 +153,13 @@ describe('transitionFromRecord', () => {
       result: { outputUri: 'files/o' },
       recordedAt: '2026-11-30T10:00:02.000000000Z',
     });
+  });
+
+  it("carries the job's user_metadata from a dynamic webhook into the effect, for receivers to route by", () => {
+    const image = { ...operation(2, 'SUCCEEDED'), userMetadata: { tenant: 'acme', order: 7 } };
+    const transition = transitionFromRecord(streamRecord(image));
+    expect(transition.userMetadata).toEqual({ tenant: 'acme', order: 7 });
+    expect(stateChangedEvent(transition).data.userMetadata).toEqual({ tenant: 'acme', order: 7 });
   });
 });
 

@@ -1,5 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { eventFromBatch, eventFromOperation, MalformedPollError } from '../../lambda/core/gemini-poll.ts';
+import {
+  eventFromBatch,
+  eventFromInteraction,
+  eventFromOperation,
+  MalformedPollError,
+  UnknownProviderStateError,
+} from '../../lambda/core/gemini-poll.ts';
 import { MAX_INTERVAL_SECONDS, nextPoll } from '../../lambda/reconcile/reconcile.ts';
 
 describe('eventFromBatch', () => {
@@ -74,6 +80,90 @@ describe('eventFromOperation', () => {
     expect(eventFromOperation('operations/1', 'operation', { done: true, error: { code: 1, message: 'cancelled' } }).state).toBe(
       'CANCELLED',
     );
+  });
+});
+
+describe('Veo outcomes', () => {
+  const veo = 'models/veo-3/operations/9';
+  it('maps a done answer blocked by the safety filters to FAILED, with the count and reasons as given', () => {
+    expect(
+      eventFromOperation(veo, 'video', {
+        done: true,
+        response: { raiMediaFilteredCount: 1, raiMediaFilteredReasons: ['Person generation is not allowed'] },
+      }),
+    ).toEqual({
+      name: veo,
+      kind: 'video',
+      source: 'poll',
+      state: 'FAILED',
+      providerState: 'DONE_FILTERED',
+      result: {
+        error: { status: 'FILTERED', message: 'blocked by safety filters: 1 video(s) filtered (Person generation is not allowed)' },
+        filtered: { count: 1, reasons: ['Person generation is not allowed'] },
+      },
+    });
+  });
+
+  it('maps done with a response but no video and no filter count to FAILED with a clear reason', () => {
+    expect(eventFromOperation(veo, 'video', { done: true, response: {} })).toMatchObject({
+      state: 'FAILED',
+      providerState: 'DONE_NO_VIDEO',
+      result: { error: { status: 'NO_VIDEO', message: 'done without an error and without a video' } },
+    });
+    expect(eventFromOperation(veo, 'video', { done: true })).toMatchObject({ state: 'FAILED', providerState: 'DONE_NO_VIDEO' });
+  });
+
+  it('keeps the output URI of a real success, and notes videos the filters took from it', () => {
+    expect(
+      eventFromOperation(veo, 'video', {
+        done: true,
+        response: { generatedVideos: [{ video: { uri: 'files/v1' } }], raiMediaFilteredCount: 1 },
+      }),
+    ).toMatchObject({ state: 'SUCCEEDED', result: { outputUri: 'files/v1', filtered: { count: 1, reasons: [] } } });
+    // A generic operation without a video is not a video: done is done.
+    expect(eventFromOperation('operations/1', 'operation', { done: true, response: {} }).state).toBe('SUCCEEDED');
+  });
+});
+
+describe('eventFromInteraction', () => {
+  it.each([
+    ['queued', 'PENDING'],
+    ['in_progress', 'RUNNING'],
+    ['requires_continuation', 'RUNNING'],
+    ['requires_action', 'REQUIRES_ACTION'],
+    ['completed', 'SUCCEEDED'],
+    ['failed', 'FAILED'],
+    ['budget_exceeded', 'FAILED'],
+    ['incomplete', 'FAILED'],
+    ['cancelled', 'CANCELLED'],
+  ])('maps %s to %s, keeping the raw status and `updated` as the time', (status, state) => {
+    expect(eventFromInteraction('interactions/i1', { status, updated: '2026-12-01T10:05:00Z' })).toMatchObject({
+      name: 'interactions/i1',
+      kind: 'interaction',
+      state,
+      providerState: status,
+      updateTime: '2026-12-01T10:05:00.000000000Z',
+      source: 'poll',
+    });
+  });
+
+  it('says why an incomplete or over-budget interaction failed', () => {
+    expect(eventFromInteraction('interactions/i1', { status: 'incomplete' }).result).toEqual({ error: { status: 'INCOMPLETE' } });
+    expect(eventFromInteraction('interactions/i1', { status: 'budget_exceeded' }).result).toEqual({
+      error: { status: 'BUDGET_EXCEEDED' },
+    });
+  });
+
+  it('never guesses an unknown status: it throws with the raw value kept', () => {
+    const error = (() => {
+      try {
+        eventFromInteraction('interactions/i1', { status: 'paused_for_lunch' });
+      } catch (e) {
+        return e;
+      }
+    })();
+    expect(error).toBeInstanceOf(UnknownProviderStateError);
+    expect((error as UnknownProviderStateError).raw).toBe('paused_for_lunch');
   });
 });
 

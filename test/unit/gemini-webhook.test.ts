@@ -11,6 +11,32 @@ describe('SUBSCRIBED_EVENTS (what npm run connect subscribes to)', () => {
   });
 });
 
+describe('mapWebhookDelivery: dynamic-webhook metadata and filtered videos', () => {
+  it('keeps user_metadata (in data or beside it) on the event', () => {
+    const inData = mapWebhookDelivery(envelope('batch.succeeded', { id: 'batches/1', user_metadata: { tenant: 'a', n: 1 } }), 'm');
+    expect(inData).toMatchObject({ event: { userMetadata: { tenant: 'a', n: 1 } } });
+    const beside = mapWebhookDelivery({ ...envelope('batch.succeeded', { id: 'batches/1' }), user_metadata: { tenant: 'b' } }, 'm');
+    expect(beside).toMatchObject({ event: { userMetadata: { tenant: 'b' } } });
+    expect(mapWebhookDelivery(envelope('batch.succeeded', { id: 'batches/1' }), 'm')).not.toHaveProperty('event.userMetadata');
+  });
+
+  it('maps a video.generated that carries a filter count and no video to FAILED', () => {
+    const blocked = mapWebhookDelivery(
+      envelope('video.generated', { id: 'models/veo/operations/2', rai_media_filtered_count: 1, rai_media_filtered_reasons: ['x'] }),
+      'm',
+    );
+    expect(blocked).toMatchObject({
+      event: {
+        state: 'FAILED',
+        providerState: 'video.generated',
+        result: { error: { status: 'FILTERED' }, filtered: { count: 1, reasons: ['x'] } },
+      },
+    });
+    const made = mapWebhookDelivery(envelope('video.generated', { id: 'models/veo/operations/2', video_uri: 'files/v' }), 'm');
+    expect(made).toMatchObject({ event: { state: 'SUCCEEDED', result: { outputUri: 'files/v' } } });
+  });
+});
+
 describe('mapWebhookDelivery', () => {
   it.each([
     ['batch.succeeded', 'batches/7', 'batch', 'SUCCEEDED'],
