@@ -1,7 +1,8 @@
 /**
- * The whole system through npm start: operations tracked over HTTP, learned
- * only by polling a fake Gemini (real SDK, GEMINI_BASE_URL), and every state
- * change delivered by the effects path to a receiver.
+ * The whole system through npm start: operations tracked over HTTP (a batch,
+ * a Veo operation and an interaction), learned only by polling a fake Gemini
+ * (real SDK, GEMINI_BASE_URL), and every state change delivered by the effects
+ * path to a receiver.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { newSecret } from '../support/deliveries.ts';
@@ -41,7 +42,8 @@ describe('npm start with reconcile', () => {
   it('follows tracked operations by polling alone and fires each state change once, in order', async () => {
     const batch = 'batches/e2e-poll';
     const video = 'models/veo-3.0-generate-001/operations/e2e-poll';
-    for (const name of ['batch_e2e-poll', video]) {
+    const interaction = 'interactions/e2e-poll';
+    for (const name of ['batch_e2e-poll', video, 'interaction_e2e-poll']) {
       const response = await fetch(`${ratchet.url}/operations`, {
         method: 'POST',
         body: JSON.stringify({ name }),
@@ -51,14 +53,29 @@ describe('npm start with reconcile', () => {
     }
     gemini.batches.set(batch, { state: 'BATCH_STATE_PENDING', updateTime: '2026-11-30T10:00:00Z' });
     gemini.operations.set(video, { done: false });
-    await eventually(async () => (await stateOf(batch)) === 'PENDING' && (await stateOf(video)) === 'RUNNING', 45_000, 'first polls');
+    gemini.interactions.set(interaction, { status: 'in_progress', updated: '2026-11-30T10:00:01Z' });
+    await eventually(
+      async () =>
+        (await stateOf(batch)) === 'PENDING' && (await stateOf(video)) === 'RUNNING' && (await stateOf(interaction)) === 'RUNNING',
+      45_000,
+      'first polls',
+    );
     gemini.batches.set(batch, { state: 'BATCH_STATE_RUNNING', updateTime: '2026-11-30T10:05:00.25Z' });
     await eventually(async () => (await stateOf(batch)) === 'RUNNING', 45_000, 'RUNNING');
     gemini.batches.set(batch, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T10:09:00Z' });
-    gemini.operations.set(video, { done: true, response: {} });
-    await eventually(async () => (await stateOf(batch)) === 'SUCCEEDED' && (await stateOf(video)) === 'SUCCEEDED', 45_000, 'SUCCEEDED');
+    gemini.operations.set(video, {
+      done: true,
+      response: { generateVideoResponse: { generatedSamples: [{ video: { uri: 'https://v/e2e.mp4' } }] } },
+    });
+    gemini.interactions.set(interaction, { status: 'completed', updated: '2026-11-30T10:09:02Z' });
+    await eventually(
+      async () =>
+        (await stateOf(batch)) === 'SUCCEEDED' && (await stateOf(video)) === 'SUCCEEDED' && (await stateOf(interaction)) === 'SUCCEEDED',
+      45_000,
+      'SUCCEEDED',
+    );
 
-    await eventually(() => receiver.applied().length >= 5, 20_000, 'effects');
+    await eventually(() => receiver.applied().length >= 7, 20_000, 'effects');
     const sent = receiver.applied().map((d) => `${d.body.data.name} ${d.body.data.previousState ?? '-'}>${d.body.data.state}`);
     expect(sent.filter((s) => s.startsWith(batch))).toEqual([
       `${batch} ->PENDING`,
@@ -66,6 +83,7 @@ describe('npm start with reconcile', () => {
       `${batch} RUNNING>SUCCEEDED`,
     ]);
     expect(sent.filter((s) => s.startsWith(video))).toEqual([`${video} ->RUNNING`, `${video} RUNNING>SUCCEEDED`]);
+    expect(sent.filter((s) => s.startsWith(interaction))).toEqual([`${interaction} ->RUNNING`, `${interaction} RUNNING>SUCCEEDED`]);
     expect(receiver.accepted).toHaveLength(receiver.applied().length);
   }, 180_000);
 });
