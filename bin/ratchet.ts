@@ -13,6 +13,8 @@ new RatchetStack(app, 'Ratchet', {
   env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION },
   // cdk deploy -c alarmEmail=ops@example.com subscribes an address to the alarms.
   alarmEmail: app.node.tryGetContext('alarmEmail'),
+  // cdk deploy -c geminiWebhookAudience=<aud> accepts dynamic-webhook JWTs carrying that audience.
+  geminiWebhookAudience: app.node.tryGetContext('geminiWebhookAudience'),
   ...(concurrency !== undefined && { apiReservedConcurrency: Number(concurrency) }),
 });
 // The AWS Solutions checks run on every synth: an unexplained finding fails it.

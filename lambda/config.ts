@@ -4,6 +4,11 @@
  */
 import { z } from 'zod';
 
+/** Where Google publishes the keys of dynamic-webhook signatures. */
+export const GOOGLE_WEBHOOK_KEYS_URL = 'https://generativelanguage.googleapis.com/.well-known/jwks.json';
+/** The issuer dynamic-webhook JWTs are expected to carry unless GEMINI_WEBHOOK_ISSUER says otherwise. */
+export const GOOGLE_WEBHOOK_ISSUER = 'https://generativelanguage.googleapis.com';
+
 const Env = z.object({
   TABLE_NAME: z.string().min(1).default('ratchet-operations'),
   DYNAMODB_ENDPOINT: z.url().optional(),
@@ -14,6 +19,16 @@ const Env = z.object({
   GEMINI_BASE_URL: z.url().optional(),
   /** In AWS: a Secrets Manager secret holding GEMINI_API_KEY. */
   GEMINI_API_KEY_ARN: z.string().optional(),
+  /** The JSON Web Key Set dynamic-webhook signatures (`v1a` Ed25519, RS256 JWTs) are checked against. */
+  GEMINI_WEBHOOK_KEYS_URL: z.url().default(GOOGLE_WEBHOOK_KEYS_URL),
+  /** Expected `aud` of dynamic-webhook JWTs; unset: JWT-signed deliveries are refused (401). */
+  GEMINI_WEBHOOK_AUDIENCE: z.string().min(1).optional(),
+  /** Expected `iss` of dynamic-webhook JWTs. */
+  GEMINI_WEBHOOK_ISSUER: z.string().min(1).default(GOOGLE_WEBHOOK_ISSUER),
+  /** In AWS: the reconcile function, invoked at once when a JWT-signed delivery asks for a poll. */
+  RECONCILE_FUNCTION_NAME: z.string().min(1).optional(),
+  /** This deployment's webhook URL: reconcile's hourly health check looks at the Gemini webhooks pointing here (unset: all of the key's webhooks). */
+  WEBHOOK_URL: z.url().optional(),
   RECONCILE_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
   EFFECTS_WEBHOOK_URL: z.url().optional(),
   /** In AWS: a Secrets Manager secret holding EFFECTS_WEBHOOK_URL (set by `npm run connect`, so a redeploy keeps it). */

@@ -106,6 +106,18 @@ export class RatchetAlarms extends Construct {
     alarm('EffectsUndecodable', ratchet('EffectUndecodable'), 1, 'A stream record could not be decoded (dead-lettered raw).');
     alarm('WebhookNotRecorded', ratchet('WebhookNotRecorded'), 1, 'A webhook was answered 503 (store unavailable): Gemini retries it.');
     alarm('WebhookNotConfigured', ratchet('WebhookNotConfigured'), 1, 'Webhooks arrive but no signing secret is set: run npm run connect.');
+    alarm(
+      'WebhookKeysUnavailable',
+      ratchet('WebhookKeysUnavailable'),
+      1,
+      'Dynamic-webhook deliveries answered 503: the key set at GEMINI_WEBHOOK_KEYS_URL could not be fetched.',
+    );
+    alarm(
+      'GeminiWebhookDisabled',
+      ratchet('ReconcileWebhooksDisabled', 'Maximum'),
+      1,
+      'Gemini disabled a webhook pointing here after failed deliveries: fix the cause, then run npm run connect.',
+    );
     alarm('WebhookUnstorable', ratchet('WebhookUnstorable'), 1, 'The store refused a webhook for good (400 unstorable).');
     alarm('TerminalConflicts', ratchet('WebhookTerminalConflict'), 1, 'Gemini reported two different terminal states for one operation.');
     alarm('ReconcileFailures', ratchet('ReconcileFailed'), 10, 'Polls of Gemini are failing (429, 5xx, timeouts).');

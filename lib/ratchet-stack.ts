@@ -59,6 +59,11 @@ export interface RatchetStackProps extends StackProps {
   alarmEmail?: string;
   /** Reserved concurrency of the API function (default 20; 0: none reserved, e.g. in an account limited to 10). */
   apiReservedConcurrency?: number;
+  /**
+   * The `aud` dynamic-webhook JWTs must carry (GEMINI_WEBHOOK_AUDIENCE); unset,
+   * JWT-signed deliveries are refused. `v1a` (Ed25519) deliveries need no setting.
+   */
+  geminiWebhookAudience?: string;
 }
 
 export class RatchetStack extends Stack {
@@ -105,6 +110,7 @@ export class RatchetStack extends Stack {
       description: 'Gemini webhook and operations API',
       // The webhook route is open: a flood must not take every concurrent execution of the account.
       ...(props.apiReservedConcurrency !== 0 && { reservedConcurrentExecutions: props.apiReservedConcurrency ?? 20 }),
+      ...(props.geminiWebhookAudience && { environment: { GEMINI_WEBHOOK_AUDIENCE: props.geminiWebhookAudience } }),
     })
       .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
       .bindSecret('WEBHOOK_SIGNING_SECRETS', signingSecrets);
@@ -276,11 +282,20 @@ export class RatchetStack extends Stack {
       reservedConcurrentExecutions: 1,
       retryAttempts: 0,
       maxEventAge: RECONCILE_INTERVAL,
-      environment: { RECONCILE_INTERVAL_SECONDS: String(RECONCILE_INTERVAL.toSeconds()) },
+      environment: {
+        RECONCILE_INTERVAL_SECONDS: String(RECONCILE_INTERVAL.toSeconds()),
+        // Its hourly health check looks at the Gemini webhooks that point here.
+        WEBHOOK_URL: `${this.api.apiEndpoint}/webhooks/gemini`,
+      },
     })
       .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
       .bindIndex(this.table, OPEN_INDEX, ['Query'])
       .bindSecret('GEMINI_API_KEY', geminiApiKey);
+    // A JWT-signed delivery is verified by polling: the API wakes reconcile at once (an asynchronous invocation).
+    this.apiFunction.addEnvironment('RECONCILE_FUNCTION_NAME', this.reconcileFunction.functionName);
+    this.apiFunction.addToRolePolicy(
+      new PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.reconcileFunction.functionArn] }),
+    );
     new Rule(this, 'ReconcileSchedule', {
       description: 'Runs reconcile',
       schedule: Schedule.rate(RECONCILE_INTERVAL),

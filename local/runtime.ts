@@ -32,10 +32,12 @@ import { redrive } from '../lambda/effects/redrive.ts';
 import { EFFECTS_PIPE, retrySettings } from '../lambda/effects/settings.ts';
 import { WebhookSink } from '../lambda/effects/sinks.ts';
 import { createApp, type Failure } from '../lambda/http/app.ts';
-import { parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
+import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../lambda/logger.ts';
 import { GenAiPoller } from '../lambda/reconcile/gemini-poller.ts';
+import { pollNow } from '../lambda/reconcile/poll-now.ts';
 import { reconcile } from '../lambda/reconcile/reconcile.ts';
+import { WebhookHealth } from '../lambda/reconcile/webhook-health.ts';
 import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../lambda/store/table.ts';
@@ -92,10 +94,12 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
     let effects: LocalEffects | undefined;
+    let schedule: LocalSchedule | undefined;
     const app = createApp({
       store,
       receipts: store,
-      verifier: new WebhookSignatureVerifier(async () => secrets),
+      verifier: new WebhookSignatureVerifier(async () => secrets, dynamicWebhooks(config)),
+      pollNow: config.GEMINI_API_KEY ? (operation) => pollNow(operation, { store, wake: async () => schedule?.runSoon() }) : undefined,
       logger,
       metrics,
       health: probe.check,
@@ -111,8 +115,8 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     );
     effects = await startEffects(config, { client, documents, endpoint: dynamodbEndpoint, logger, ensure });
     if (effects) stopped.push(() => effects.stop());
-    const schedule = startReconcile(config, store, logger);
-    if (schedule) stopped.push(() => schedule.stop());
+    schedule = startReconcile(config, store, logger);
+    if (schedule) stopped.push(() => schedule?.stop());
     const { port } = server.address() as AddressInfo;
     const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
     return { url: `http://${host}:${port}`, dynamodbEndpoint, devSecret, stop };
@@ -156,10 +160,11 @@ function startReconcile(config: Config, store: DynamoDbOperationStore, logger: L
     return undefined;
   }
   const poller = new GenAiPoller({ apiKey: config.GEMINI_API_KEY, baseUrl: config.GEMINI_BASE_URL });
+  const health = new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: config.WEBHOOK_URL, logger });
   const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;
   const schedule = new LocalSchedule(
     periodMs,
-    () => reconcile({ store, poller, logger, intervalSeconds: config.RECONCILE_INTERVAL_SECONDS, budgetMs: periodMs * 0.8 }),
+    () => reconcile({ store, poller, health, logger, intervalSeconds: config.RECONCILE_INTERVAL_SECONDS, budgetMs: periodMs * 0.8 }),
     logger,
   );
   schedule.start();

@@ -1,6 +1,6 @@
 /**
  * The local stand-in for an EventBridge schedule: runs a task every period,
- * never two at once, first run right away.
+ * never two at once, first run right away; `runSoon` for an extra run.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 
@@ -15,14 +15,34 @@ export class LocalSchedule {
     private readonly logger: Logger,
   ) {}
 
+  private busy = false;
+  private again = false;
+
   start(): void {
-    const tick = async () => {
-      if (this.stopped) return;
+    void this.tick();
+  }
+
+  /** An extra run now, or right after the one under way (as an extra invocation of the Lambda would). */
+  runSoon(): void {
+    if (this.stopped) return;
+    if (this.busy) {
+      this.again = true;
+      return;
+    }
+    clearTimeout(this.timer);
+    void this.tick();
+  }
+
+  private async tick(): Promise<void> {
+    if (this.stopped) return;
+    this.busy = true;
+    do {
+      this.again = false;
       this.running = this.task().catch((error) => this.logger.error('scheduled run failed', { error }));
       await this.running;
-      if (!this.stopped) this.timer = setTimeout(tick, this.periodMs);
-    };
-    void tick();
+    } while (this.again && !this.stopped);
+    this.busy = false;
+    if (!this.stopped) this.timer = setTimeout(() => void this.tick(), this.periodMs);
   }
 
   async stop(): Promise<void> {

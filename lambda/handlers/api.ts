@@ -3,11 +3,19 @@
  * operations routes. The composition root runs once per cold start.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
+import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { handle } from 'hono/aws-lambda';
 import { loadConfig } from '../config.ts';
 import { createApp } from '../http/app.ts';
-import { InvalidSecretError, NotConfiguredError, parseSigningSecrets, WebhookSignatureVerifier } from '../http/webhook-signature.ts';
+import {
+  dynamicWebhooks,
+  InvalidSecretError,
+  NotConfiguredError,
+  parseSigningSecrets,
+  WebhookSignatureVerifier,
+} from '../http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../logger.ts';
+import { pollNow } from '../reconcile/poll-now.ts';
 import { secretSetting } from '../secrets.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../store/dynamodb-operation-store.ts';
@@ -59,6 +67,22 @@ function parseSigningSecretsOrNotConfigured(value: string): string[] {
   }
 }
 
+const lambda = new LambdaClient({});
+/** Wakes the reconcile function (asynchronously: the delivery is answered at once; a busy reconcile is retried by Lambda). */
+async function wakeReconcile(): Promise<void> {
+  if (!config.RECONCILE_FUNCTION_NAME) return; // the schedule picks the operation up on its next run
+  await lambda.send(
+    new InvokeCommand({ FunctionName: config.RECONCILE_FUNCTION_NAME, InvocationType: 'Event', Payload: '{"source":"verify-by-poll"}' }),
+  );
+}
+
 export const handler = handle(
-  createApp({ store, receipts: store, verifier: new WebhookSignatureVerifier(signingSecrets), logger, metrics }),
+  createApp({
+    store,
+    receipts: store,
+    verifier: new WebhookSignatureVerifier(signingSecrets, dynamicWebhooks(config)),
+    pollNow: (operation) => pollNow(operation, { store, wake: wakeReconcile }),
+    logger,
+    metrics,
+  }),
 );

@@ -8,6 +8,7 @@ import { loadConfig } from '../config.ts';
 import { createLogger, createMetrics } from '../logger.ts';
 import { GenAiPoller } from '../reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../reconcile/reconcile.ts';
+import { WebhookHealth } from '../reconcile/webhook-health.ts';
 import { secretSetting } from '../secrets.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../store/dynamodb-operation-store.ts';
@@ -22,7 +23,7 @@ const store = new DynamoDbOperationStore(
 /** Stop taking new polls this long before the Lambda's own timeout. */
 const SAFETY_MS = 15_000;
 
-let poller: { key: string; poller: GenAiPoller } | undefined;
+let poller: { key: string; poller: GenAiPoller; health: WebhookHealth } | undefined;
 
 export const handler = async (_event: unknown, context: Context): Promise<ReconcileStats | { skipped: string }> => {
   const key = await secretSetting(config, 'GEMINI_API_KEY');
@@ -30,15 +31,20 @@ export const handler = async (_event: unknown, context: Context): Promise<Reconc
     logger.warn('reconcile skipped: no Gemini API key (set the GeminiApiKey secret)');
     return { skipped: 'no-api-key' };
   }
-  if (poller?.key !== key) poller = { key, poller: new GenAiPoller({ apiKey: key, baseUrl: config.GEMINI_BASE_URL }) };
+  if (poller?.key !== key) {
+    const gemini = new GenAiPoller({ apiKey: key, baseUrl: config.GEMINI_BASE_URL });
+    poller = { key, poller: gemini, health: new WebhookHealth({ webhooks: gemini.webhooks, webhookUrl: config.WEBHOOK_URL, logger }) };
+  }
   const stats = await reconcile({
     store,
     poller: poller.poller,
+    health: poller.health,
     logger,
     intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
     budgetMs: Math.max(1_000, context.getRemainingTimeInMillis() - SAFETY_MS),
   });
   for (const [name, value] of Object.entries(stats)) {
+    if (value === undefined) continue;
     const unit = name.endsWith('Seconds') ? MetricUnit.Seconds : MetricUnit.Count;
     metrics.addMetric(`Reconcile${name[0]?.toUpperCase()}${name.slice(1)}`, unit, value);
   }

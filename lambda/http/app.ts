@@ -10,6 +10,7 @@ import { bodyLimit } from 'hono/body-limit';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { z } from 'zod';
 import { MalformedEventError, mapWebhookDelivery } from '../core/gemini-webhook.ts';
+import type { OperationKind } from '../core/lifecycle.ts';
 import { InvalidNameError, kindOfName, normalizeOperationName } from '../core/names.ts';
 import { parseProviderJson } from '../core/provider-values.ts';
 import { trackedRecord } from '../core/reducer.ts';
@@ -32,6 +33,12 @@ export interface AppDeps {
   metrics?: Metrics;
   clock?: () => Date;
   ingest?: Omit<IngestDeps, 'store' | 'clock'>;
+  /**
+   * Dynamic-webhook deliveries signed with a JWT (which does not cover the
+   * body) are never applied from their body: the operation they name is polled
+   * instead. Without this they are answered 503 (nothing here can poll).
+   */
+  pollNow?: (operation: { name: string; kind: OperationKind }) => Promise<'scheduled' | 'terminal'>;
   /** Whether the store answers (the local runtime); without it `/healthz` reports the process only. */
   health?: () => Promise<'ok' | 'unavailable'>;
   /** Routes only one runtime has (the local runtime's effects admin), with the app's helpers. */
@@ -51,6 +58,8 @@ const FAILURES = {
   'not-recorded': 503,
   /** No usable signing secret yet: Gemini retries for 24 h, so nothing is lost while setup finishes. */
   'not-configured': 503,
+  /** The published keys for dynamic-webhook signatures cannot be fetched: the delivery cannot be judged now. */
+  'keys-unavailable': 503,
   'not-found': 404,
   internal: 500,
 } as const satisfies Record<string, ContentfulStatusCode>;
@@ -107,6 +116,11 @@ export function createApp(deps: AppDeps): Hono {
       count('WebhookNotConfigured');
       return fail('not-configured', `${error.message}; retry later`);
     }
+    if (!verification.ok && verification.status === 'keys-unavailable') {
+      logger.error('webhook not judged: signing keys unavailable', { reason: verification.reason });
+      count('WebhookKeysUnavailable');
+      return fail('keys-unavailable', verification.reason);
+    }
     if (!verification.ok) {
       logger.warn('webhook rejected', { decision: 'rejected', reason: verification.reason });
       count('WebhookRejected');
@@ -142,6 +156,7 @@ export function createApp(deps: AppDeps): Hono {
       return c.json({ applied: false, reason: 'unknown-event-type' });
     }
     const { event } = mapping;
+    if (verification.scheme === 'jwt') return verifyByPoll({ name: event.name, kind: event.kind }, deliveryId);
     try {
       const result = await ingest(event, { ...deps.ingest, store, clock });
       const log = {
@@ -195,6 +210,25 @@ export function createApp(deps: AppDeps): Hono {
       return fail('not-recorded', `event not recorded (${error.reason}); retry later`);
     }
   });
+
+  /** The body named the operation, nothing more: what Gemini answers a poll is what gets recorded. */
+  async function verifyByPoll(event: { name: string; kind: OperationKind }, deliveryId: string): Promise<Response> {
+    if (!deps.pollNow) {
+      count('WebhookNotConfigured');
+      return fail('not-configured', 'a JWT-signed delivery is verified by polling Gemini, and polling is not configured here; retry later');
+    }
+    try {
+      const outcome = await deps.pollNow(event);
+      count('WebhookVerifyingByPoll');
+      logger.info('webhook verified by poll', { decision: 'verifying-by-poll', webhookId: deliveryId, operation: event.name, outcome });
+      return Response.json({ applied: false, reason: 'verifying-by-poll' });
+    } catch (error) {
+      if (error instanceof StoreRejectedError) return fail('unstorable', error.message);
+      logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'poll-request-failed', webhookId: deliveryId, error });
+      count('WebhookNotRecorded');
+      return fail('not-recorded', 'could not ask for the poll; retry later');
+    }
+  }
 
   // Not a "simple" request a page could send cross-site: JSON only, from no browser or from this origin.
   const sameOriginJson: MiddlewareHandler = async (c, next) => {

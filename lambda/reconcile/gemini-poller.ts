@@ -11,6 +11,7 @@ import {
 import type { OperationKind } from '../core/lifecycle.ts';
 import { isNameOfKind } from '../core/names.ts';
 import type { OperationEvent } from '../core/reducer.ts';
+import type { WebhookLister } from './webhook-health.ts';
 
 export type PollAnswer =
   | { kind: 'event'; event: OperationEvent }
@@ -48,6 +49,11 @@ export class GenAiPoller implements GeminiPoller {
         retryOptions: { attempts: 2, initialDelay: 0.2, maxDelay: 1 },
       },
     });
+  }
+
+  /** Gemini's webhooks API, for the health check. */
+  get webhooks(): WebhookLister {
+    return this.ai.webhooks as unknown as WebhookLister;
   }
 
   async poll({ name, kind }: { name: string; kind: OperationKind }): Promise<PollAnswer> {

@@ -16,6 +16,9 @@
  * - a name that is not a well-formed name of its kind is never sent (the
  *   poller refuses it): polling stops at once (`pollNote: invalid-name`).
  *
+ * Each run also reports how many Gemini webhooks pointing here Gemini has
+ * disabled (checked at most hourly, see webhook-health.ts).
+ *
  * The run stops taking new work at its deadline; what is left is still due
  * and is picked up by the next run.
  */
@@ -26,6 +29,7 @@ import { ingest, NotRecordedError } from '../ingest.ts';
 import { type OperationStore, type PollCandidate, type PollSchedule, StoreRejectedError } from '../store/operation-store.ts';
 import { POLL_BUCKETS } from '../store/table.ts';
 import { type GeminiPoller, PollFailedError } from './gemini-poller.ts';
+import type { WebhookHealth } from './webhook-health.ts';
 
 export interface ReconcileDeps {
   store: OperationStore & PollSchedule;
@@ -40,6 +44,8 @@ export interface ReconcileDeps {
   concurrency?: number;
   /** Due operations read per index partition per run. */
   pageSize?: number;
+  /** The hourly check of the Gemini webhooks pointing here (its count is reported every run). */
+  health?: WebhookHealth;
 }
 
 export interface ReconcileStats {
@@ -58,6 +64,8 @@ export interface ReconcileStats {
   unknownStates: number;
   /** Age of the oldest open operation due this run, in seconds (0 when none): stuck jobs show here. */
   oldestOpenAgeSeconds: number;
+  /** Gemini webhooks pointing here that Gemini disabled after failed deliveries (absent until a health check succeeded). */
+  webhooksDisabled?: number;
 }
 
 export const MAX_INTERVAL_SECONDS = 30 * 60;
@@ -80,6 +88,8 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
     unknownStates: 0,
     oldestOpenAgeSeconds: 0,
   };
+  const disabled = await deps.health?.disabledWebhooks();
+  if (disabled !== undefined) stats.webhooksDisabled = disabled;
   const now = timeFromDate(clock());
   const due: PollCandidate[] = [];
   for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) due.push(...(await store.dueForPoll(`open#${bucket}`, now, pageSize)));

@@ -6,13 +6,14 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import { isTerminal, type OperationKind } from '../core/lifecycle.ts';
+import { isTerminal, OPERATION_STATES, type OperationKind } from '../core/lifecycle.ts';
 import type { OperationRecord } from '../core/reducer.ts';
 import { isPermanentRejection } from './dynamodb.ts';
 import {
   type DeliveryReceipts,
   type OperationStore,
   type PollCandidate,
+  type PollRequests,
   type PollSchedule,
   type PollState,
   StoreRejectedError,
@@ -34,7 +35,7 @@ import {
 /** Kinds reconcile polls: all of them (interactions with `interactions.get`). */
 const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation', 'interaction']);
 
-export class DynamoDbOperationStore implements OperationStore, PollSchedule, DeliveryReceipts {
+export class DynamoDbOperationStore implements OperationStore, PollSchedule, PollRequests, DeliveryReceipts {
   constructor(
     private readonly client: DynamoDBDocumentClient,
     private readonly tableName: string,
@@ -116,6 +117,32 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule, Del
         notFoundPolls: (item.notFoundPolls as number | undefined) ?? 0,
       },
     }));
+  }
+
+  async pollNow(name: string, now: string): Promise<boolean> {
+    const writeKind: WriteKind = 'poll-schedule';
+    const terminal = OPERATION_STATES.filter((state) => isTerminal(state));
+    const values: Record<string, unknown> = { ':bucket': pollBucketOf(name), ':due': now, ':writeKind': writeKind, ':zero': 0 };
+    terminal.forEach((state, i) => {
+      values[`:t${i}`] = state;
+    });
+    try {
+      await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { [PARTITION_KEY]: name },
+          UpdateExpression:
+            'SET #bucket = :bucket, #due = :due, writeKind = :writeKind, unchangedPolls = :zero, failedPolls = :zero, notFoundPolls = :zero REMOVE pollNote',
+          ConditionExpression: `attribute_exists(#pk) AND NOT (#state IN (${terminal.map((_, i) => `:t${i}`).join(', ')}))`,
+          ExpressionAttributeNames: { '#pk': PARTITION_KEY, '#state': 'state', '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
+          ExpressionAttributeValues: values,
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw error;
+    }
   }
 
   async schedulePoll(

@@ -56,6 +56,15 @@ export interface PollCandidate {
   poll: PollState;
 }
 
+/** Asks reconcile to poll one operation on its next run. */
+export interface PollRequests {
+  /**
+   * Makes an open operation due at `now` (back in the open index if polling
+   * had stopped, its poll counters reset); false when it is terminal or unknown.
+   */
+  pollNow(name: string, now: string): Promise<boolean>;
+}
+
 export interface PollSchedule {
   /** Open, pollable operations of one index partition whose next poll is due at `now`, earliest first. */
   dueForPoll(bucket: string, now: string, limit: number): Promise<PollCandidate[]>;

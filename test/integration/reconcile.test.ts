@@ -11,6 +11,7 @@ import { timeFromDate } from '../../lambda/core/time.ts';
 import { ingest } from '../../lambda/ingest.ts';
 import { GenAiPoller } from '../../lambda/reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../../lambda/reconcile/reconcile.ts';
+import { DISABLED_STATE, WebhookHealth } from '../../lambda/reconcile/webhook-health.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput, pollBucketOf } from '../../lambda/store/table.ts';
@@ -274,5 +275,52 @@ describe('reconcile', () => {
     gemini.batches.set(name, { state: 'BATCH_STATE_RUNNING', updateTime: at(1) });
     const stats = await reconcileOnce(); // three hours later
     expect(stats.oldestOpenAgeSeconds).toBeGreaterThanOrEqual(3 * 3600);
+  });
+
+  it('pollNow makes an operation due again, even one whose polling stopped; a terminal or unknown one is left alone', async () => {
+    const name = `batches/again-${run}`;
+    await track(name);
+    for (let i = 0; i < 3; i++) await reconcileOnce(); // 404 three times: polling stopped
+    const polls = () => gemini.requests.filter((r) => r === name).length;
+    expect(polls()).toBe(3);
+    gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: at(9) });
+    expect(await store.pollNow(name, timeFromDate(now))).toBe(true);
+    await reconcileOnce();
+    expect(polls()).toBe(4);
+    expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', source: 'poll' });
+    expect(await store.pollNow(name, timeFromDate(now))).toBe(false); // terminal: nothing to poll
+    expect(await store.pollNow(`batches/never-${run}`, timeFromDate(now))).toBe(false);
+    expect(await store.get(`batches/never-${run}`)).toBeUndefined();
+  });
+
+  it('counts the Gemini webhooks pointing here that Gemini disabled, at most once an hour (webhooks.list through the SDK)', async () => {
+    const mine = `https://ratchet-${run}.example/webhooks/gemini`;
+    const hook = (id: string, uri: string, state: string) =>
+      gemini.webhooks.set(id, {
+        id,
+        uri,
+        state,
+        subscribed_events: ['batch.succeeded'],
+        secrets: [],
+        create_time: at(0),
+        update_time: at(0),
+      });
+    hook(`wh-mine-${run}`, mine, DISABLED_STATE);
+    hook(`wh-other-${run}`, 'https://someone-else.example/hook', DISABLED_STATE);
+    let clock = Date.parse('2026-12-01T00:00:00Z');
+    const health = new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: mine, logger: silentLogger, clock: () => clock });
+    const listed = () => gemini.requests.filter((r) => r === 'webhooks').length;
+    const before = listed();
+    const runWith = () =>
+      reconcile({ store, poller, health, logger: silentLogger, clock: () => now, intervalSeconds: 60, budgetMs: 60_000 });
+    expect((await runWith()).webhooksDisabled).toBe(1);
+    (gemini.webhooks.get(`wh-mine-${run}`) as { state: string }).state = 'enabled';
+    clock += 30 * 60_000;
+    expect((await runWith()).webhooksDisabled).toBe(1); // the last count, reported again until the next check
+    expect(listed() - before).toBe(1);
+    clock += 31 * 60_000;
+    expect((await runWith()).webhooksDisabled).toBe(0);
+    expect(listed() - before).toBe(2);
+    for (const id of [`wh-mine-${run}`, `wh-other-${run}`]) gemini.webhooks.delete(id);
   });
 });

@@ -61,13 +61,20 @@ describe('RatchetStack', () => {
     template.hasResourceProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
   });
 
-  it('grants the API function its log group, GetItem/UpdateItem on the table and its secret, nothing else', () => {
+  it('grants the API function its log group, GetItem/UpdateItem on the table, its secret and invoking reconcile, nothing else', () => {
     expect(permissionsOf('ApiRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ApiLogs')],
       XRAY,
       [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('WebhookSigningSecrets')],
+      // JWT-signed deliveries are verified by polling: the API wakes reconcile, that function only, no versions or aliases.
+      [['lambda:InvokeFunction'], expect.stringMatching(/^\{"Fn::GetAtt":\["Reconcile[0-9A-F]+","Arn"\]\}$/)],
     ]);
+    const api = Object.values(template.findResources('AWS::Lambda::Function')).find((fn) =>
+      String(fn.Properties.Description).startsWith('Gemini webhook'),
+    );
+    expect(Object.keys(api?.Properties.Environment.Variables)).toContain('RECONCILE_FUNCTION_NAME');
+    expect(Object.keys(api?.Properties.Environment.Variables)).not.toContain('GEMINI_WEBHOOK_AUDIENCE');
   });
 
   it('grants the effects function the ledger, the dead letters, the bus, its secret and its queue, nothing else', () => {
@@ -260,6 +267,8 @@ describe('RatchetStack', () => {
         'WebhookNotRecorded',
         'WebhookNotConfigured',
         'WebhookUnstorable',
+        'WebhookKeysUnavailable',
+        'GeminiWebhookDisabled',
         'TerminalConflicts',
         'ReconcileFailures',
         'StuckOperations',
@@ -272,6 +281,7 @@ describe('RatchetStack', () => {
       expect(alarm.TreatMissingData).toBe('notBreaching');
     }
     expect(byName['Ratchet-WebhookNotRecorded']).toMatchObject({ Namespace: 'Ratchet', MetricName: 'WebhookNotRecorded', Threshold: 1 });
+    expect(byName['Ratchet-GeminiWebhookDisabled']).toMatchObject({ MetricName: 'ReconcileWebhooksDisabled', Threshold: 1 });
     expect(byName['Ratchet-StuckOperations']).toMatchObject({ MetricName: 'ReconcileOldestOpenAgeSeconds', Threshold: 48 * 3600 });
     expect(byName['Ratchet-EffectsBacklogAge']).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 3600 });
     expect(byName['Ratchet-EffectsQueueDeadLetters']).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Threshold: 1 });

@@ -8,7 +8,11 @@ import type { AddressInfo } from 'node:net';
 
 export interface Delivery {
   id: string;
-  body: { type: string; timestamp: string; data: { name: string; state: string; previousState: string | null; version: number } };
+  body: {
+    type: string;
+    timestamp: string;
+    data: { name: string; state: string; previousState: string | null; version: number; userMetadata?: Record<string, unknown> };
+  };
   signatureValid: boolean;
 }
 

@@ -14,7 +14,7 @@ describe('WebhookSignatureVerifier', () => {
   it('accepts a delivery signed with the secret and returns its id', async () => {
     const secret = newSecret();
     const delivery = signedDelivery(secret, { type: 'ping' }, { id: 'msg_42' });
-    expect(await verify(verifierFor(secret), delivery)).toEqual({ ok: true, id: 'msg_42' });
+    expect(await verify(verifierFor(secret), delivery)).toEqual({ ok: true, id: 'msg_42', scheme: 'hmac' });
   });
 
   it('accepts any configured secret and any of several signatures (rotation)', async () => {
@@ -103,7 +103,7 @@ describe('WebhookSignatureVerifier never answers 500', () => {
   it('treats a secret the library cannot decode as "not this secret": a wrong signature is a 401 reason, a right one still verifies', async () => {
     const good = newSecret();
     const verifier = verifierFor('whsec_abc', good);
-    expect(await verify(verifier, signedDelivery(good, { type: 'ping' }, { id: 'm1' }))).toEqual({ ok: true, id: 'm1' });
+    expect(await verify(verifier, signedDelivery(good, { type: 'ping' }, { id: 'm1' }))).toEqual({ ok: true, id: 'm1', scheme: 'hmac' });
     expect(await verify(verifier, signedDelivery(newSecret(), { type: 'ping' }))).toEqual({ ok: false, reason: 'no matching signature' });
   });
 });

@@ -1,0 +1,128 @@
+/**
+ * Dynamic (per-request) Gemini webhooks are signed with Google's keys, not a
+ * shared secret: Standard Webhooks `v1a` (Ed25519 over `id.timestamp.rawBody`)
+ * or an RS256 JWT in `webhook-signature`. Both are checked against the JSON Web
+ * Key Set published at GEMINI_WEBHOOK_KEYS_URL. Fail closed: a key set that
+ * cannot be fetched is KeysUnavailableError (the API answers 503, Gemini
+ * retries), never an acceptance.
+ */
+import { createPublicKey, verify } from 'node:crypto';
+import { createLocalJWKSet, errors, type JSONWebKeySet, type JWK, jwtVerify } from 'jose';
+
+export class KeysUnavailableError extends Error {
+  override name = 'KeysUnavailableError';
+}
+
+export interface KeySetOptions {
+  /** How long a fetched key set is used before it is fetched again. */
+  maxAgeMs?: number;
+  /** A refetch asked for because no key matched happens at most this often. */
+  cooldownMs?: number;
+  timeoutMs?: number;
+  fetch?: typeof fetch;
+  clock?: () => number;
+}
+
+/** The published keys, cached; fetched again when old, or (at most every cooldown) when no key matched. */
+export class WebhookKeySet {
+  private cached?: { keys: JWK[]; at: number };
+  private lastFetch = Number.NEGATIVE_INFINITY;
+  private inFlight?: Promise<JWK[]>;
+  private readonly maxAgeMs: number;
+  private readonly cooldownMs: number;
+  private readonly timeoutMs: number;
+  private readonly clock: () => number;
+
+  constructor(
+    readonly url: string,
+    private readonly options: KeySetOptions = {},
+  ) {
+    this.maxAgeMs = options.maxAgeMs ?? 5 * 60_000;
+    this.cooldownMs = options.cooldownMs ?? 30_000;
+    this.timeoutMs = options.timeoutMs ?? 3_000;
+    this.clock = options.clock ?? Date.now;
+  }
+
+  /**
+   * The keys; with `refresh` (no key matched) fetched past the cache unless the
+   * last fetch was within the cooldown. A fetch that fails throws
+   * KeysUnavailableError: the delivery cannot be judged now.
+   */
+  async keys(options: { refresh?: boolean } = {}): Promise<JWK[]> {
+    const now = this.clock();
+    const fresh = this.cached && now - this.cached.at < this.maxAgeMs;
+    if (this.cached && (options.refresh ? now - this.lastFetch < this.cooldownMs : fresh)) return this.cached.keys;
+    this.inFlight ??= this.fetchKeys().finally(() => {
+      this.inFlight = undefined;
+    });
+    return this.inFlight;
+  }
+
+  private async fetchKeys(): Promise<JWK[]> {
+    this.lastFetch = this.clock();
+    let body: unknown;
+    try {
+      const response = await (this.options.fetch ?? fetch)(this.url, {
+        signal: AbortSignal.timeout(this.timeoutMs),
+        redirect: 'error',
+        headers: { accept: 'application/json' },
+      });
+      if (!response.ok) throw new Error(`answered ${response.status}`);
+      body = await response.json();
+    } catch (error) {
+      throw new KeysUnavailableError(`webhook keys at ${this.url} unavailable: ${(error as Error).message}`);
+    }
+    const keys = (body as Partial<JSONWebKeySet> | null)?.keys;
+    if (!Array.isArray(keys)) throw new KeysUnavailableError(`webhook keys at ${this.url}: not a JSON Web Key Set`);
+    this.cached = { keys: keys.filter((key): key is JWK => typeof key === 'object' && key !== null), at: this.clock() };
+    return this.cached.keys;
+  }
+}
+
+/** Whether one `v1a` signature (base64) is an Ed25519 signature of `signedContent` by one of the keys. */
+export function verifiesEd25519(keys: readonly JWK[], signedContent: string, signature: string): boolean {
+  const bytes = Buffer.from(signature, 'base64');
+  if (bytes.length !== 64) return false;
+  const content = Buffer.from(signedContent);
+  return keys.some((key) => {
+    if (key.kty !== 'OKP' || key.crv !== 'Ed25519' || typeof key.x !== 'string' || key.d !== undefined) return false;
+    if (key.use !== undefined && key.use !== 'sig') return false;
+    try {
+      return verify(null, content, createPublicKey({ key: { kty: 'OKP', crv: 'Ed25519', x: key.x }, format: 'jwk' }), bytes);
+    } catch {
+      return false; // a key that does not import is not this key
+    }
+  });
+}
+
+export type JwtVerdict = { ok: true } | { ok: false; reason: string; unknownKey?: boolean };
+
+/**
+ * An RS256 JWT checked against the RSA keys: signature, `aud`, `iss`, and an
+ * `exp` that must be present and not past. No other algorithm is accepted
+ * (`none`, HS256 with the public key as secret, …).
+ */
+export async function verifyJwt(
+  keys: readonly JWK[],
+  token: string,
+  expected: { audience: string; issuer: string; now: number },
+): Promise<JwtVerdict> {
+  const rsa = keys.filter((key) => key.kty === 'RSA' && (key.use === undefined || key.use === 'sig'));
+  try {
+    await jwtVerify(token, createLocalJWKSet({ keys: rsa }), {
+      algorithms: ['RS256'],
+      audience: expected.audience,
+      issuer: expected.issuer,
+      requiredClaims: ['exp'],
+      currentDate: new Date(expected.now),
+      clockTolerance: 30,
+    });
+    return { ok: true };
+  } catch (error) {
+    if (error instanceof errors.JWKSNoMatchingKey) return { ok: false, reason: 'JWT signed with an unknown key', unknownKey: true };
+    if (error instanceof errors.JWTExpired) return { ok: false, reason: 'JWT expired' };
+    if (error instanceof errors.JWTClaimValidationFailed) return { ok: false, reason: `JWT claim ${error.claim} invalid` };
+    if (error instanceof errors.JOSEAlgNotAllowed) return { ok: false, reason: 'JWT algorithm not allowed (RS256 only)' };
+    return { ok: false, reason: 'JWT invalid' };
+  }
+}

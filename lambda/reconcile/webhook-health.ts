@@ -1,0 +1,78 @@
+/**
+ * Is Gemini still calling us? Gemini turns a static webhook off
+ * (`disabled_due_to_failed_deliveries`) after deliveries keep failing, and
+ * says so nowhere else. At most once an interval (an hour) reconcile lists the
+ * key's webhooks and counts the disabled ones that point at this deployment;
+ * between checks the last count is reported again, so an alarm on it holds.
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+
+export const DISABLED_STATE = 'disabled_due_to_failed_deliveries';
+export const HEALTH_CHECK_INTERVAL_MS = 60 * 60_000;
+/** After a failed check (Gemini down, a key without access to webhooks), the next try. */
+export const HEALTH_CHECK_RETRY_MS = 5 * 60_000;
+
+/** The part of the SDK's `ai.webhooks` this needs (its wire shapes are snake_case). */
+export interface WebhookLister {
+  list(params?: { page_token?: string }): Promise<{
+    webhooks?: Array<{ id?: string; uri?: string; state?: string }>;
+    next_page_token?: string;
+  }>;
+}
+
+export interface WebhookHealthDeps {
+  webhooks: WebhookLister;
+  /** This deployment's webhook URL; unset: every webhook of the key counts. */
+  webhookUrl?: string;
+  logger: Logger;
+  clock?: () => number;
+  intervalMs?: number;
+}
+
+export class WebhookHealth {
+  private nextCheckAt = Number.NEGATIVE_INFINITY;
+  private disabled?: number;
+
+  constructor(private readonly deps: WebhookHealthDeps) {}
+
+  /**
+   * The number of disabled webhooks pointing here, checked if the last check is
+   * an interval old; undefined while no check has succeeded. A failed check
+   * is logged and tried again after HEALTH_CHECK_RETRY_MS, never thrown.
+   */
+  async disabledWebhooks(): Promise<number | undefined> {
+    const { logger, clock = Date.now, intervalMs = HEALTH_CHECK_INTERVAL_MS } = this.deps;
+    const now = clock();
+    if (now < this.nextCheckAt) return this.disabled;
+    try {
+      const mine = (await this.listAll()).filter((hook) => !this.deps.webhookUrl || hook.uri === this.deps.webhookUrl);
+      const disabled = mine.filter((hook) => hook.state === DISABLED_STATE);
+      if (disabled.length > 0) {
+        logger.error('Gemini disabled webhook(s) pointing here after failed deliveries; fix the cause, then run npm run connect', {
+          webhooks: disabled.map((hook) => hook.id),
+          state: DISABLED_STATE,
+        });
+      } else {
+        logger.info('webhook health checked', { webhooks: mine.length, disabled: 0 });
+      }
+      this.disabled = disabled.length;
+      this.nextCheckAt = now + intervalMs;
+    } catch (error) {
+      logger.warn('webhook health check failed; tried again later', { detail: (error as Error).message });
+      this.nextCheckAt = now + HEALTH_CHECK_RETRY_MS;
+    }
+    return this.disabled;
+  }
+
+  private async listAll(): Promise<Array<{ id?: string; uri?: string; state?: string }>> {
+    const all = [];
+    let pageToken: string | undefined;
+    for (let page = 0; page < 20; page++) {
+      const answer = await this.deps.webhooks.list(pageToken ? { page_token: pageToken } : {});
+      all.push(...(answer.webhooks ?? []));
+      pageToken = answer.next_page_token || undefined; // "" is no next page
+      if (!pageToken) break;
+    }
+    return all;
+  }
+}
