@@ -1,11 +1,21 @@
 /**
- * ingest(event): read -> pure reducer -> conditional write, retried on lost
- * races against the winner the store hands back. Both the webhook and
- * reconcile go through here. It throws NotRecordedError when the sender should
- * retry, and StoreRejectedError when the store refused the event for good.
+ * ingest(event): one conditional write that encodes the reducer's order
+ * (store.apply, see store/compiled-write.ts), no read. A refusal hands back the
+ * stored record and the pure reducer names the discard reason from it. Both
+ * the webhook and reconcile go through here. It throws NotRecordedError when
+ * the sender should retry, and StoreRejectedError when the store refused the
+ * event for good.
+ *
+ * The loop runs again only where the condition cannot decide alone: the
+ * write was sent as a state change and the event turned out to be a
+ * same-state refresh (or the other way round), which only the stored record
+ * tells. A lost race never exhausts it: the winner's record either discards
+ * the event or says which variant applies. Items written before `rank` was
+ * stored (`legacy`) fall back to read-reduce-compare-version.
  */
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from './core/reducer.ts';
 import { timeFromDate } from './core/time.ts';
+import type { Variant } from './store/compiled-write.ts';
 import { type OperationStore, StoreRejectedError } from './store/operation-store.ts';
 
 export type IngestResult =
@@ -26,6 +36,13 @@ export class NotRecordedError extends Error {
 export interface IngestDeps {
   store: OperationStore;
   clock?: () => Date;
+  /**
+   * The record as the caller last read it (reconcile holds it): it picks the
+   * write's variant, and a discard against it is final without a request (the
+   * stored order only moves forward), except a duplicate, which a later
+   * record may no longer be.
+   */
+  current?: OperationRecord;
   /** Conditional-write attempts before giving up (each lost race means another writer advanced). */
   maxAttempts?: number;
   sleep?: (ms: number) => Promise<void>;
@@ -36,18 +53,54 @@ const BACKOFF_BASE_MS = 5;
 const BACKOFF_CAP_MS = 100;
 
 export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<IngestResult> {
-  const { store, clock = () => new Date(), maxAttempts = 10, sleep = delay, random = Math.random } = deps;
-  let current = await guard(() => store.get(event.name));
-  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
-    const decision = applyEvent(current, event, timeFromDate(clock()));
-    if (!decision.applied) {
-      // A discard only happens against a stored record with a state.
-      return { outcome: 'discarded', reason: decision.reason, record: current as OperationRecord, attempts: attempt };
+  const { store, clock = () => new Date(), maxAttempts = 10 } = deps;
+  const now = () => timeFromDate(clock());
+  // With no record at hand, most events change the state (a first or a terminal webhook).
+  let variant: Variant = 'change';
+  if (deps.current) {
+    const decision = applyEvent(deps.current, event, now());
+    if (!decision.applied && decision.reason !== 'duplicate') {
+      return { outcome: 'discarded', reason: decision.reason, record: deps.current, attempts: 0 };
     }
+    if (decision.applied && !decision.stateChanged) variant = 'refresh';
+  }
+  for (let attempt = 1; attempt <= maxAttempts; attempt++) {
+    const at = now();
+    const outcome = await guard(() => store.apply(event, at, variant));
+    if (outcome.ok) return { outcome: 'applied', record: outcome.record, stateChanged: variant === 'change', attempts: attempt };
+    if (outcome.legacy) return compareAndSwap(event, outcome.current, deps, attempt);
+    const decision = applyEvent(outcome.current, event, at);
+    // A discard only happens against a stored record with a state.
+    if (!decision.applied)
+      return { outcome: 'discarded', reason: decision.reason, record: outcome.current as OperationRecord, attempts: attempt };
+    const right: Variant = decision.stateChanged ? 'change' : 'refresh';
+    // The condition refused what the reducer applies with the same variant: they disagree, so trust the reducer.
+    if (right === variant) return compareAndSwap(event, outcome.current, deps, attempt);
+    variant = right;
+  }
+  throw new NotRecordedError('retries-exhausted');
+}
+
+/**
+ * The fallback for items the compiled condition cannot judge: reduce against
+ * the record, write on its version, re-reduce against the winner on a lost race.
+ */
+async function compareAndSwap(
+  event: OperationEvent,
+  stored: OperationRecord | undefined,
+  deps: IngestDeps,
+  attemptsSoFar: number,
+): Promise<IngestResult> {
+  const { store, clock = () => new Date(), maxAttempts = 10, sleep = delay, random = Math.random } = deps;
+  let current = stored;
+  for (let attempt = attemptsSoFar + 1; attempt <= attemptsSoFar + maxAttempts; attempt++) {
+    const decision = applyEvent(current, event, timeFromDate(clock()));
+    if (!decision.applied) return { outcome: 'discarded', reason: decision.reason, record: current as OperationRecord, attempts: attempt };
     const written = await guard(() => store.write(decision.next, current?.version));
     if (written.ok) return { outcome: 'applied', record: decision.next, stateChanged: decision.stateChanged, attempts: attempt };
     current = written.current;
-    if (attempt < maxAttempts) await sleep(random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** attempt));
+    if (attempt < attemptsSoFar + maxAttempts)
+      await sleep(random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (attempt - attemptsSoFar)));
   }
   throw new NotRecordedError('retries-exhausted');
 }

@@ -173,7 +173,8 @@ async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, sta
   }
   let result: Awaited<ReturnType<typeof ingest>>;
   try {
-    result = await ingest({ ...answer.event, eventId: `poll:${timeFromDate(clock())}` }, { store, clock });
+    // The record at hand picks the write's variant: a poll costs one write, no read.
+    result = await ingest({ ...answer.event, eventId: `poll:${timeFromDate(clock())}` }, { store, clock, current: record });
   } catch (error) {
     if (error instanceof StoreRejectedError) {
       stats.failed++;

@@ -6,10 +6,12 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
-import { isTerminal, OPERATION_STATES, type OperationKind } from '../core/lifecycle.ts';
-import type { OperationRecord } from '../core/reducer.ts';
+import { isTerminal, OPERATION_STATES, type OperationKind, rankOf } from '../core/lifecycle.ts';
+import type { OperationEvent, OperationRecord } from '../core/reducer.ts';
+import { compileWrite, RANK_ATTRIBUTE, type Variant } from './compiled-write.ts';
 import { isPermanentRejection } from './dynamodb.ts';
 import {
+  type ApplyOutcome,
   type DeliveryReceipts,
   type OperationStore,
   type PollCandidate,
@@ -53,7 +55,8 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule, Pol
     const values: Record<string, unknown> = {};
     const assignments: string[] = [];
     const writeKind: WriteKind = next.source === 'track' ? 'track' : next.stateChanged ? 'state-change' : 'refresh';
-    for (const [key, value] of Object.entries({ ...next, writeKind, [EFFECTS_GROUP_ATTRIBUTE]: effectsGroupOf(next.name) })) {
+    const item = { ...next, writeKind, [EFFECTS_GROUP_ATTRIBUTE]: effectsGroupOf(next.name), [RANK_ATTRIBUTE]: rankOf(next.state) };
+    for (const [key, value] of Object.entries(item)) {
       if (key === PARTITION_KEY) continue;
       names[`#${key}`] = key;
       values[`:${key}`] = value;
@@ -90,6 +93,31 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule, Pol
       if (error instanceof ConditionalCheckFailedException) {
         // The winner comes back in DynamoDB JSON even through the DocumentClient.
         return { ok: false, current: error.Item && recordFromItem(unmarshall(error.Item)) };
+      }
+      if (isPermanentRejection(error))
+        throw new StoreRejectedError(`DynamoDB refused the record: ${(error as Error).message}`, { cause: error });
+      throw error;
+    }
+  }
+
+  async apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome> {
+    const write = compileWrite(event, now, variant);
+    unmarshallable(write.ExpressionAttributeValues);
+    try {
+      const { Attributes } = await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { [PARTITION_KEY]: event.name },
+          ...write,
+          ReturnValues: 'ALL_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { ok: true, record: recordFromItem(Attributes as Record<string, unknown>) };
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) {
+        const item = error.Item && unmarshall(error.Item);
+        return { ok: false, current: item && recordFromItem(item), legacy: item !== undefined && typeof item[RANK_ATTRIBUTE] !== 'number' };
       }
       if (isPermanentRejection(error))
         throw new StoreRejectedError(`DynamoDB refused the record: ${(error as Error).message}`, { cause: error });

@@ -1,5 +1,6 @@
 /** The persistence port: everything ingest and the API need from storage. */
-import type { OperationRecord } from '../core/reducer.ts';
+import type { OperationEvent, OperationRecord } from '../core/reducer.ts';
+import type { Variant } from './compiled-write.ts';
 
 /**
  * The store refused a value and will refuse it again (DynamoDB's
@@ -12,6 +13,14 @@ export class StoreRejectedError extends Error {
 
 export type WriteOutcome = { ok: true } | { ok: false; current: OperationRecord | undefined };
 
+/**
+ * An event applied in one conditional request (store/compiled-write.ts).
+ * Refused: the stored record as the condition saw it; `legacy` when the item
+ * lacks what the condition compares (written before `rank` was stored), so the
+ * condition could not decide and the caller must fall back to `write`.
+ */
+export type ApplyOutcome = { ok: true; record: OperationRecord } | { ok: false; current: OperationRecord | undefined; legacy: boolean };
+
 export interface OperationStore {
   /** A strongly consistent read. */
   get(name: string): Promise<OperationRecord | undefined>;
@@ -21,6 +30,11 @@ export interface OperationStore {
    * winning record without another read.
    */
   write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome>;
+  /**
+   * Applies `event` at `now` if and only if the reducer would, as a write whose
+   * stateChanged is `variant === 'change'`; no read. See compiled-write.ts.
+   */
+  apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome>;
 }
 
 /** A verified delivery Ratchet does not map to an operation (Gemini's ping, a future event type). */

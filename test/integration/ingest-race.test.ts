@@ -92,7 +92,7 @@ describe('ingest against DynamoDB Local', () => {
       // Shrinking against a database is slow and rarely clearer: the seed replays a failure.
       { numRuns: 4, endOnFailure: true },
     );
-    // The race path (a lost conditional write, reduced again against the winner) really ran.
+    // The second-request path really ran: a refusal the reducer applies with the other variant (a same-state refresh sent as a change, or a race lost to a writer that changed the state).
     expect(lostRaces).toBeGreaterThan(0);
   });
 });

@@ -1,6 +1,7 @@
 /** An in-memory OperationStore with fault injection, for unit tests only. */
-import type { OperationRecord } from '../../lambda/core/reducer.ts';
-import type { DeliveryReceipts, OperationStore, UnmappedDelivery, WriteOutcome } from '../../lambda/store/operation-store.ts';
+import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
+import type { Variant } from '../../lambda/store/compiled-write.ts';
+import type { ApplyOutcome, DeliveryReceipts, OperationStore, UnmappedDelivery, WriteOutcome } from '../../lambda/store/operation-store.ts';
 
 export class MemoryStore implements OperationStore, DeliveryReceipts {
   unmapped: UnmappedDelivery[] = [];
@@ -10,6 +11,10 @@ export class MemoryStore implements OperationStore, DeliveryReceipts {
   /** Called before every write; may mutate records (a racing writer) or throw (an outage). */
   beforeWrite?: (next: OperationRecord) => void;
   failReads = false;
+  /** Names whose items predate the stored rank: `apply` cannot judge them (DynamoDB's condition would be false). */
+  legacy = new Set<string>();
+  /** Every `apply` and `write` request, in order. */
+  requests: Array<'apply' | 'write'> = [];
 
   async get(name: string) {
     if (this.failReads) throw new Error('store unavailable');
@@ -17,7 +22,28 @@ export class MemoryStore implements OperationStore, DeliveryReceipts {
     return record && structuredClone(record);
   }
 
+  /**
+   * The compiled condition's contract, simulated with the reducer (its
+   * equivalence with DynamoDB's verdict is proved against DynamoDB Local).
+   */
+  async apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome> {
+    if (this.failReads) throw new Error('store unavailable');
+    this.requests.push('apply');
+    const stored = this.records.get(event.name);
+    this.beforeWrite?.({ ...(stored ?? ({} as OperationRecord)), name: event.name });
+    const current = this.records.get(event.name);
+    if (current && this.legacy.has(event.name)) return { ok: false, current: structuredClone(current), legacy: true };
+    const decision = applyEvent(current, event, now);
+    if (!decision.applied || decision.stateChanged !== (variant === 'change')) {
+      return { ok: false, current: current && structuredClone(current), legacy: false };
+    }
+    this.records.set(event.name, structuredClone(decision.next));
+    this.writes++;
+    return { ok: true, record: structuredClone(decision.next) };
+  }
+
   async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
+    this.requests.push('write');
     this.beforeWrite?.(next);
     const stored = this.records.get(next.name);
     if (stored?.version !== expectedVersion) return { ok: false, current: stored && structuredClone(stored) };

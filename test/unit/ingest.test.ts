@@ -32,7 +32,7 @@ describe('ingest', () => {
     expect(store.writes).toBe(1);
   });
 
-  it('on a lost race, reduces again against the winner the store returned', async () => {
+  it('on a lost race, names the discard from the winner the refusal returned: one request, no read', async () => {
     const store = new MemoryStore();
     // The seed's race: a poll that read "no record yet" loses to the SUCCEEDED webhook.
     const winner = new MemoryStore();
@@ -42,12 +42,47 @@ describe('ingest', () => {
       store.records = new Map(winner.records);
     };
     const result = await ingest(running, { store, clock, sleep: noSleep });
-    expect(result).toMatchObject({ outcome: 'discarded', reason: 'regress-from-terminal', attempts: 2 });
+    expect(result).toMatchObject({ outcome: 'discarded', reason: 'regress-from-terminal', attempts: 1 });
     expect(store.records.get('batches/1')?.state).toBe('SUCCEEDED');
+    expect(store.requests).toEqual(['apply']);
   });
 
-  it('reports not-recorded (never success) when every attempt loses', async () => {
+  it('sends a same-state refresh as a state change first, then as a refresh once the refusal shows the state', async () => {
     const store = new MemoryStore();
+    await ingest(running, { store, clock });
+    const later = { ...running, updateTime: '2026-11-30T10:05:00.000000000Z' };
+    expect(await ingest(later, { store, clock })).toMatchObject({ outcome: 'applied', stateChanged: false, attempts: 2 });
+    expect(store.records.get('batches/1')).toMatchObject({ version: 2, stateChanged: false, previousState: 'RUNNING' });
+    expect(store.requests).toEqual(['apply', 'apply', 'apply']);
+  });
+
+  it('with the record at hand (reconcile) picks the right variant at once, and a discard against it costs no request', async () => {
+    const store = new MemoryStore();
+    await ingest(running, { store, clock });
+    const current = store.records.get('batches/1');
+    const later = { ...running, updateTime: '2026-11-30T10:05:00.000000000Z' };
+    expect(await ingest(later, { store, clock, current })).toMatchObject({ outcome: 'applied', stateChanged: false, attempts: 1 });
+    const stale = { ...running, updateTime: '2026-11-30T09:00:00.000000000Z' };
+    expect(await ingest(stale, { store, clock, current })).toMatchObject({
+      outcome: 'discarded',
+      reason: 'stale-or-equal-update-time',
+      attempts: 0,
+    });
+    expect(store.requests).toEqual(['apply', 'apply']);
+  });
+
+  it('falls back to read-reduce-compare-version for an item written before rank was stored', async () => {
+    const store = new MemoryStore();
+    await ingest(running, { store, clock });
+    store.legacy.add('batches/1');
+    expect(await ingest(succeeded, { store, clock })).toMatchObject({ outcome: 'applied', stateChanged: true, attempts: 2 });
+    expect(store.requests).toEqual(['apply', 'apply', 'write']);
+  });
+
+  it('reports not-recorded (never success) when every compare-and-swap attempt loses', async () => {
+    const store = new MemoryStore();
+    store.legacy.add('batches/1');
+    store.records.set('batches/1', { ...(await ingestInto(new MemoryStore(), running)), version: 1 });
     let version = 0;
     store.beforeWrite = (next) => {
       // Another writer keeps refreshing the same state with ever newer times.
@@ -66,6 +101,7 @@ describe('ingest', () => {
     expect(error).toBeInstanceOf(NotRecordedError);
     expect(error.reason).toBe('retries-exhausted');
     expect(sleeps).toEqual([10, 20, 40]);
+    expect(store.requests).toEqual(['apply', 'write', 'write', 'write', 'write']);
   });
 
   it('reports not-recorded when the store is unavailable', async () => {
@@ -77,3 +113,8 @@ describe('ingest', () => {
     expect(error.cause).toBeInstanceOf(Error);
   });
 });
+
+async function ingestInto(store: MemoryStore, event: OperationEvent) {
+  const result = await ingest(event, { store, clock });
+  return result.record;
+}
