@@ -2,7 +2,17 @@
  * The one config loader. Same variable names in Lambda and in the local
  * runtime (see README, "Configuration").
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
+import en from 'zod/v4/locales/en.js';
+
+// zod/mini (a tenth of zod's size in the Lambda bundles), with its English messages ("Too big: expected number to be <=65535").
+z.config(en());
+// A few helpers keep the table readable.
+const text = () => z.string().check(z.minLength(1));
+const optional = <T extends z.ZodMiniType>(schema: T) => z.optional(schema);
+const withDefault = <T extends z.ZodMiniType>(schema: T, value: z.output<T>) => z._default(schema, value as never);
+const number = (...checks: Array<z.core.CheckFn<number> | z.core.$ZodCheck<number>>) => z.coerce.number().check(...(checks as never[]));
+const integer = z.refine<number>(Number.isInteger, 'expected an integer');
 
 /** Where Google publishes the keys of dynamic-webhook signatures. */
 export const GOOGLE_WEBHOOK_KEYS_URL = 'https://generativelanguage.googleapis.com/.well-known/jwks.json';
@@ -10,55 +20,51 @@ export const GOOGLE_WEBHOOK_KEYS_URL = 'https://generativelanguage.googleapis.co
 export const GOOGLE_WEBHOOK_ISSUER = 'https://generativelanguage.googleapis.com';
 
 const Env = z.object({
-  TABLE_NAME: z.string().min(1).default('ratchet-operations'),
-  DYNAMODB_ENDPOINT: z.url().optional(),
-  WEBHOOK_SIGNING_SECRETS: z.string().optional(),
+  TABLE_NAME: withDefault(text(), 'ratchet-operations'),
+  DYNAMODB_ENDPOINT: optional(z.url()),
+  WEBHOOK_SIGNING_SECRETS: optional(z.string()),
   /** In AWS: a Secrets Manager secret holding WEBHOOK_SIGNING_SECRETS, so the value stays out of the function's configuration. */
-  WEBHOOK_SIGNING_SECRETS_ARN: z.string().optional(),
-  GEMINI_API_KEY: z.string().optional(),
-  GEMINI_BASE_URL: z.url().optional(),
+  WEBHOOK_SIGNING_SECRETS_ARN: optional(z.string()),
+  GEMINI_API_KEY: optional(z.string()),
+  GEMINI_BASE_URL: optional(z.url()),
   /** In AWS: a Secrets Manager secret holding GEMINI_API_KEY. */
-  GEMINI_API_KEY_ARN: z.string().optional(),
+  GEMINI_API_KEY_ARN: optional(z.string()),
   /** The JSON Web Key Set dynamic-webhook signatures (`v1a` Ed25519, RS256 JWTs) are checked against. */
-  GEMINI_WEBHOOK_KEYS_URL: z.url().default(GOOGLE_WEBHOOK_KEYS_URL),
+  GEMINI_WEBHOOK_KEYS_URL: withDefault(z.url(), GOOGLE_WEBHOOK_KEYS_URL),
   /** Expected `aud` of dynamic-webhook JWTs; unset: JWT-signed deliveries are refused (401). */
-  GEMINI_WEBHOOK_AUDIENCE: z.string().min(1).optional(),
+  GEMINI_WEBHOOK_AUDIENCE: optional(text()),
   /** Expected `iss` of dynamic-webhook JWTs. */
-  GEMINI_WEBHOOK_ISSUER: z.string().min(1).default(GOOGLE_WEBHOOK_ISSUER),
+  GEMINI_WEBHOOK_ISSUER: withDefault(text(), GOOGLE_WEBHOOK_ISSUER),
   /** In AWS: the reconcile function, invoked at once when a JWT-signed delivery asks for a poll. */
-  RECONCILE_FUNCTION_NAME: z.string().min(1).optional(),
+  RECONCILE_FUNCTION_NAME: optional(text()),
   /** This deployment's webhook URL: reconcile's hourly health check looks at the Gemini webhooks pointing here (unset: all of the key's webhooks). */
-  WEBHOOK_URL: z.url().optional(),
-  RECONCILE_INTERVAL_SECONDS: z.coerce.number().positive().default(60),
-  EFFECTS_WEBHOOK_URL: z.url().optional(),
+  WEBHOOK_URL: optional(z.url()),
+  RECONCILE_INTERVAL_SECONDS: withDefault(number(z.positive()), 60),
+  EFFECTS_WEBHOOK_URL: optional(z.url()),
   /** In AWS: a Secrets Manager secret holding EFFECTS_WEBHOOK_URL (set by `npm run connect`, so a redeploy keeps it). */
-  EFFECTS_WEBHOOK_URL_ARN: z.string().optional(),
-  EFFECTS_SIGNING_SECRET: z.string().optional(),
+  EFFECTS_WEBHOOK_URL_ARN: optional(z.string()),
+  EFFECTS_SIGNING_SECRET: optional(z.string()),
   /** In AWS: a Secrets Manager secret holding EFFECTS_SIGNING_SECRET. */
-  EFFECTS_SIGNING_SECRET_ARN: z.string().optional(),
+  EFFECTS_SIGNING_SECRET_ARN: optional(z.string()),
   /** The effects ledger table; locally `<TABLE_NAME>-effects-ledger`. */
-  EFFECTS_LEDGER_TABLE: z.string().min(1).optional(),
+  EFFECTS_LEDGER_TABLE: optional(text()),
   /** Whole dead letters of the effects path; locally `<TABLE_NAME>-effects-dead-letters`. */
-  EFFECTS_DEAD_LETTER_TABLE: z.string().min(1).optional(),
+  EFFECTS_DEAD_LETTER_TABLE: optional(text()),
   /** In AWS: the event bus that receives `Operation State Changed` events. */
-  EVENT_BUS_NAME: z.string().min(1).optional(),
+  EVENT_BUS_NAME: optional(text()),
   /** Outbound webhook: how long to wait for an answer. */
-  EFFECTS_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().positive().default(5_000),
+  EFFECTS_WEBHOOK_TIMEOUT_MS: withDefault(number(integer, z.positive()), 5_000),
   /** Effects: first retry delay after a failed attempt, doubled per attempt. */
-  EFFECTS_RETRY_BASE_MS: z.coerce.number().int().positive().default(1_000),
+  EFFECTS_RETRY_BASE_MS: withDefault(number(integer, z.positive()), 1_000),
   /** Effects: the longest delay between attempts. */
-  EFFECTS_RETRY_MAX_MS: z.coerce.number().int().positive().default(3_600_000),
+  EFFECTS_RETRY_MAX_MS: withDefault(number(integer, z.positive()), 3_600_000),
   /** Effects: how long after its first attempt a transition is retried before it is dead-lettered (at most 13 days: SQS keeps 14). */
-  EFFECTS_RETRY_FOR_SECONDS: z.coerce
-    .number()
-    .positive()
-    .max(13 * 86_400)
-    .default(86_400),
+  EFFECTS_RETRY_FOR_SECONDS: withDefault(number(z.positive(), z.maximum(13 * 86_400)), 86_400),
   /** In AWS: the effects FIFO queue (the handler sets its messages' visibility as the backoff). */
-  EFFECTS_QUEUE_URL: z.string().min(1).optional(),
-  PORT: z.coerce.number().int().min(0).max(65535).default(3000),
-  HOST: z.string().min(1).default('127.0.0.1'),
-  DATA_DIR: z.string().min(1).optional(),
+  EFFECTS_QUEUE_URL: optional(text()),
+  PORT: withDefault(number(integer, z.minimum(0), z.maximum(65535)), 3000),
+  HOST: withDefault(text(), '127.0.0.1'),
+  DATA_DIR: optional(text()),
 });
 
 export type Config = z.infer<typeof Env>;

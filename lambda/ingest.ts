@@ -43,6 +43,12 @@ export interface IngestDeps {
    * record may no longer be.
    */
   current?: OperationRecord;
+  /**
+   * Records this process wrote or saw lately (the API keeps one per instance):
+   * only a hint for the variant, so a run of same-state refreshes (a hot
+   * operation) costs one request each, not two. Never trusted for a discard.
+   */
+  hints?: RecentRecords;
   /** Conditional-write attempts before giving up (each lost race means another writer advanced). */
   maxAttempts?: number;
   sleep?: (ms: number) => Promise<void>;
@@ -57,6 +63,11 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
   const now = () => timeFromDate(clock());
   // With no record at hand, most events change the state (a first or a terminal webhook).
   let variant: Variant = 'change';
+  const hint = deps.current ? undefined : deps.hints?.get(event.name);
+  if (hint) {
+    const guess = applyEvent(hint, event, now());
+    if (guess.applied && !guess.stateChanged) variant = 'refresh';
+  }
   if (deps.current) {
     const decision = applyEvent(deps.current, event, now());
     if (!decision.applied && decision.reason !== 'duplicate') {
@@ -67,6 +78,7 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const at = now();
     const outcome = await guard(() => store.apply(event, at, variant));
+    if (outcome.ok || outcome.current) deps.hints?.set(outcome.ok ? outcome.record : (outcome.current as OperationRecord));
     if (outcome.ok) return { outcome: 'applied', record: outcome.record, stateChanged: variant === 'change', attempts: attempt };
     if (outcome.legacy) return compareAndSwap(event, outcome.current, deps, attempt);
     const decision = applyEvent(outcome.current, event, at);
@@ -79,6 +91,24 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
     variant = right;
   }
   throw new NotRecordedError('retries-exhausted');
+}
+
+/** A bounded map of the latest record seen per operation (oldest entries dropped first). */
+export class RecentRecords {
+  private readonly records = new Map<string, OperationRecord>();
+  constructor(private readonly capacity = 10_000) {}
+
+  get(name: string): OperationRecord | undefined {
+    return this.records.get(name);
+  }
+
+  set(record: OperationRecord): void {
+    const known = this.records.get(record.name);
+    if (known && known.version >= record.version) return;
+    this.records.delete(record.name);
+    this.records.set(record.name, record);
+    if (this.records.size > this.capacity) this.records.delete(this.records.keys().next().value as string);
+  }
 }
 
 /**

@@ -2,7 +2,7 @@
  * Gemini webhook envelope -> canonical event. Pure; the signature was checked
  * before this runs.
  */
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import type { OperationKind, OperationState } from './lifecycle.ts';
 import { normalizeOperationName } from './names.ts';
 import type { OperationEvent, OperationResult } from './reducer.ts';
@@ -39,38 +39,40 @@ export const SUBSCRIBED_EVENTS = [
   'interaction.requires_action',
 ] as const satisfies ReadonlyArray<keyof typeof WEBHOOK_EVENT_TYPES>;
 
-const Envelope = z.object({ type: z.string().min(1) });
+const Envelope = z.object({ type: z.string().check(z.minLength(1)) });
 
+const text = z.optional(z.string());
+const metadata = z.optional(z.record(z.string(), z.unknown()));
 const KnownEnvelope = z.object({
   type: z.string(),
   /** Dynamic webhooks: the job's `webhookConfig.user_metadata`, returned on each event. */
-  user_metadata: z.record(z.string(), z.unknown()).optional(),
-  version: z.literal('v1').optional(),
+  user_metadata: metadata,
+  version: z.optional(z.literal('v1')),
   timestamp: z.string(),
   data: z.looseObject({
-    id: z.string().min(1),
-    update_time: z.string().optional(),
-    updateTime: z.string().optional(),
-    output_file_uri: z.string().optional(),
-    outputFileUri: z.string().optional(),
-    video_uri: z.string().optional(),
-    videoUri: z.string().optional(),
-    rai_media_filtered_count: z.number().optional(),
-    raiMediaFilteredCount: z.number().optional(),
-    rai_media_filtered_reasons: z.array(z.string()).optional(),
-    raiMediaFilteredReasons: z.array(z.string()).optional(),
-    user_metadata: z.record(z.string(), z.unknown()).optional(),
-    userMetadata: z.record(z.string(), z.unknown()).optional(),
-    error: z
-      .union([
+    id: z.string().check(z.minLength(1)),
+    update_time: text,
+    updateTime: text,
+    output_file_uri: text,
+    outputFileUri: text,
+    video_uri: text,
+    videoUri: text,
+    rai_media_filtered_count: z.optional(z.number()),
+    raiMediaFilteredCount: z.optional(z.number()),
+    rai_media_filtered_reasons: z.optional(z.array(z.string())),
+    raiMediaFilteredReasons: z.optional(z.array(z.string())),
+    user_metadata: metadata,
+    userMetadata: metadata,
+    error: z.optional(
+      z.union([
         z.string(),
         z.looseObject({
-          code: z.union([z.number(), z.string()]).optional(),
-          message: z.string().optional(),
-          status: z.string().optional(),
+          code: z.optional(z.union([z.number(), z.string()])),
+          message: text,
+          status: text,
         }),
-      ])
-      .optional(),
+      ]),
+    ),
   }),
 });
 

@@ -8,14 +8,14 @@ import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import { z } from 'zod';
+import * as z from 'zod/mini';
 import { MalformedEventError, mapWebhookDelivery } from '../core/gemini-webhook.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
 import { InvalidNameError, kindOfName, normalizeOperationName } from '../core/names.ts';
 import { parseProviderJson } from '../core/provider-values.ts';
 import { trackedRecord } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
-import { type IngestDeps, ingest, NotRecordedError } from '../ingest.ts';
+import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
 import { type DeliveryReceipts, type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
 import { NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
 
@@ -84,6 +84,8 @@ export function createApp(deps: AppDeps): Hono {
     metrics.publishStoredMetrics();
   };
   const clock = deps.clock ?? (() => new Date());
+  // Per process (a Lambda instance): which write variant an operation's next event likely needs.
+  const hints = new RecentRecords();
   const app = new Hono();
   const fail = (failure: Failure, message: string) =>
     new Response(JSON.stringify({ error: failure, message }), {
@@ -158,7 +160,7 @@ export function createApp(deps: AppDeps): Hono {
     const { event } = mapping;
     if (verification.scheme === 'jwt') return verifyByPoll({ name: event.name, kind: event.kind }, deliveryId);
     try {
-      const result = await ingest(event, { ...deps.ingest, store, clock });
+      const result = await ingest(event, { hints, ...deps.ingest, store, clock });
       const log = {
         decision: result.outcome,
         webhookId: deliveryId,
@@ -246,10 +248,11 @@ export function createApp(deps: AppDeps): Hono {
   app.post('/operations', sameOriginJson, limit(MAX_TRACK_BODY_BYTES), async (c) => {
     let name: string;
     try {
-      name = normalizeOperationName(TrackRequest.parse(await c.req.json()).name);
+      const request = TrackRequest.safeParse(await c.req.json());
+      if (!request.success) return fail('malformed-request', 'body must be {"name": "<operation name>"}');
+      name = normalizeOperationName(request.data.name);
     } catch (error) {
-      const message = error instanceof z.ZodError ? 'body must be {"name": "<operation name>"}' : (error as Error).message;
-      return fail('malformed-request', message);
+      return fail('malformed-request', (error as Error).message);
     }
     try {
       const record = trackedRecord(name, kindOfName(name), timeFromDate(clock()));

@@ -1,5 +1,9 @@
-/** Polls Gemini with @google/genai: the adapter behind reconcile. */
-import { ApiError, GenerateVideosOperation, GoogleGenAI } from '@google/genai';
+/**
+ * Polls Gemini with @google/genai: the adapter behind reconcile. Its web build
+ * (fetch only; Node 20 and 22 have it): the Node build adds google-auth-library,
+ * ws and polyfills for Vertex and the Live API, a fifth of the bundle, unused here.
+ */
+import { ApiError, GenerateVideosOperation, GoogleGenAI } from '@google/genai/web';
 import {
   eventFromBatch,
   eventFromInteraction,

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import type { OperationEvent } from '../../lambda/core/reducer.ts';
-import { ingest, NotRecordedError } from '../../lambda/ingest.ts';
+import { ingest, NotRecordedError, RecentRecords } from '../../lambda/ingest.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 
 const clock = () => new Date('2026-12-01T00:00:00Z');
@@ -69,6 +69,18 @@ describe('ingest', () => {
       attempts: 0,
     });
     expect(store.requests).toEqual(['apply', 'apply']);
+  });
+
+  it('with a hint of the last record seen, sends a same-state refresh as a refresh at once (one request)', async () => {
+    const store = new MemoryStore();
+    const hints = new RecentRecords();
+    await ingest(running, { store, clock, hints });
+    const later = { ...running, updateTime: '2026-11-30T10:05:00.000000000Z' };
+    expect(await ingest(later, { store, clock, hints })).toMatchObject({ outcome: 'applied', stateChanged: false, attempts: 1 });
+    // A hint is never trusted for a discard: the stored record decides.
+    expect(await ingest(running, { store, clock, hints })).toMatchObject({ outcome: 'discarded', attempts: 1 });
+    expect(store.requests).toEqual(['apply', 'apply', 'apply']);
+    expect(hints.get('batches/1')?.version).toBe(2);
   });
 
   it('falls back to read-reduce-compare-version for an item written before rank was stored', async () => {
