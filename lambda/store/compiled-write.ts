@@ -56,6 +56,17 @@ export interface CompiledWrite {
   ExpressionAttributeValues: Record<string, unknown>;
 }
 
+const placeholders = new Map<string, RegExp>();
+/** `:state` is used, not merely a prefix of `:stateChanged`. */
+function usedIn(expression: string, key: string): boolean {
+  let pattern = placeholders.get(key);
+  if (!pattern) {
+    pattern = new RegExp(`${key}(?![A-Za-z])`);
+    placeholders.set(key, pattern);
+  }
+  return pattern.test(expression);
+}
+
 /** The condition alone: what the equivalence property checks against applyEvent. */
 export function compiledCondition(event: OperationEvent, variant: Variant): string {
   const rank = rankOf(event.state);
@@ -158,6 +169,6 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
     UpdateExpression: `SET ${set.join(', ')}${remove}`,
     ConditionExpression: condition,
     ExpressionAttributeNames: Object.fromEntries(Object.entries(names).filter(([key]) => used.includes(key))),
-    ExpressionAttributeValues: Object.fromEntries(Object.entries(values).filter(([key]) => new RegExp(`${key}(?![A-Za-z])`).test(used))),
+    ExpressionAttributeValues: Object.fromEntries(Object.entries(values).filter(([key]) => usedIn(used, key))),
   };
 }

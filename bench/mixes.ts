@@ -1,0 +1,70 @@
+/**
+ * The three delivery mixes of issue 11, as Gemini would send them: bodies and
+ * webhook-ids fixed up front (a redelivery repeats both), signed when sent.
+ */
+import { envelope } from '../test/support/deliveries.ts';
+
+export interface Delivery {
+  id: string;
+  body: string;
+}
+
+export interface Mix {
+  label: string;
+  concurrency: number;
+  deliveries: Delivery[];
+}
+
+const at = (i: number) =>
+  `2026-11-30T10:${String(Math.floor(i / 60) % 60).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}.${String(i).padStart(6, '0')}Z`;
+
+/** Deterministic shuffle (mulberry32), so every round and both systems see the same order. */
+export function shuffle<T>(items: T[], seed: number): T[] {
+  let state = seed >>> 0;
+  const random = () => {
+    state = (state + 0x6d2b79f5) >>> 0;
+    let t = state;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const out = [...items];
+  for (let i = out.length - 1; i > 0; i--) {
+    const j = Math.floor(random() * (i + 1));
+    [out[i], out[j]] = [out[j] as T, out[i] as T];
+  }
+  return out;
+}
+
+/** `prefix` keeps each round's operations apart. */
+export function mixes(prefix: string, size: number): Mix[] {
+  // 1. Each operation's terminal webhook once, plus 20 % Gemini redeliveries (same webhook-id, same body).
+  const realistic: Delivery[] = [];
+  for (let i = 0; i < size; i++) {
+    const delivery = {
+      id: `msg_${prefix}_r${i}`,
+      body: JSON.stringify(envelope('batch.succeeded', { id: `batches/${prefix}-r${i}` }, at(i))),
+    };
+    realistic.push(delivery);
+    if (i % 5 === 0) realistic.push(delivery);
+  }
+  // 2. A storm: interactions each announced waiting for action four times (ascending times), then completed; shuffled.
+  const storm: Delivery[] = [];
+  for (let i = 0; i < size / 5; i++) {
+    for (let step = 0; step < 5; step++) {
+      const type = step < 4 ? 'interaction.requires_action' : 'interaction.completed';
+      const data = { id: `interactions/${prefix}-s${i}`, update_time: at(step + 1) };
+      storm.push({ id: `msg_${prefix}_s${i}_${step}`, body: JSON.stringify(envelope(type, data, at(step + 1))) });
+    }
+  }
+  // 3. One hot operation: updates with ascending times, sent 32 at a time.
+  const hot: Delivery[] = Array.from({ length: size }, (_, i) => ({
+    id: `msg_${prefix}_h${i}`,
+    body: JSON.stringify(envelope('interaction.requires_action', { id: `interactions/${prefix}-hot`, update_time: at(i + 1) }, at(i + 1))),
+  }));
+  return [
+    { label: 'terminal once + 20 % redeliveries', concurrency: 8, deliveries: shuffle(realistic, size) },
+    { label: 'storm of interaction updates', concurrency: 8, deliveries: shuffle(storm, size + 1) },
+    { label: 'one hot operation, 32 concurrent', concurrency: 32, deliveries: hot },
+  ];
+}
