@@ -1,7 +1,8 @@
 /**
  * An HTTP proxy in front of DynamoDB Local that counts the item requests
  * (GetItem, PutItem, UpdateItem, …) per table: DynamoDB requests per event are
- * counted, not estimated. Stream reads and table admin pass uncounted.
+ * counted, not estimated. Stream reads and table admin pass uncounted. It
+ * can add a delay per request, as the network to DynamoDB would.
  */
 import { createServer, request, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -13,7 +14,11 @@ export class CountingProxy {
   readonly counts = new Map<string, number>();
   private server?: Server;
 
-  constructor(private readonly target: string) {}
+  /** `delayMs`: added before each forwarded request, to model DynamoDB's network round trip (DynamoDB Local answers on loopback). */
+  constructor(
+    private readonly target: string,
+    private readonly delayMs = 0,
+  ) {}
 
   get endpoint(): string {
     return `http://127.0.0.1:${((this.server as Server).address() as AddressInfo).port}`;
@@ -35,7 +40,8 @@ export class CountingProxy {
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk) => chunks.push(chunk));
-      req.on('end', () => {
+      req.on('end', async () => {
+        if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
         const body = Buffer.concat(chunks);
         const operation = String(req.headers['x-amz-target'] ?? '').split('.')[1] ?? '';
         if (ITEM_OPERATIONS.has(operation)) {

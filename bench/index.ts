@@ -8,7 +8,9 @@
  * machines are shared and noisy.
  *
  * BENCH_SIZE (deliveries per mix, default 500), BENCH_ROUNDS (3),
- * BENCH_COLD_RUNS (5), BENCH_COMPARE_REF (unset).
+ * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset),
+ * BENCH_DYNAMODB_LATENCY_MS (0: DynamoDB Local as it is; e.g. 4 models the
+ * network round trip to DynamoDB, which DynamoDB Local on loopback does not have).
  */
 // Set before anything logs: the bench prints its own tables only.
 process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
@@ -42,6 +44,8 @@ const SIZE = Number(process.env.BENCH_SIZE ?? 500);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const COLD_RUNS = Number(process.env.BENCH_COLD_RUNS ?? 5);
 const COMPARE_REF = process.env.BENCH_COMPARE_REF;
+/** Added to every DynamoDB request: 0 measures DynamoDB Local as it is; a few ms model DynamoDB's round trip. */
+const LATENCY_MS = Number(process.env.BENCH_DYNAMODB_LATENCY_MS ?? 0);
 const ROOT = resolve(import.meta.dirname, '..');
 const TABLES = { ratchet: 'bench-ratchet', seed: 'bench-seed' } as const;
 type System = keyof typeof TABLES;
@@ -49,7 +53,7 @@ type System = keyof typeof TABLES;
 const db = await startDynamoDbLocal();
 // Ctrl-C: no java left behind.
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void db.stop().finally(() => process.exit(130)));
-const proxy = await new CountingProxy(db.endpoint).start();
+const proxy = await new CountingProxy(db.endpoint, LATENCY_MS).start();
 const secret = newSecret();
 const direct = createDynamoDbClient({ endpoint: db.endpoint });
 const proxied = createDynamoDbClient({ endpoint: proxy.endpoint });
@@ -149,7 +153,7 @@ const sum = (label: string, system: System, field: keyof Sample) =>
 
 console.log(`\n## Ingest: Ratchet vs the seed receiver\n`);
 console.log(
-  `${SIZE} deliveries per mix, ${ROUNDS} interleaved rounds (medians), signed webhooks over HTTP, DynamoDB Local, Node ${process.version}\n`,
+  `${SIZE} deliveries per mix, ${ROUNDS} interleaved rounds (medians), signed webhooks over HTTP, DynamoDB Local${LATENCY_MS ? ` + ${LATENCY_MS} ms per request` : ''}, Node ${process.version}\n`,
 );
 console.log(
   '| mix | DynamoDB requests per delivery, seed → Ratchet | throughput ×seed | p50 latency ×seed | p99 latency ×seed | lost (seed / Ratchet 503) | wrong final state (seed / Ratchet) |',

@@ -37,16 +37,18 @@ export interface IngestDeps {
   store: OperationStore;
   clock?: () => Date;
   /**
-   * The record as the caller last read it (reconcile holds it): it picks the
-   * write's variant, and a discard against it is final without a request (the
-   * stored order only moves forward), except a duplicate, which a later
-   * record may no longer be.
+   * The record as the caller last read it (reconcile holds it). It picks the
+   * write's variant, and a discard against it is final without a request:
+   * every stored version is at least as far along (rank, then time, terminal
+   * absorbing), so what an earlier version discards, the stored one discards
+   * too. Except a duplicate, which a later version may no longer be.
    */
   current?: OperationRecord;
   /**
-   * Records this process wrote or saw lately (the API keeps one per instance):
-   * only a hint for the variant, so a run of same-state refreshes (a hot
-   * operation) costs one request each, not two. Never trusted for a discard.
+   * Records this process wrote or saw lately (the API keeps one per
+   * instance), each a version that really was stored: used as `current` when
+   * the caller has none. A run of same-state refreshes (a hot operation) then
+   * costs one request each, and a stale redelivery none.
    */
   hints?: RecentRecords;
   /** Conditional-write attempts before giving up (each lost race means another writer advanced). */
@@ -63,15 +65,11 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
   const now = () => timeFromDate(clock());
   // With no record at hand, most events change the state (a first or a terminal webhook).
   let variant: Variant = 'change';
-  const hint = deps.current ? undefined : deps.hints?.get(event.name);
-  if (hint) {
-    const guess = applyEvent(hint, event, now());
-    if (guess.applied && !guess.stateChanged) variant = 'refresh';
-  }
-  if (deps.current) {
-    const decision = applyEvent(deps.current, event, now());
+  const known = deps.current ?? deps.hints?.get(event.name);
+  if (known) {
+    const decision = applyEvent(known, event, now());
     if (!decision.applied && decision.reason !== 'duplicate') {
-      return { outcome: 'discarded', reason: decision.reason, record: deps.current, attempts: 0 };
+      return { outcome: 'discarded', reason: decision.reason, record: known, attempts: 0 };
     }
     if (decision.applied && !decision.stateChanged) variant = 'refresh';
   }

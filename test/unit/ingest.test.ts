@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { OperationEvent } from '../../lambda/core/reducer.ts';
+import type { OperationEvent, OperationRecord } from '../../lambda/core/reducer.ts';
 import { ingest, NotRecordedError, RecentRecords } from '../../lambda/ingest.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 
@@ -71,16 +71,23 @@ describe('ingest', () => {
     expect(store.requests).toEqual(['apply', 'apply']);
   });
 
-  it('with a hint of the last record seen, sends a same-state refresh as a refresh at once (one request)', async () => {
+  it('with a hint of the last record seen: a same-state refresh is one request, a stale event none, a duplicate is asked', async () => {
     const store = new MemoryStore();
     const hints = new RecentRecords();
-    await ingest(running, { store, clock, hints });
+    await ingest({ ...running, eventId: 'msg_r' }, { store, clock, hints });
     const later = { ...running, updateTime: '2026-11-30T10:05:00.000000000Z' };
     expect(await ingest(later, { store, clock, hints })).toMatchObject({ outcome: 'applied', stateChanged: false, attempts: 1 });
-    // A hint is never trusted for a discard: the stored record decides.
-    expect(await ingest(running, { store, clock, hints })).toMatchObject({ outcome: 'discarded', attempts: 1 });
-    expect(store.requests).toEqual(['apply', 'apply', 'apply']);
+    expect(await ingest(running, { store, clock, hints })).toMatchObject({
+      outcome: 'discarded',
+      reason: 'stale-or-equal-update-time',
+      attempts: 0,
+    });
+    expect(store.requests).toEqual(['apply', 'apply']);
     expect(hints.get('batches/1')?.version).toBe(2);
+    // A duplicate of the hint is not final: the stored record may have moved past it.
+    hints.set({ ...(store.records.get('batches/1') as OperationRecord), version: 3, eventId: 'msg_x' });
+    const redelivery = { ...later, eventId: 'msg_x', updateTime: '2026-11-30T10:09:00.000000000Z' };
+    expect(await ingest(redelivery, { store, clock, hints })).toMatchObject({ outcome: 'applied', attempts: 2 });
   });
 
   it('falls back to read-reduce-compare-version for an item written before rank was stored', async () => {
