@@ -271,3 +271,4 @@ await receiver.stop();
 direct.destroy();
 rmSync(outdir, { recursive: true, force: true });
 await db.stop();
+process.exit(0); // esbuild's service and keep-alive sockets would hold the process open

@@ -3,6 +3,7 @@
  * webhook-ids fixed up front (a redelivery repeats both), signed when sent.
  */
 import { envelope } from '../test/support/deliveries.ts';
+import { shuffle } from '../test/support/shuffle.ts';
 
 export interface Delivery {
   id: string;
@@ -17,24 +18,6 @@ export interface Mix {
 
 const at = (i: number) =>
   `2026-11-30T10:${String(Math.floor(i / 60) % 60).padStart(2, '0')}:${String(i % 60).padStart(2, '0')}.${String(i).padStart(6, '0')}Z`;
-
-/** Deterministic shuffle (mulberry32), so every round and both systems see the same order. */
-export function shuffle<T>(items: T[], seed: number): T[] {
-  let state = seed >>> 0;
-  const random = () => {
-    state = (state + 0x6d2b79f5) >>> 0;
-    let t = state;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(random() * (i + 1));
-    [out[i], out[j]] = [out[j] as T, out[i] as T];
-  }
-  return out;
-}
 
 /** `prefix` keeps each round's operations apart. */
 export function mixes(prefix: string, size: number): Mix[] {
