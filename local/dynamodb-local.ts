@@ -123,6 +123,8 @@ export async function startDynamoDbLocal(options: { dataDir?: string; supervise?
  * like a crash to the supervisor).
  */
 async function launch(port: number, dataDir: string | undefined, endpoint: string, alive: Set<ChildProcess>): Promise<ChildProcess> {
+  // No usage telemetry from a developer's machine (DynamoDB Local's own switch; the spawn helper passes the environment on).
+  process.env.DDB_LOCAL_TELEMETRY = '0';
   const child = spawn({ port, sharedDb: true, ...(dataDir && { path: dataDir }), stdio: 'pipe', detached: true });
   alive.add(child);
   child.once('exit', () => alive.delete(child));

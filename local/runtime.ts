@@ -5,9 +5,10 @@
  * effects mapping, and the reconcile schedule.
  */
 import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import {
   CreateTableCommand,
@@ -59,10 +60,10 @@ export interface LocalRuntime {
 
 export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   const logger = createLogger();
-  const devSecret = config.WEBHOOK_SIGNING_SECRETS ? undefined : `whsec_${randomBytes(24).toString('base64')}`;
+  const dataDir = config.DATA_DIR ?? DEFAULT_DATA_DIR;
+  const devSecret = config.WEBHOOK_SIGNING_SECRETS ? undefined : developmentSecret(dataDir);
   const secrets = parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS ?? (devSecret as string));
 
-  const dataDir = config.DATA_DIR ?? DEFAULT_DATA_DIR;
   // Every table this runtime uses, so a restarted in-memory DynamoDB Local gets them back.
   const tables: CreateTableCommandInput[] = [];
   let client: DynamoDBClient | undefined;
@@ -124,6 +125,31 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     await stop();
     throw error;
   }
+}
+
+export const DEV_SECRET_FILE = 'dev-webhook-secret';
+
+/**
+ * The development secret, kept beside the data it signs for (`DATA_DIR`, owner
+ * read-only), so the one exported a minute ago still works after a restart. A
+ * new one each start with `:memory:`, or if the file does not hold one.
+ */
+function developmentSecret(dataDir: string): string {
+  const fresh = `whsec_${randomBytes(24).toString('base64')}`;
+  if (dataDir === IN_MEMORY) return fresh;
+  const file = join(dataDir, DEV_SECRET_FILE);
+  if (existsSync(file)) {
+    const kept = readFileSync(file, 'utf8').trim();
+    try {
+      parseSigningSecrets(kept);
+      return kept;
+    } catch {
+      // not a secret (edited by hand?): replaced below
+    }
+  }
+  mkdirSync(dataDir, { recursive: true });
+  writeFileSync(file, `${fresh}\n`, { mode: 0o600 });
+  return fresh;
 }
 
 /**

@@ -1,31 +1,85 @@
 /**
- * `npm run webhook -- <type> <id> [timestamp]`: sends one signed Gemini-style
- * delivery to a running Ratchet, to try it by hand.
+ * `npm run webhook -- <type> <id> [options]`: sends one signed Gemini-style
+ * delivery to a running Ratchet, to try it by hand. Exits 0 on a 2xx answer,
+ * 1 on any other answer or when Ratchet cannot be reached, 2 on bad usage.
  *
  *   WEBHOOK_SIGNING_SECRETS=whsec_… npm run webhook -- batch.succeeded batches/123
+ *   npm run webhook -- batch.succeeded batches/123 --id msg_1        # again with --id msg_1: a duplicate
+ *   npm run webhook -- interaction.requires_action interactions/9 --update-time 2026-11-30T10:00:00Z
+ *   npm run webhook -- batch.failed batches/7 --data '{"error":{"code":13,"message":"boom"}}'
  */
 import { randomUUID } from 'node:crypto';
+import { parseArgs } from 'node:util';
 import { Webhook } from 'standardwebhooks';
 
-const [type, id, timestamp = new Date().toISOString()] = process.argv.slice(2);
-const secret = process.env.WEBHOOK_SIGNING_SECRETS?.split(/[\s,]+/).find(Boolean);
-const url = process.env.RATCHET_URL ?? `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 3000}`;
-if (!type || !id || !secret) {
-  console.error('usage: WEBHOOK_SIGNING_SECRETS=whsec_… [RATCHET_URL=http://127.0.0.1:3000] npm run webhook -- <type> <id> [timestamp]');
-  process.exit(2);
+const USAGE = `usage: WEBHOOK_SIGNING_SECRETS=whsec_… [RATCHET_URL=http://127.0.0.1:3000] npm run webhook -- <type> <id> [options]
+  --id <webhook-id>         the delivery id (default: a new one; repeat one to send a duplicate)
+  --update-time <RFC 3339>  data.update_time, the event's own time
+  --timestamp <RFC 3339>    the envelope's timestamp (default: now)
+  --data '<json object>'    more fields for data (error, output_file_uri, user_metadata, …)`;
+
+function fail(message: string, code = 2): never {
+  console.error(message);
+  process.exit(code);
 }
 
-const body = JSON.stringify({ type, version: 'v1', timestamp, data: { id } });
-const messageId = `msg_${randomUUID()}`;
+let parsed: ReturnType<typeof parse>;
+function parse() {
+  return parseArgs({
+    allowPositionals: true,
+    options: {
+      id: { type: 'string' },
+      'update-time': { type: 'string' },
+      timestamp: { type: 'string' },
+      data: { type: 'string' },
+      help: { type: 'boolean' },
+    },
+  });
+}
+try {
+  parsed = parse();
+} catch (error) {
+  fail(`${(error as Error).message}\n${USAGE}`);
+}
+const { values, positionals } = parsed;
+if (values.help) {
+  console.log(USAGE);
+  process.exit(0);
+}
+const [type, id] = positionals;
+const secret = process.env.WEBHOOK_SIGNING_SECRETS?.split(/[\s,]+/).find(Boolean);
+if (!type || !id || !secret) fail(USAGE);
+let extra: Record<string, unknown> = {};
+if (values.data) {
+  try {
+    extra = JSON.parse(values.data);
+  } catch (error) {
+    fail(`--data is not JSON: ${(error as Error).message}`);
+  }
+  if (typeof extra !== 'object' || extra === null || Array.isArray(extra)) fail('--data must be a JSON object');
+}
+
+const url = `${process.env.RATCHET_URL ?? `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 3000}`}/webhooks/gemini`;
+const data = { id, ...(values['update-time'] && { update_time: values['update-time'] }), ...extra };
+const body = JSON.stringify({ type, version: 'v1', timestamp: values.timestamp ?? new Date().toISOString(), data });
+const messageId = values.id ?? `msg_${randomUUID()}`;
 const now = new Date();
-const response = await fetch(`${url}/webhooks/gemini`, {
-  method: 'POST',
-  body,
-  headers: {
-    'content-type': 'application/json',
-    'webhook-id': messageId,
-    'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-    'webhook-signature': new Webhook(secret).sign(messageId, now, body),
-  },
-});
-console.log(response.status, await response.text());
+let response: Response;
+try {
+  response = await fetch(url, {
+    method: 'POST',
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': messageId,
+      'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+      'webhook-signature': new Webhook(secret).sign(messageId, now, body),
+    },
+  });
+} catch (error) {
+  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
+  const why = cause?.code ?? cause?.message ?? (error as Error).message;
+  fail(`ratchet: cannot reach ${url} (${why}): is npm start running there?`, 1);
+}
+console.log(`${response.status} ${await response.text()}  (webhook-id ${messageId})`);
+process.exit(response.ok ? 0 : 1);

@@ -26,11 +26,21 @@ try {
   const parent = process.ppid;
   setInterval(() => process.ppid !== parent && void shutdown('parent exited'), 1_000).unref();
   if (runtime.devSecret) {
-    console.log(`No WEBHOOK_SIGNING_SECRETS set; this run accepts deliveries signed with the development secret:\n  ${runtime.devSecret}`);
+    console.log(
+      `No WEBHOOK_SIGNING_SECRETS set; deliveries signed with the development secret are accepted (kept in the data folder, the same after a restart):\n  ${runtime.devSecret}`,
+    );
   }
   console.log(`Ratchet ready at ${runtime.url} (webhook: POST ${runtime.url}/webhooks/gemini, DynamoDB: ${runtime.dynamodbEndpoint})`);
 } catch (error) {
   const known = error instanceof JavaMissingError || error instanceof ConfigError || error instanceof InvalidSecretError;
-  console.error(known ? `ratchet: ${(error as Error).message}` : error);
+  const code = (error as NodeJS.ErrnoException).code;
+  // The runtime has already stopped what it started (DynamoDB Local included).
+  if (code === 'EADDRINUSE' || code === 'EACCES') {
+    const { address, port } = error as NodeJS.ErrnoException & { address?: string; port?: number };
+    const why = code === 'EADDRINUSE' ? 'is in use' : 'is not allowed';
+    console.error(
+      `ratchet: ${address ?? 'the address'}:${port ?? '?'} ${why}; set PORT (and HOST) to another one, or PORT=0 for any free port`,
+    );
+  } else console.error(known ? `ratchet: ${(error as Error).message}` : error);
   process.exit(1);
 }

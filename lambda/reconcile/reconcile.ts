@@ -115,7 +115,8 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
       }
     }),
   );
-  logger.info('reconcile run', { ...stats, due: due.length, durationMs: clock().getTime() - started });
+  // An idle run (nothing due) every period is noise: at debug level only.
+  logger[due.length === 0 ? 'debug' : 'info']('reconcile run', { ...stats, due: due.length, durationMs: clock().getTime() - started });
   return stats;
 }
 

@@ -31,7 +31,8 @@ const start = () =>
     EFFECTS_SIGNING_SECRET: outboundSecret,
     EFFECTS_RETRY_BASE_MS: '100',
     EFFECTS_RETRY_MAX_MS: '1000',
-    EFFECTS_WEBHOOK_TIMEOUT_MS: '300',
+    // Short enough for the hang case to pass quickly, long enough that a loaded machine does not time out a healthy answer (a redelivery).
+    EFFECTS_WEBHOOK_TIMEOUT_MS: '1000',
   });
 
 beforeAll(async () => {

@@ -1,0 +1,153 @@
+/**
+ * The first hour's friction, each fixed and held here through `npm start` and
+ * `npm run webhook` as processes: the development secret survives a restart,
+ * the webhook CLI says what happened (exit code, one line when Ratchet is not
+ * there, --id, --update-time, --data), a port in use is one line with nothing
+ * left running, DynamoDB Local sends no telemetry, the logs carry no idle
+ * reconcile lines and no empty sampling field.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEV_SECRET_FILE } from '../../local/runtime.ts';
+import { FakeGemini } from '../support/fake-gemini.ts';
+import { PROJECT_ROOT, type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';
+
+const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-first-hour-'));
+let gemini: FakeGemini;
+let ratchet: RatchetProcess;
+const env = () => ({
+  DATA_DIR: dataDir,
+  WEBHOOK_SIGNING_SECRETS: '',
+  GEMINI_API_KEY: gemini.apiKey,
+  GEMINI_BASE_URL: gemini.baseUrl,
+  RECONCILE_INTERVAL_SECONDS: '0.2',
+  POWERTOOLS_LOG_LEVEL: 'INFO',
+});
+
+beforeAll(async () => {
+  gemini = await new FakeGemini('first-hour-key').start();
+  ratchet = await startRatchet(env());
+});
+afterAll(async () => {
+  await ratchet?.stop();
+  await gemini?.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+function webhook(args: string[], extra: Record<string, string> = {}) {
+  return runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/send-webhook.ts'), ...args], {
+    PATH: process.env.PATH ?? '',
+    RATCHET_URL: ratchet.url,
+    WEBHOOK_SIGNING_SECRETS: ratchet.devSecret as string,
+    ...extra,
+  });
+}
+
+function javaPids(dir: string): string[] {
+  try {
+    return execFileSync('pgrep', ['-f', `DynamoDBLocal.jar.*${dir}`])
+      .toString()
+      .trim()
+      .split('\n')
+      .filter(Boolean);
+  } catch {
+    return [];
+  }
+}
+
+describe('the first hour', () => {
+  it('keeps the development secret in the data folder (owner-only) and reuses it after a restart', async () => {
+    const before = ratchet.devSecret;
+    expect(before).toMatch(/^whsec_/);
+    const file = join(dataDir, DEV_SECRET_FILE);
+    expect(readFileSync(file, 'utf8').trim()).toBe(before);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    await ratchet.stop();
+    ratchet = await startRatchet(env());
+    expect(ratchet.devSecret).toBe(before);
+    expect((await webhook(['batch.succeeded', 'batches/after-restart'])).code).toBe(0);
+  });
+
+  it('npm run webhook: exit 0 on 2xx, 1 on 401, one line when nothing listens; --id repeats a delivery, --update-time and --data shape it', async () => {
+    const applied = await webhook([
+      'batch.failed',
+      'batches/cli',
+      '--id',
+      'msg_cli',
+      '--update-time',
+      '2026-11-30T10:00:00.5Z',
+      '--data',
+      '{"error":{"code":13,"message":"boom"}}',
+    ]);
+    expect(applied.code).toBe(0);
+    expect(applied.output).toMatch(/^200 .*"applied":true/);
+    const again = await webhook(['batch.failed', 'batches/cli', '--id', 'msg_cli', '--update-time', '2026-11-30T10:00:00.5Z']);
+    expect(again.output).toContain('"reason":"duplicate"');
+    const record = await (await fetch(`${ratchet.url}/operations/batches/cli`)).json();
+    expect(record).toMatchObject({
+      state: 'FAILED',
+      updateTime: '2026-11-30T10:00:00.500000000Z',
+      result: { error: { code: 13, message: 'boom' } },
+    });
+
+    const refused = await webhook(['batch.succeeded', 'batches/cli-2'], { WEBHOOK_SIGNING_SECRETS: 'whsec_d3Jvbmd3cm9uZ3dyb25nd3Jvbmc=' });
+    expect(refused.code).toBe(1);
+    expect(refused.output).toMatch(/^401 /);
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const free = (closed.address() as { port: number }).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const nobody = await webhook(['batch.succeeded', 'batches/cli-3'], { RATCHET_URL: `http://127.0.0.1:${free}` });
+    expect(nobody.code).toBe(1);
+    expect(nobody.output.trim().split('\n')).toEqual([
+      `ratchet: cannot reach http://127.0.0.1:${free}/webhooks/gemini (ECONNREFUSED): is npm start running there?`,
+    ]);
+    expect((await webhook(['batch.succeeded'])).code).toBe(2);
+    expect((await webhook(['batch.succeeded', 'batches/x', '--data', '[1]'])).output).toContain('--data must be a JSON object');
+  });
+
+  it('a port in use is one line, and nothing is left running', async () => {
+    const blocker = createServer();
+    await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
+    const port = (blocker.address() as { port: number }).port;
+    const dir = mkdtempSync(join(tmpdir(), 'ratchet-port-'));
+    try {
+      const { code, output } = await runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/start.ts')], {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        DATA_DIR: dir,
+        PORT: String(port),
+        POWERTOOLS_LOG_LEVEL: 'ERROR',
+      });
+      expect(code).toBe(1);
+      expect(output.trim().split('\n')).toEqual([
+        `ratchet: 127.0.0.1:${port} is in use; set PORT (and HOST) to another one, or PORT=0 for any free port`,
+      ]);
+      expect(javaPids(dir)).toEqual([]);
+    } finally {
+      blocker.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('runs DynamoDB Local with its telemetry off', () => {
+    const [pid] = javaPids(dataDir);
+    expect(pid).toBeDefined();
+    expect(readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')).toContain('DDB_LOCAL_TELEMETRY=0');
+  });
+
+  it('logs no idle reconcile run and no empty sampling_rate', async () => {
+    await new Promise((resolve) => setTimeout(resolve, 1_500)); // several idle runs at 0.2 s
+    const lines = ratchet
+      .output()
+      .split('\n')
+      .filter((line) => line.startsWith('{'));
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.filter((line) => line.includes('"sampling_rate"'))).toEqual([]);
+    expect(lines.filter((line) => line.includes('"message":"reconcile run"') && line.includes('"due":0'))).toEqual([]);
+  });
+});
