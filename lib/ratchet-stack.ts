@@ -24,7 +24,16 @@ import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
 import { EFFECTS_PIPE, EFFECTS_QUEUE } from '../lambda/effects/settings.ts';
 import { NOT_CONFIGURED } from '../lambda/secrets.ts';
-import { EFFECTS_GROUP_ATTRIBUTE, OPEN_INDEX, OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, PARTITION_KEY } from '../lambda/store/table.ts';
+import {
+  EFFECTS_GROUP_ATTRIBUTE,
+  LIST_INDEX,
+  LIST_INDEX_PARTITION,
+  LIST_INDEX_SORT,
+  OPEN_INDEX,
+  OPEN_INDEX_PARTITION,
+  OPEN_INDEX_SORT,
+  PARTITION_KEY,
+} from '../lambda/store/table.ts';
 import { RatchetAlarms } from './ratchet-alarms.ts';
 import { RatchetFunction } from './ratchet-function.ts';
 
@@ -94,6 +103,12 @@ export class RatchetStack extends Stack {
       partitionKey: { name: OPEN_INDEX_PARTITION, type: AttributeType.STRING },
       sortKey: { name: OPEN_INDEX_SORT, type: AttributeType.STRING },
     });
+    // Every operation, most recently recorded first (GET /operations).
+    this.table.addGlobalSecondaryIndex({
+      indexName: LIST_INDEX,
+      partitionKey: { name: LIST_INDEX_PARTITION, type: AttributeType.STRING },
+      sortKey: { name: LIST_INDEX_SORT, type: AttributeType.STRING },
+    });
 
     // Holds the `whsec_…` secret(s) Gemini returned when the webhook was created; set its value after the first deploy.
     const signingSecrets = new Secret(this, 'WebhookSigningSecrets', {
@@ -113,6 +128,7 @@ export class RatchetStack extends Stack {
       ...(props.geminiWebhookAudience && { environment: { GEMINI_WEBHOOK_AUDIENCE: props.geminiWebhookAudience } }),
     })
       .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
+      .bindIndex(this.table, LIST_INDEX, ['Query'])
       .bindSecret('WEBHOOK_SIGNING_SECRETS', signingSecrets);
 
     const accessLogs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.RETAIN });
@@ -138,7 +154,7 @@ export class RatchetStack extends Stack {
           'Gemini cannot sign requests with IAM: the webhook is authenticated by its Standard Webhooks signature; healthz reveals nothing.',
       });
     }
-    this.api.addRoutes({ path: '/operations', methods: [HttpMethod.POST], integration, authorizer: iam });
+    this.api.addRoutes({ path: '/operations', methods: [HttpMethod.POST, HttpMethod.GET], integration, authorizer: iam });
     this.api.addRoutes({ path: '/operations/{name+}', methods: [HttpMethod.GET], integration, authorizer: iam });
 
     // Effects: the table's stream, filtered to applied state changes, in order, to the sinks.

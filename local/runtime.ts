@@ -98,6 +98,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     let schedule: LocalSchedule | undefined;
     const app = createApp({
       store,
+      queries: store,
       receipts: store,
       verifier: new WebhookSignatureVerifier(async () => secrets, dynamicWebhooks(config)),
       pollNow: config.GEMINI_API_KEY ? (operation) => pollNow(operation, { store, wake: async () => schedule?.runSoon() }) : undefined,

@@ -79,6 +79,7 @@ async function wakeReconcile(): Promise<void> {
 export const handler = handle(
   createApp({
     store,
+    queries: store,
     receipts: store,
     verifier: new WebhookSignatureVerifier(signingSecrets, dynamicWebhooks(config)),
     pollNow: (operation) => pollNow(operation, { store, wake: wakeReconcile }),

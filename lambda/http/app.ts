@@ -10,13 +10,19 @@ import { bodyLimit } from 'hono/body-limit';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import * as z from 'zod/mini';
 import { MalformedEventError, mapWebhookDelivery } from '../core/gemini-webhook.ts';
-import type { OperationKind } from '../core/lifecycle.ts';
+import { OPERATION_KINDS, OPERATION_STATES, type OperationKind } from '../core/lifecycle.ts';
 import { InvalidNameError, kindOfName, normalizeOperationName } from '../core/names.ts';
 import { parseProviderJson } from '../core/provider-values.ts';
 import { trackedRecord } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
 import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
-import { type DeliveryReceipts, type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
+import {
+  type DeliveryReceipts,
+  InvalidCursorError,
+  type OperationQueries,
+  type OperationStore,
+  StoreRejectedError,
+} from '../store/operation-store.ts';
 import { NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
 
 export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
@@ -26,6 +32,8 @@ export const MAX_TRACK_BODY_BYTES = 4 * 1024;
 export interface AppDeps {
   store: OperationStore;
   verifier: WebhookSignatureVerifier;
+  /** The list and the polling status (`GET /operations`); without it `GET /operations/{name}` answers the bare record and the list is 404. */
+  queries?: OperationQueries;
   /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
   receipts?: DeliveryReceipts;
   logger: Logger;
@@ -66,6 +74,12 @@ const FAILURES = {
 export type Failure = keyof typeof FAILURES;
 
 const TrackRequest = z.object({ name: z.string() });
+const ListQuery = z.object({
+  state: z.optional(z.enum(OPERATION_STATES)),
+  kind: z.optional(z.enum(OPERATION_KINDS)),
+  limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(100))),
+  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
+});
 
 /** The Origin header names the scheme, host and port the request itself was sent to. */
 function sameOrigin(origin: string, requestUrl: string): boolean {
@@ -269,6 +283,27 @@ export function createApp(deps: AppDeps): Hono {
     }
   });
 
+  const queries = deps.queries;
+  if (queries) {
+    app.get('/operations', async (c) => {
+      const query = ListQuery.safeParse(c.req.query());
+      if (!query.success) {
+        return fail(
+          'malformed-request',
+          `state must be one of ${OPERATION_STATES.join(', ')}; kind one of ${OPERATION_KINDS.join(', ')}; limit 1-100`,
+        );
+      }
+      const { state, kind, limit, cursor } = query.data;
+      try {
+        return c.json(await queries.list({ state, kind, limit: limit ?? 50, cursor }));
+      } catch (error) {
+        if (error instanceof InvalidCursorError) return fail('malformed-request', error.message);
+        logger.error('list failed', { error });
+        return fail('not-recorded', 'store unavailable; retry later');
+      }
+    });
+  }
+
   app.get('/operations/:name{.+}', async (c) => {
     let name: string;
     try {
@@ -277,7 +312,7 @@ export function createApp(deps: AppDeps): Hono {
       return fail('malformed-request', (error as Error).message);
     }
     try {
-      const record = await store.get(name);
+      const record = await (queries ? queries.describe(name) : store.get(name));
       return record ? c.json(record) : fail('not-found', `no operation named ${JSON.stringify(name)}`);
     } catch (error) {
       logger.error('read failed', { operation: name, error });

@@ -36,6 +36,8 @@ import type { OperationEvent } from '../core/reducer.ts';
 import {
   EFFECTS_GROUP_ATTRIBUTE,
   effectsGroupOf,
+  LIST_INDEX_PARTITION,
+  LIST_PARTITION_VALUE,
   OPEN_INDEX_PARTITION,
   OPEN_INDEX_SORT,
   PARTITION_KEY,
@@ -122,6 +124,7 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
     ':stateChanged': variant === 'change',
     ':writeKind': writeKind,
     ':group': effectsGroupOf(event.name),
+    ':listPartition': LIST_PARTITION_VALUE,
   };
   if (event.eventId !== undefined) values[':eventId'] = event.eventId;
   if (event.updateTime !== undefined) values[':updateTime'] = event.updateTime;
@@ -141,6 +144,7 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
     'recordedAt = :now',
     'writeKind = :writeKind',
     `${EFFECTS_GROUP_ATTRIBUTE} = :group`,
+    `${LIST_INDEX_PARTITION} = :listPartition`,
   ];
   names['#source'] = 'source';
   names['#kind'] = 'kind';

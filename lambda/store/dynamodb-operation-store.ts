@@ -13,7 +13,11 @@ import { isPermanentRejection } from './dynamodb.ts';
 import {
   type ApplyOutcome,
   type DeliveryReceipts,
+  InvalidCursorError,
+  type ListFilter,
+  type OperationQueries,
   type OperationStore,
+  type OperationView,
   type PollCandidate,
   type PollRequests,
   type PollSchedule,
@@ -25,6 +29,10 @@ import {
 import {
   EFFECTS_GROUP_ATTRIBUTE,
   effectsGroupOf,
+  LIST_INDEX,
+  LIST_INDEX_PARTITION,
+  LIST_INDEX_SORT,
+  LIST_PARTITION_VALUE,
   OPEN_INDEX,
   OPEN_INDEX_PARTITION,
   OPEN_INDEX_SORT,
@@ -37,7 +45,7 @@ import {
 /** Kinds reconcile polls: all of them (interactions with `interactions.get`). */
 const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation', 'interaction']);
 
-export class DynamoDbOperationStore implements OperationStore, PollSchedule, PollRequests, DeliveryReceipts {
+export class DynamoDbOperationStore implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts {
   constructor(
     private readonly client: DynamoDBDocumentClient,
     private readonly tableName: string,
@@ -55,7 +63,13 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule, Pol
     const values: Record<string, unknown> = {};
     const assignments: string[] = [];
     const writeKind: WriteKind = next.source === 'track' ? 'track' : next.stateChanged ? 'state-change' : 'refresh';
-    const item = { ...next, writeKind, [EFFECTS_GROUP_ATTRIBUTE]: effectsGroupOf(next.name), [RANK_ATTRIBUTE]: rankOf(next.state) };
+    const item = {
+      ...next,
+      writeKind,
+      [EFFECTS_GROUP_ATTRIBUTE]: effectsGroupOf(next.name),
+      [RANK_ATTRIBUTE]: rankOf(next.state),
+      [LIST_INDEX_PARTITION]: LIST_PARTITION_VALUE,
+    };
     for (const [key, value] of Object.entries(item)) {
       if (key === PARTITION_KEY) continue;
       names[`#${key}`] = key;
@@ -98,6 +112,51 @@ export class DynamoDbOperationStore implements OperationStore, PollSchedule, Pol
         throw new StoreRejectedError(`DynamoDB refused the record: ${(error as Error).message}`, { cause: error });
       throw error;
     }
+  }
+
+  async describe(name: string): Promise<OperationView | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({ TableName: this.tableName, Key: { [PARTITION_KEY]: name }, ConsistentRead: true }),
+    );
+    return Item && viewFromItem(Item);
+  }
+
+  async list(filter: ListFilter): Promise<{ operations: OperationView[]; nextCursor?: string }> {
+    let start = filter.cursor === undefined ? undefined : cursorKey(filter.cursor);
+    const conditions: string[] = [];
+    const names: Record<string, string> = { '#partition': LIST_INDEX_PARTITION };
+    const values: Record<string, unknown> = { ':partition': LIST_PARTITION_VALUE };
+    if (filter.state) {
+      conditions.push('#state = :state');
+      names['#state'] = 'state';
+      values[':state'] = filter.state;
+    }
+    if (filter.kind) {
+      conditions.push('#kind = :kind');
+      names['#kind'] = 'kind';
+      values[':kind'] = filter.kind;
+    }
+    const operations: OperationView[] = [];
+    // A filter is applied after each page is read: read on until the page is full, at most 10 reads a request.
+    for (let reads = 0; reads < 10 && operations.length < filter.limit; reads++) {
+      const { Items = [], LastEvaluatedKey } = await this.client.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: LIST_INDEX,
+          KeyConditionExpression: '#partition = :partition',
+          ...(conditions.length > 0 && { FilterExpression: conditions.join(' AND ') }),
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ScanIndexForward: false,
+          Limit: filter.limit - operations.length,
+          ...(start && { ExclusiveStartKey: start }),
+        }),
+      );
+      operations.push(...Items.map(viewFromItem));
+      start = LastEvaluatedKey;
+      if (!start) break;
+    }
+    return { operations, ...(start && { nextCursor: Buffer.from(JSON.stringify(start)).toString('base64url') }) };
   }
 
   async apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome> {
@@ -241,6 +300,37 @@ function unmarshallable(values: Record<string, unknown>): void {
   } catch (error) {
     throw new StoreRejectedError(`the record cannot be stored: ${(error as Error).message}`, { cause: error });
   }
+}
+
+function viewFromItem(item: Record<string, unknown>): OperationView {
+  return {
+    ...recordFromItem(item),
+    polling: {
+      nextPollAt: (item[OPEN_INDEX_SORT] as string | undefined) ?? null,
+      failedPolls: (item.failedPolls as number | undefined) ?? 0,
+      notFoundPolls: (item.notFoundPolls as number | undefined) ?? 0,
+      note: (item.pollNote as string | undefined) ?? null,
+    },
+  };
+}
+
+/** A cursor is the index key the page ended at; anything else is refused before DynamoDB sees it. */
+function cursorKey(cursor: string): Record<string, string> {
+  let key: unknown;
+  try {
+    key = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+  } catch {
+    throw new InvalidCursorError('cursor is not one this API handed out');
+  }
+  const fields = [PARTITION_KEY, LIST_INDEX_PARTITION, LIST_INDEX_SORT];
+  const valid =
+    typeof key === 'object' &&
+    key !== null &&
+    Object.keys(key).length === fields.length &&
+    fields.every((field) => typeof (key as Record<string, unknown>)[field] === 'string') &&
+    (key as Record<string, string>)[LIST_INDEX_PARTITION] === LIST_PARTITION_VALUE;
+  if (!valid) throw new InvalidCursorError('cursor is not one this API handed out');
+  return key as Record<string, string>;
 }
 
 /** The record's own attributes, in a stable order (items may carry index attributes too). */

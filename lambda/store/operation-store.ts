@@ -1,4 +1,5 @@
 /** The persistence port: everything ingest and the API need from storage. */
+import type { OperationKind, OperationState } from '../core/lifecycle.ts';
 import type { OperationEvent, OperationRecord } from '../core/reducer.ts';
 import type { Variant } from './compiled-write.ts';
 
@@ -68,6 +69,37 @@ export interface PollState {
 export interface PollCandidate {
   record: OperationRecord;
   poll: PollState;
+}
+
+/** What reconcile knows of an open operation's polling, for the API (never part of the reducer's record). */
+export interface PollingStatus {
+  /** When reconcile polls next; null once polling stopped (terminal, or `note` says why). */
+  nextPollAt: string | null;
+  failedPolls: number;
+  notFoundPolls: number;
+  /** Why the last poll failed or polling stopped: `not-found`, `invalid-name`, `unknown-state:<raw>`, `Gemini answered 429`, … */
+  note: string | null;
+}
+
+export type OperationView = OperationRecord & { polling: PollingStatus };
+
+export interface ListFilter {
+  state?: OperationState;
+  kind?: OperationKind;
+  limit: number;
+  /** Opaque, from the previous page's `nextCursor`. */
+  cursor?: string;
+}
+
+export class InvalidCursorError extends Error {
+  override name = 'InvalidCursorError';
+}
+
+/** The API's reads: one operation with its polling status, and the list, newest first. */
+export interface OperationQueries {
+  describe(name: string): Promise<OperationView | undefined>;
+  /** Throws InvalidCursorError for a cursor this store did not hand out. */
+  list(filter: ListFilter): Promise<{ operations: OperationView[]; nextCursor?: string }>;
 }
 
 /** Asks reconcile to poll one operation on its next run. */

@@ -8,6 +8,8 @@
  * - `pollBucket` + `nextPollAt`: present only while the operation is open and
  *   pollable, so the `open-by-due` index is sparse: reconcile finds the
  *   operations due for a poll without scanning.
+ * - `listPartition`: on every operation, so `recent-by-recorded` lists them
+ *   newest first (the unmapped-delivery note has none).
  * - `effectsGroup`: the operation's message group on the effects queue, which
  *   the AWS Pipe reads from the stream record.
  */
@@ -30,6 +32,16 @@ export const OPEN_INDEX_PARTITION = 'pollBucket';
 export const OPEN_INDEX_SORT = 'nextPollAt';
 /** Open operations spread over this many index partitions. */
 export const POLL_BUCKETS = 8;
+/**
+ * `GET /operations`, most recently recorded first: every operation item carries
+ * `listPartition` (one value) and the index sorts on `recordedAt`. One index
+ * partition takes about 1,000 writes a second, far above a webhook receiver's
+ * rate; beyond that it would be sharded.
+ */
+export const LIST_INDEX = 'recent-by-recorded';
+export const LIST_INDEX_PARTITION = 'listPartition';
+export const LIST_INDEX_SORT = 'recordedAt';
+export const LIST_PARTITION_VALUE = 'operations';
 
 /**
  * The one item that is not an operation: the last verified delivery the API
@@ -48,6 +60,8 @@ export function createTableInput(tableName: string): CreateTableCommandInput {
       { AttributeName: PARTITION_KEY, AttributeType: 'S' },
       { AttributeName: OPEN_INDEX_PARTITION, AttributeType: 'S' },
       { AttributeName: OPEN_INDEX_SORT, AttributeType: 'S' },
+      { AttributeName: LIST_INDEX_PARTITION, AttributeType: 'S' },
+      { AttributeName: LIST_INDEX_SORT, AttributeType: 'S' },
     ],
     KeySchema: [{ AttributeName: PARTITION_KEY, KeyType: 'HASH' }],
     GlobalSecondaryIndexes: [
@@ -56,6 +70,14 @@ export function createTableInput(tableName: string): CreateTableCommandInput {
         KeySchema: [
           { AttributeName: OPEN_INDEX_PARTITION, KeyType: 'HASH' },
           { AttributeName: OPEN_INDEX_SORT, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'ALL' },
+      },
+      {
+        IndexName: LIST_INDEX,
+        KeySchema: [
+          { AttributeName: LIST_INDEX_PARTITION, KeyType: 'HASH' },
+          { AttributeName: LIST_INDEX_SORT, KeyType: 'RANGE' },
         ],
         Projection: { ProjectionType: 'ALL' },
       },

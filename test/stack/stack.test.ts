@@ -61,11 +61,13 @@ describe('RatchetStack', () => {
     template.hasResourceProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
   });
 
-  it('grants the API function its log group, GetItem/UpdateItem on the table, its secret and invoking reconcile, nothing else', () => {
+  it('grants the API function its log group, GetItem/UpdateItem on the table, Query on the list index, its secret and invoking reconcile, nothing else', () => {
     expect(permissionsOf('ApiRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ApiLogs')],
       XRAY,
       [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
+      // GET /operations: the list index only.
+      [['dynamodb:Query'], expect.stringMatching(/index\/recent-by-recorded/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('WebhookSigningSecrets')],
       // JWT-signed deliveries are verified by polling: the API wakes reconcile, that function only, no versions or aliases.
       [['lambda:InvokeFunction'], expect.stringMatching(/^\{"Fn::GetAtt":\["Reconcile[0-9A-F]+","Arn"\]\}$/)],
@@ -160,6 +162,14 @@ describe('RatchetStack', () => {
           ],
           Projection: { ProjectionType: 'ALL' },
         },
+        {
+          IndexName: 'recent-by-recorded',
+          KeySchema: [
+            { AttributeName: 'listPartition', KeyType: 'HASH' },
+            { AttributeName: 'recordedAt', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'ALL' },
+        },
       ],
     });
     template.hasResourceProperties('AWS::Events::Rule', {
@@ -198,6 +208,7 @@ describe('RatchetStack', () => {
       'POST /webhooks/gemini': 'NONE',
       'GET /healthz': 'NONE',
       'POST /operations': 'AWS_IAM',
+      'GET /operations': 'AWS_IAM',
       'GET /operations/{name+}': 'AWS_IAM',
     });
     template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
