@@ -62,6 +62,10 @@ const Env = z.object({
   EFFECTS_RETRY_FOR_SECONDS: withDefault(number(z.positive(), z.maximum(13 * 86_400)), 86_400),
   /** In AWS: the effects FIFO queue (the handler sets its messages' visibility as the backoff). */
   EFFECTS_QUEUE_URL: optional(text()),
+  /** Every applied write of every operation, from the stream; locally `<TABLE_NAME>-history`. */
+  HISTORY_TABLE: optional(text()),
+  /** How long history entries are kept (DynamoDB TTL). */
+  HISTORY_RETENTION_DAYS: withDefault(number(z.positive()), 90),
   PORT: withDefault(number(integer, z.minimum(0), z.maximum(65535)), 3000),
   HOST: withDefault(text(), '127.0.0.1'),
   DATA_DIR: optional(text()),

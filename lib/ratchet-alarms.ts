@@ -15,10 +15,12 @@ import { Construct } from 'constructs';
 
 export interface RatchetAlarmsProps {
   api: HttpApi;
-  functions: Record<'Api' | 'Effects' | 'Reconcile', IFunction & { timeout?: Duration }>;
+  functions: Record<'Api' | 'Effects' | 'Reconcile' | 'History', IFunction & { timeout?: Duration }>;
   effectsQueue: IQueue;
   effectsDeadLetterQueue: IQueue;
   pipeFailures: IQueue;
+  /** The history stream mapping's on-failure destination. */
+  historyFailures: IQueue;
   alarmEmail?: string;
 }
 
@@ -86,15 +88,22 @@ export class RatchetAlarms extends Construct {
       1_000,
       'More than 1,000 effects are waiting.',
     );
-    for (const [name, queue] of [
-      ['EffectsQueueDeadLetters', props.effectsDeadLetterQueue],
-      ['EffectsPipeFailures', props.pipeFailures],
+    const redrive = 'npm run redrive -- --stack <name>';
+    for (const [name, queue, todo] of [
+      ['EffectsQueueDeadLetters', props.effectsDeadLetterQueue, redrive],
+      ['EffectsPipeFailures', props.pipeFailures, redrive],
+      // Stream positions of history entries not written (the records themselves are in the table; history has a gap there).
+      [
+        'HistoryFailures',
+        props.historyFailures,
+        'history writes failed: see the HistoryWriter logs; the operations themselves are unaffected',
+      ],
     ] as const) {
       alarm(
         name,
         queue.metricApproximateNumberOfMessagesVisible({ period: FIVE_MINUTES, statistic: 'Maximum' }),
         1,
-        `${name} holds messages: npm run redrive -- --stack <name>.`,
+        `${name} holds messages: ${todo}.`,
       );
     }
     alarm(

@@ -54,7 +54,8 @@ export class RatchetFunction extends NodejsFunction {
     });
     Validations.of(role).acknowledge({
       id: 'AwsSolutions-IAM5[Resource::*]',
-      reason: 'xray:PutTraceSegments and xray:PutTelemetryRecords (active tracing) have no resource-level permissions.',
+      reason:
+        'xray:PutTraceSegments and xray:PutTelemetryRecords (active tracing), and dynamodb:ListStreams for a stream event source, have no resource-level permissions.',
     });
     Validations.of(this).acknowledge({
       id: 'AwsSolutions-L1',

@@ -13,7 +13,8 @@ import { AttributeType, BillingMode, StreamViewType, Table, TableEncryption } fr
 import { EventBus, Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
-import { SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { FilterCriteria, StartingPosition } from 'aws-cdk-lib/aws-lambda';
+import { DynamoEventSource, SqsDlq, SqsEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { CfnPipe } from 'aws-cdk-lib/aws-pipes';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
@@ -23,6 +24,14 @@ import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from '../lambda/effects/d
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
 import { EFFECTS_PIPE, EFFECTS_QUEUE } from '../lambda/effects/settings.ts';
+import {
+  DEFAULT_HISTORY_RETENTION_DAYS,
+  HISTORY_FILTER,
+  HISTORY_MAPPING,
+  HISTORY_PARTITION_KEY,
+  HISTORY_SORT_KEY,
+  HISTORY_TTL_ATTRIBUTE,
+} from '../lambda/history/history.ts';
 import { NOT_CONFIGURED } from '../lambda/secrets.ts';
 import {
   EFFECTS_GROUP_ATTRIBUTE,
@@ -73,6 +82,8 @@ export interface RatchetStackProps extends StackProps {
    * JWT-signed deliveries are refused. `v1a` (Ed25519) deliveries need no setting.
    */
   geminiWebhookAudience?: string;
+  /** How long history entries are kept (default 90 days). */
+  historyRetentionDays?: number;
 }
 
 export class RatchetStack extends Stack {
@@ -82,6 +93,7 @@ export class RatchetStack extends Stack {
   readonly effectsFunction: RatchetFunction;
   readonly effectsQueue: Queue;
   readonly reconcileFunction: RatchetFunction;
+  readonly historyFunction: RatchetFunction;
   readonly bus: EventBus;
   readonly alarms: RatchetAlarms;
 
@@ -281,6 +293,47 @@ export class RatchetStack extends Stack {
       new SqsEventSource(this.effectsQueue, { batchSize: EFFECTS_QUEUE.batchSize, reportBatchItemFailures: true }),
     );
 
+    // History: the table's stream (every applied write) -> its own table, for GET /operations/{name}/history.
+    const historyTable = new Table(this, 'History', {
+      partitionKey: { name: HISTORY_PARTITION_KEY, type: AttributeType.STRING },
+      sortKey: { name: HISTORY_SORT_KEY, type: AttributeType.NUMBER },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: HISTORY_TTL_ATTRIBUTE,
+      encryption: TableEncryption.AWS_MANAGED,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    const historyFailures = new Queue(this, 'HistoryFailures', {
+      retentionPeriod: Duration.days(14),
+      enforceSSL: true,
+      encryption: QueueEncryption.SQS_MANAGED,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    Validations.of(historyFailures).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'This queue is the on-failure destination of the history stream mapping.',
+    });
+    this.historyFunction = new RatchetFunction(this, 'HistoryWriter', {
+      entry: 'lambda/handlers/history.ts',
+      description: 'Table stream -> operation history (every applied write, idempotent per name#version)',
+      timeout: Duration.seconds(30),
+      environment: { HISTORY_RETENTION_DAYS: String(props.historyRetentionDays ?? DEFAULT_HISTORY_RETENTION_DAYS) },
+    }).bindTable('HISTORY_TABLE', historyTable, ['PutItem']);
+    this.historyFunction.addEventSource(
+      new DynamoEventSource(this.table, {
+        startingPosition: StartingPosition.TRIM_HORIZON,
+        batchSize: HISTORY_MAPPING.batchSize,
+        retryAttempts: HISTORY_MAPPING.retryAttempts,
+        bisectBatchOnError: true,
+        maxRecordAge: Duration.days(1),
+        reportBatchItemFailures: true,
+        onFailure: new SqsDlq(historyFailures),
+        filters: [FilterCriteria.filter(HISTORY_FILTER)],
+      }),
+    );
+    this.apiFunction.bindTable('HISTORY_TABLE', historyTable, ['Query']);
+
     // Reconcile: a schedule polls Gemini for open operations through the same ingest.
     const geminiApiKey = new Secret(this, 'GeminiApiKey', {
       description: 'Gemini API key used by reconcile to poll operations',
@@ -320,7 +373,8 @@ export class RatchetStack extends Stack {
 
     this.alarms = new RatchetAlarms(this, 'Monitoring', {
       api: this.api,
-      functions: { Api: this.apiFunction, Effects: this.effectsFunction, Reconcile: this.reconcileFunction },
+      functions: { Api: this.apiFunction, Effects: this.effectsFunction, Reconcile: this.reconcileFunction, History: this.historyFunction },
+      historyFailures,
       effectsQueue: this.effectsQueue,
       effectsDeadLetterQueue: effectsDlq,
       pipeFailures,

@@ -32,6 +32,7 @@ import { createEffectsHandler } from '../lambda/effects/process.ts';
 import { redrive } from '../lambda/effects/redrive.ts';
 import { EFFECTS_PIPE, retrySettings } from '../lambda/effects/settings.ts';
 import { WebhookSink } from '../lambda/effects/sinks.ts';
+import { createHistoryHandler, DynamoDbHistory, HISTORY_FILTER, HISTORY_MAPPING, historyTableInput } from '../lambda/history/history.ts';
 import { createApp, type Failure } from '../lambda/http/app.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../lambda/logger.ts';
@@ -94,11 +95,14 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     const store = new DynamoDbOperationStore(documents, config.TABLE_NAME);
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
+    const history = new DynamoDbHistory(documents, config.HISTORY_TABLE ?? `${config.TABLE_NAME}-history`, config.HISTORY_RETENTION_DAYS);
+    await ensure(historyTableInput(config.HISTORY_TABLE ?? `${config.TABLE_NAME}-history`));
     let effects: LocalEffects | undefined;
     let schedule: LocalSchedule | undefined;
     const app = createApp({
       store,
       queries: store,
+      history,
       receipts: store,
       verifier: new WebhookSignatureVerifier(async () => secrets, dynamicWebhooks(config)),
       pollNow: config.GEMINI_API_KEY ? (operation) => pollNow(operation, { store, wake: async () => schedule?.runSoon() }) : undefined,
@@ -115,6 +119,8 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
           (server as Server).closeAllConnections();
         }),
     );
+    const historyMapping = await startHistory(config, { client, documents, endpoint: dynamodbEndpoint, logger, ensure, history });
+    stopped.push(() => historyMapping.stop());
     effects = await startEffects(config, { client, documents, endpoint: dynamodbEndpoint, logger, ensure });
     if (effects) stopped.push(() => effects.stop());
     schedule = startReconcile(config, store, logger);
@@ -196,6 +202,38 @@ function startReconcile(config: Config, store: DynamoDbOperationStore, logger: L
   );
   schedule.start();
   return schedule;
+}
+
+/**
+ * History, as in AWS: the table's stream (every applied write) -> the history
+ * writer, through a stream mapping of its own (its own checkpoints), sink or no sink.
+ */
+async function startHistory(
+  config: Config,
+  deps: {
+    client: DynamoDBClient;
+    documents: DynamoDBDocumentClient;
+    endpoint: string;
+    logger: Logger;
+    ensure: (input: CreateTableCommandInput) => Promise<void>;
+    history: DynamoDbHistory;
+  },
+): Promise<LocalStreamMapping> {
+  const stateTable = `${config.TABLE_NAME}-history-mapping`;
+  await deps.ensure(keyedTableInput(stateTable));
+  const mapping = new LocalStreamMapping({
+    ...deps,
+    tableName: config.TABLE_NAME,
+    stateTableName: stateTable,
+    filter: HISTORY_FILTER,
+    handler: createHistoryHandler({ history: deps.history, logger: deps.logger }),
+    batchSize: HISTORY_MAPPING.batchSize,
+    retryAttempts: HISTORY_MAPPING.retryAttempts,
+    retryBaseMs: 1_000,
+    pollMs: 100,
+  });
+  mapping.start();
+  return mapping;
 }
 
 export interface LocalEffects {

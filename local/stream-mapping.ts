@@ -36,6 +36,8 @@ export interface StreamMappingOptions {
   /** Holds checkpoints and dead letters (`key` partition key, no stream). */
   stateTableName: string;
   handler: StreamHandler;
+  /** Which records reach the handler (Lambda's filter criteria); the effects Pipe's by default. */
+  filter?: Parameters<typeof matchesFilter>[0];
   logger: Logger;
   batchSize: number;
   retryAttempts: number;
@@ -121,7 +123,7 @@ export class LocalStreamMapping {
     while (iterator && !this.stopped) {
       const page = await this.streams.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1000 }));
       const records = page.Records ?? [];
-      const passes = records.map((record) => matchesFilter(STATE_CHANGE_FILTER, record));
+      const passes = records.map((record) => matchesFilter(this.options.filter ?? STATE_CHANGE_FILTER, record));
       for (let start = 0; start < records.length && !this.stopped; ) {
         // A chunk ends after `batchSize` records that pass the filter; the ones it drops are passed over in it.
         let end = start;

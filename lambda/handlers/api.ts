@@ -6,6 +6,7 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { handle } from 'hono/aws-lambda';
 import { loadConfig } from '../config.ts';
+import { DynamoDbHistory } from '../history/history.ts';
 import { createApp } from '../http/app.ts';
 import {
   dynamicWebhooks,
@@ -22,10 +23,8 @@ import { DynamoDbOperationStore } from '../store/dynamodb-operation-store.ts';
 
 const config = loadConfig();
 const logger = createLogger();
-const store = new DynamoDbOperationStore(
-  createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT })),
-  config.TABLE_NAME,
-);
+const documents = createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT }));
+const store = new DynamoDbOperationStore(documents, config.TABLE_NAME);
 
 const metrics = createMetrics();
 let reportedInvalid: string | undefined;
@@ -80,6 +79,7 @@ export const handler = handle(
   createApp({
     store,
     queries: store,
+    ...(config.HISTORY_TABLE && { history: new DynamoDbHistory(documents, config.HISTORY_TABLE, config.HISTORY_RETENTION_DAYS) }),
     receipts: store,
     verifier: new WebhookSignatureVerifier(signingSecrets, dynamicWebhooks(config)),
     pollNow: (operation) => pollNow(operation, { store, wake: wakeReconcile }),

@@ -15,6 +15,7 @@ import { InvalidNameError, kindOfName, normalizeOperationName } from '../core/na
 import { parseProviderJson } from '../core/provider-values.ts';
 import { trackedRecord } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
+import type { DynamoDbHistory } from '../history/history.ts';
 import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
 import {
   type DeliveryReceipts,
@@ -34,6 +35,8 @@ export interface AppDeps {
   verifier: WebhookSignatureVerifier;
   /** The list and the polling status (`GET /operations`); without it `GET /operations/{name}` answers the bare record and the list is 404. */
   queries?: OperationQueries;
+  /** `GET /operations/{name}/history` (written from the stream, see lambda/history); without it the route is 400. */
+  history?: Pick<DynamoDbHistory, 'list'>;
   /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
   receipts?: DeliveryReceipts;
   logger: Logger;
@@ -80,6 +83,14 @@ const ListQuery = z.object({
   limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(100))),
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
 });
+
+function tryName(value: string): string | undefined {
+  try {
+    return normalizeOperationName(value);
+  } catch {
+    return undefined;
+  }
+}
 
 /** The Origin header names the scheme, host and port the request itself was sent to. */
 function sameOrigin(origin: string, requestUrl: string): boolean {
@@ -304,16 +315,26 @@ export function createApp(deps: AppDeps): Hono {
     });
   }
 
-  app.get('/operations/:name{.+}', async (c) => {
+  // `{name}` and `{name}/history`: a path that is a whole name is the record (`batches/history` is a batch),
+  // else a name followed by `/history` is that operation's history.
+  app.get('/operations/:path{.+}', async (c) => {
+    const path = c.req.param('path');
     let name: string;
+    let history = false;
     try {
-      name = normalizeOperationName(c.req.param('name'));
+      name = normalizeOperationName(path);
     } catch (error) {
-      return fail('malformed-request', (error as Error).message);
+      const prefix = path.endsWith('/history') ? path.slice(0, -'/history'.length) : undefined;
+      const named = prefix && deps.history ? tryName(prefix) : undefined;
+      if (!named) return fail('malformed-request', (error as Error).message);
+      name = named;
+      history = true;
     }
     try {
       const record = await (queries ? queries.describe(name) : store.get(name));
-      return record ? c.json(record) : fail('not-found', `no operation named ${JSON.stringify(name)}`);
+      if (!record) return fail('not-found', `no operation named ${JSON.stringify(name)}`);
+      if (!history || !deps.history) return c.json(record);
+      return c.json({ name, history: await deps.history.list(name) });
     } catch (error) {
       logger.error('read failed', { operation: name, error });
       return fail('not-recorded', 'store unavailable; retry later');

@@ -3,6 +3,7 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
+import { HISTORY_FILTER } from '../../lambda/history/history.ts';
 import { RatchetStack } from '../../lib/ratchet-stack.ts';
 
 let template: Template;
@@ -69,6 +70,7 @@ describe('RatchetStack', () => {
       // GET /operations: the list index only.
       [['dynamodb:Query'], expect.stringMatching(/index\/recent-by-recorded/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('WebhookSigningSecrets')],
+      [['dynamodb:Query'], expect.stringMatching(/^\{"Fn::GetAtt":\["History[0-9A-F]+","Arn"\]\}$/)],
       // JWT-signed deliveries are verified by polling: the API wakes reconcile, that function only, no versions or aliases.
       [['lambda:InvokeFunction'], expect.stringMatching(/^\{"Fn::GetAtt":\["Reconcile[0-9A-F]+","Arn"\]\}$/)],
     ]);
@@ -132,7 +134,8 @@ describe('RatchetStack', () => {
       BatchSize: 10,
       FunctionResponseTypes: ['ReportBatchItemFailures'],
     });
-    expect(Object.keys(template.findResources('AWS::Lambda::EventSourceMapping'))).toHaveLength(1);
+    // The effects queue's, and the history writer's stream mapping.
+    expect(Object.keys(template.findResources('AWS::Lambda::EventSourceMapping'))).toHaveLength(2);
     template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
@@ -233,9 +236,33 @@ describe('RatchetStack', () => {
     }
   });
 
+  it('writes history from the stream: every applied write, filtered, bisected, bounded, failures kept; the writer may only PutItem', () => {
+    template.hasResourceProperties('AWS::DynamoDB::Table', {
+      KeySchema: [
+        { AttributeName: 'name', KeyType: 'HASH' },
+        { AttributeName: 'version', KeyType: 'RANGE' },
+      ],
+      TimeToLiveSpecification: { AttributeName: 'expiresAt', Enabled: true },
+    });
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^Operations'), 'StreamArn'] },
+      StartingPosition: 'TRIM_HORIZON',
+      BisectBatchOnFunctionError: true,
+      MaximumRetryAttempts: 10,
+      MaximumRecordAgeInSeconds: 86_400,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      DestinationConfig: { OnFailure: { Destination: { 'Fn::GetAtt': [Match.stringLikeRegexp('^HistoryFailures'), 'Arn'] } } },
+      FilterCriteria: { Filters: [{ Pattern: JSON.stringify(HISTORY_FILTER) }] },
+    });
+    const writes = permissionsOf('HistoryWriterRole').filter(([actions]) =>
+      actions.some((a) => a.startsWith('dynamodb:') && !/Stream|Shard|GetRecords/.test(a)),
+    );
+    expect(writes).toEqual([[['dynamodb:PutItem'], expect.stringMatching(/History[0-9A-F]+/)]]);
+  });
+
   it('protects what holds data: tables with deletion protection, queues and log groups retained', () => {
     const tables = template.findResources('AWS::DynamoDB::Table');
-    expect(Object.keys(tables)).toHaveLength(3);
+    expect(Object.keys(tables)).toHaveLength(4);
     for (const table of Object.values(tables)) {
       expect(table).toMatchObject({ DeletionPolicy: 'Retain', Properties: { DeletionProtectionEnabled: true } });
     }
@@ -268,11 +295,12 @@ describe('RatchetStack', () => {
       [
         'Api5xx',
         'ApiLatency',
-        ...['Api', 'Effects', 'Reconcile'].flatMap((fn) => [`${fn}Errors`, `${fn}Throttles`, `${fn}Duration`]),
+        ...['Api', 'Effects', 'Reconcile', 'History'].flatMap((fn) => [`${fn}Errors`, `${fn}Throttles`, `${fn}Duration`]),
         'EffectsBacklogAge',
         'EffectsBacklogDepth',
         'EffectsQueueDeadLetters',
         'EffectsPipeFailures',
+        'HistoryFailures',
         'EffectsDeadLettered',
         'EffectsUndecodable',
         'WebhookNotRecorded',

@@ -1,0 +1,140 @@
+/**
+ * An operation's history: every applied write, in version order, built from
+ * the table's stream (never written on the ingest path, so a webhook costs no
+ * more). One item per `name` + `version`, so a redelivered stream record
+ * writes the same item again and changes nothing. Items expire after the
+ * retention (`HISTORY_RETENTION_DAYS`, DynamoDB TTL on `expiresAt`).
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import type { OperationRecord } from '../core/reducer.ts';
+
+/** The stream records history keeps: every applied write (a state change, a same-state refresh, a track). */
+export const HISTORY_FILTER = {
+  eventName: ['INSERT', 'MODIFY'],
+  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'refresh', 'track'] } } },
+} as const;
+
+/** The stream mapping's settings, the stack's and the local runtime's. */
+export const HISTORY_MAPPING = { batchSize: 100, retryAttempts: 10 } as const;
+
+export const HISTORY_PARTITION_KEY = 'name';
+export const HISTORY_SORT_KEY = 'version';
+export const HISTORY_TTL_ATTRIBUTE = 'expiresAt';
+export const DEFAULT_HISTORY_RETENTION_DAYS = 90;
+/** At most this many entries in one answer: the newest are kept if an operation ever had more. */
+export const MAX_HISTORY_ENTRIES = 1_000;
+
+export type HistoryEntry = Pick<
+  OperationRecord,
+  'version' | 'state' | 'previousState' | 'stateChanged' | 'source' | 'eventId' | 'updateTime' | 'recordedAt'
+>;
+
+export function historyTableInput(tableName: string): CreateTableCommandInput {
+  return {
+    TableName: tableName,
+    AttributeDefinitions: [
+      { AttributeName: HISTORY_PARTITION_KEY, AttributeType: 'S' },
+      { AttributeName: HISTORY_SORT_KEY, AttributeType: 'N' },
+    ],
+    KeySchema: [
+      { AttributeName: HISTORY_PARTITION_KEY, KeyType: 'HASH' },
+      { AttributeName: HISTORY_SORT_KEY, KeyType: 'RANGE' },
+    ],
+    BillingMode: 'PAY_PER_REQUEST',
+  };
+}
+
+export class DynamoDbHistory {
+  constructor(
+    private readonly client: DynamoDBDocumentClient,
+    private readonly tableName: string,
+    private readonly retentionDays = DEFAULT_HISTORY_RETENTION_DAYS,
+  ) {}
+
+  /** Idempotent per `name` + `version`: the item is the stream image's, whatever the delivery. */
+  async record(name: string, entry: HistoryEntry): Promise<void> {
+    const expiresAt = Math.floor(Date.parse(entry.recordedAt) / 1000) + this.retentionDays * 86_400;
+    await this.client.send(new PutCommand({ TableName: this.tableName, Item: { name, ...entry, [HISTORY_TTL_ATTRIBUTE]: expiresAt } }));
+  }
+
+  /** In version order; entries past their retention may still show until DynamoDB's TTL removes them. */
+  async list(name: string): Promise<HistoryEntry[]> {
+    const entries: HistoryEntry[] = [];
+    let start: Record<string, unknown> | undefined;
+    do {
+      const { Items = [], LastEvaluatedKey } = await this.client.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          KeyConditionExpression: '#name = :name',
+          ExpressionAttributeNames: { '#name': HISTORY_PARTITION_KEY },
+          ExpressionAttributeValues: { ':name': name },
+          ScanIndexForward: false, // newest first, so a cap keeps the newest
+          ...(start && { ExclusiveStartKey: start }),
+        }),
+      );
+      entries.push(...Items.map(entryOf));
+      start = LastEvaluatedKey;
+    } while (start && entries.length < MAX_HISTORY_ENTRIES);
+    return entries.slice(0, MAX_HISTORY_ENTRIES).reverse();
+  }
+}
+
+function entryOf(item: Record<string, unknown>): HistoryEntry {
+  return {
+    version: item.version as number,
+    state: (item.state as HistoryEntry['state']) ?? null,
+    previousState: (item.previousState as HistoryEntry['previousState']) ?? null,
+    stateChanged: (item.stateChanged as boolean) ?? false,
+    source: item.source as HistoryEntry['source'],
+    eventId: (item.eventId as string | null) ?? null,
+    updateTime: (item.updateTime as string | null) ?? null,
+    recordedAt: item.recordedAt as string,
+  };
+}
+
+/**
+ * The stream handler (a Lambda event source mapping in AWS, the local stream
+ * mapping here): each record's NewImage as a history entry. A record that
+ * cannot be read as one is skipped and logged, never retried for ever; a
+ * store failure fails that record and the ones after it (retried in order).
+ */
+export function createHistoryHandler(deps: {
+  history: DynamoDbHistory;
+  logger: Pick<Logger, 'warn'>;
+}): (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse> {
+  return async (event) => {
+    for (const [i, record] of event.Records.entries()) {
+      const entry = decode(record);
+      if (!entry) {
+        deps.logger.warn('history: stream record skipped, not an operation write', { eventID: record.eventID });
+        continue;
+      }
+      try {
+        await deps.history.record(entry.name, entry.entry);
+      } catch {
+        return { batchItemFailures: event.Records.slice(i).map((r) => ({ itemIdentifier: r.dynamodb?.SequenceNumber ?? '' })) };
+      }
+    }
+    return { batchItemFailures: [] };
+  };
+}
+
+function decode(record: DynamoDBRecord): { name: string; entry: HistoryEntry } | undefined {
+  try {
+    // Only the attributes an entry needs: the rest of the image (results, metadata) is none of history's business.
+    const raw = record.dynamodb?.NewImage ?? {};
+    const wanted = ['name', 'version', 'state', 'previousState', 'stateChanged', 'source', 'eventId', 'updateTime', 'recordedAt'];
+    const image = unmarshall(Object.fromEntries(Object.entries(raw).filter(([key]) => wanted.includes(key))) as never) as Record<
+      string,
+      unknown
+    >;
+    if (typeof image.name !== 'string' || typeof image.version !== 'number' || typeof image.recordedAt !== 'string') return undefined;
+    return { name: image.name, entry: entryOf(image) };
+  } catch {
+    return undefined;
+  }
+}

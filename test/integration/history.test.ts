@@ -1,0 +1,99 @@
+/**
+ * History from the table's real stream (DynamoDB Local): every applied write
+ * in version order, idempotent per name#version when stream records come
+ * again, shuffled or duplicated; served by GET /operations/{name}/history.
+ */
+
+import type { DynamoDBStreamEvent } from 'aws-lambda';
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { matchesFilter } from '../../lambda/effects/filter.ts';
+import { createHistoryHandler, DynamoDbHistory, HISTORY_FILTER, historyTableInput } from '../../lambda/history/history.ts';
+import { createApp } from '../../lambda/http/app.ts';
+import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
+import { createTableInput } from '../../lambda/store/table.ts';
+import { ensureTable } from '../../local/runtime.ts';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { shuffle } from '../support/shuffle.ts';
+import { silentLogger } from '../support/silent-logger.ts';
+import { readStream } from '../support/stream-records.ts';
+
+const endpoint = inject('dynamodbEndpoint');
+const tableName = `${inject('tableName')}-history-source`;
+const client = createDynamoDbClient({ endpoint });
+const documents = createDocumentClient(client);
+const store = new DynamoDbOperationStore(documents, tableName);
+const history = new DynamoDbHistory(documents, `${tableName}-history`, 30);
+const secret = newSecret();
+const app = createApp({
+  store,
+  queries: store,
+  history,
+  verifier: new WebhookSignatureVerifier(async () => [secret]),
+  logger: silentLogger,
+});
+
+async function deliver(type: string, id: string, time: string, webhookId?: string) {
+  const { body, headers } = signedDelivery(secret, envelope(type, { id }, time), webhookId ? { id: webhookId } : {});
+  return (await app.request('/webhooks/gemini', { method: 'POST', body, headers })).json();
+}
+
+beforeAll(async () => {
+  await ensureTable(client, createTableInput(tableName));
+  await ensureTable(client, historyTableInput(`${tableName}-history`));
+  const track = await app.request('/operations', {
+    method: 'POST',
+    body: JSON.stringify({ name: 'interactions/h1' }),
+    headers: { 'content-type': 'application/json' },
+  });
+  expect(track.status).toBe(201);
+  await deliver('interaction.requires_action', 'interactions/h1', '2026-11-30T10:00:01Z', 'msg_1');
+  await deliver('interaction.requires_action', 'interactions/h1', '2026-11-30T10:00:01Z', 'msg_1'); // duplicate: no write
+  await deliver('interaction.requires_action', 'interactions/h1', '2026-11-30T10:00:02Z', 'msg_2'); // refresh
+  await deliver('interaction.completed', 'interactions/h1', '2026-11-30T10:00:03Z', 'msg_3');
+  await deliver('interaction.requires_action', 'interactions/h1', '2026-11-30T10:00:04Z', 'msg_4'); // regress: no write
+});
+afterAll(() => client.destroy());
+
+describe('history', () => {
+  it('keeps every applied write once, in version order, however often and in whatever order the stream records come', async () => {
+    const records = (await readStream(client, endpoint, tableName)).filter((r) => matchesFilter(HISTORY_FILTER, r));
+    expect(records).toHaveLength(4);
+    const handler = createHistoryHandler({ history, logger: silentLogger });
+    const shuffled = shuffle(
+      [...records, ...records, records[0], records[2]].filter((r) => r !== undefined),
+      7,
+    );
+    for (const record of shuffled) expect(await handler({ Records: [record] } as DynamoDBStreamEvent)).toEqual({ batchItemFailures: [] });
+
+    const response = await app.request('/operations/interactions/h1/history');
+    expect(response.status).toBe(200);
+    const body = (await response.json()) as { name: string; history: Array<Record<string, unknown>> };
+    expect(body.name).toBe('interactions/h1');
+    expect(body.history.map((e) => [e.version, e.previousState, e.state, e.stateChanged, e.source, e.eventId])).toEqual([
+      [1, null, null, false, 'track', null],
+      [2, null, 'REQUIRES_ACTION', true, 'webhook', 'msg_1'],
+      [3, 'REQUIRES_ACTION', 'REQUIRES_ACTION', false, 'webhook', 'msg_2'],
+      [4, 'REQUIRES_ACTION', 'SUCCEEDED', true, 'webhook', 'msg_3'],
+    ]);
+    expect(body.history[3]).toMatchObject({ updateTime: '2026-11-30T10:00:03.000000000Z', recordedAt: expect.any(String) });
+  });
+
+  it('answers 404 for an unknown operation, 400 for a bad name, and keeps an operation called "history" a record', async () => {
+    expect((await app.request('/operations/batches/nobody/history')).status).toBe(404);
+    expect((await app.request('/operations/files/x/history')).status).toBe(400);
+    await deliver('batch.succeeded', 'batches/history', '2026-11-30T10:00:00Z');
+    expect(await (await app.request('/operations/batches/history')).json()).toMatchObject({ name: 'batches/history', state: 'SUCCEEDED' });
+    expect(await (await app.request('/operations/batches/history/history')).json()).toMatchObject({ name: 'batches/history', history: [] });
+  });
+
+  it('skips a record that is no operation write, and fails the rest of the batch in order when the store fails', async () => {
+    const failing = new DynamoDbHistory(documents, 'no-such-history-table');
+    const [record] = (await readStream(client, endpoint, tableName)).filter((r) => matchesFilter(HISTORY_FILTER, r));
+    const odd = { eventID: 'x', dynamodb: { SequenceNumber: '1', NewImage: { name: { S: 'n' } } } };
+    const handler = createHistoryHandler({ history: failing, logger: silentLogger });
+    const result = await handler({ Records: [odd, record, record] } as DynamoDBStreamEvent);
+    expect(result.batchItemFailures).toHaveLength(2);
+  });
+});
