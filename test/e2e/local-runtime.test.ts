@@ -10,6 +10,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { startDynamoDbLocal } from '../../local/dynamodb-local.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { PROJECT_ROOT, type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';
+import { eventually } from '../support/receiver.ts';
 
 const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-e2e-'));
 let ratchet: RatchetProcess;
@@ -92,6 +93,20 @@ describe('npm start', () => {
         result: { outputUri: 'files/out-1' },
       },
     });
+  });
+
+  it("lists what it holds and keeps each operation's history from the stream (GET /operations, …/history)", async () => {
+    const listed = (await (await fetch(`${ratchet.url}/operations?kind=batch&state=SUCCEEDED`)).json()) as {
+      operations: Array<{ name: string }>;
+    };
+    expect(listed.operations.map((o) => o.name)).toContain('batches/e2e');
+    const history = async () =>
+      (await (await fetch(`${ratchet.url}/operations/batches/e2e/history`)).json()).history as Array<Record<string, unknown>>;
+    await eventually(async () => (await history()).length === 2, 15_000, 'history from the stream');
+    expect((await history()).map((e) => [e.version, e.previousState, e.state, e.source, e.eventId])).toEqual([
+      [1, null, null, 'track', null],
+      [2, null, 'SUCCEEDED', 'webhook', 'msg_done'],
+    ]);
   });
 
   it('answers 401 for a bad signature or a stale timestamp, 400 for a malformed body, 413 when oversize, 200 for unknown types', async () => {
