@@ -101,7 +101,8 @@ describe('npm start', () => {
     };
     expect(listed.operations.map((o) => o.name)).toContain('batches/e2e');
     const history = async () =>
-      (await (await fetch(`${ratchet.url}/operations/batches/e2e/history`)).json()).history as Array<Record<string, unknown>>;
+      ((await (await fetch(`${ratchet.url}/operations/batches/e2e/history`)).json()) as { history: Array<Record<string, unknown>> })
+        .history;
     await eventually(async () => (await history()).length === 2, 15_000, 'history from the stream');
     expect((await history()).map((e) => [e.version, e.previousState, e.state, e.source, e.eventId])).toEqual([
       [1, null, null, 'track', null],
