@@ -298,6 +298,13 @@ async function startEffects(
     // How long an idle stream waits before asking again: most of the local effect lag.
     pollMs: 100,
   });
+  const backlog = await pipe.backlog();
+  if (backlog !== undefined) {
+    deps.logger.warn(
+      `outbound sink: first start: the ${backlog} state change(s) still in the table's stream (it keeps 24 h) are delivered first, then new ones`,
+      { backlog },
+    );
+  }
   pipe.start();
   return {
     deadLetters,

@@ -90,8 +90,42 @@ export class LocalStreamMapping {
     }
   }
 
+  /**
+   * On a first start (no checkpoint in any shard): how many records passing the
+   * filter the stream holds, which this mapping will hand over first (DynamoDB
+   * keeps a stream's records 24 hours). Undefined when it resumes from checkpoints.
+   */
+  async backlog(): Promise<number | undefined> {
+    const { Table } = await this.options.client.send(new DescribeTableCommand({ TableName: this.options.tableName }));
+    const streamArn = Table?.LatestStreamArn;
+    if (!streamArn) return undefined;
+    const shards = await this.shards(streamArn);
+    for (const shard of shards) if (await this.checkpoint(streamArn, shard.ShardId as string)) return undefined;
+    let count = 0;
+    for (const shard of shards) {
+      let { ShardIterator: iterator } = await this.streams.send(
+        new GetShardIteratorCommand({ StreamArn: streamArn, ShardId: shard.ShardId, ShardIteratorType: 'TRIM_HORIZON' }),
+      );
+      while (iterator) {
+        const page = await this.streams.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1000 }));
+        count += (page.Records ?? []).filter((record) => matchesFilter(this.options.filter ?? STATE_CHANGE_FILTER, record)).length;
+        iterator = page.Records?.length ? page.NextShardIterator : undefined;
+      }
+    }
+    return count;
+  }
+
   /** The oldest shard not read to its end (a parent closes before its child starts). */
   private async nextShard(streamArn: string): Promise<Shard | undefined> {
+    for (const shard of await this.shards(streamArn)) {
+      const checkpoint = await this.checkpoint(streamArn, shard.ShardId as string);
+      if (!checkpoint?.complete) return shard;
+    }
+    return undefined;
+  }
+
+  /** Every shard of the stream, oldest first. */
+  private async shards(streamArn: string): Promise<Shard[]> {
     const shards: Shard[] = [];
     let exclusiveStartShardId: string | undefined;
     do {
@@ -102,11 +136,7 @@ export class LocalStreamMapping {
       exclusiveStartShardId = StreamDescription?.LastEvaluatedShardId;
     } while (exclusiveStartShardId);
     shards.sort((a, b) => compareSequence(a.SequenceNumberRange?.StartingSequenceNumber, b.SequenceNumberRange?.StartingSequenceNumber));
-    for (const shard of shards) {
-      const checkpoint = await this.checkpoint(streamArn, shard.ShardId as string);
-      if (!checkpoint?.complete) return shard;
-    }
-    return undefined;
+    return shards;
   }
 
   private async drain(streamArn: string, shard: Shard): Promise<void> {

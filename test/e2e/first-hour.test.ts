@@ -4,7 +4,8 @@
  * the webhook CLI says what happened (exit code, one line when Ratchet is not
  * there, --id, --update-time, --data), a port in use is one line with nothing
  * left running, DynamoDB Local sends no telemetry, the logs carry no idle
- * reconcile lines and no empty sampling field.
+ * reconcile lines and no empty sampling field, the sink's first start says
+ * how much backlog it delivers.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
@@ -13,8 +14,12 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { DEV_SECRET_FILE } from '../../local/runtime.ts';
+import { newSecret } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { PROJECT_ROOT, type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';
+import { eventually, Receiver } from '../support/receiver.ts';
+
+const outbound = newSecret();
 
 const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-first-hour-'));
 let gemini: FakeGemini;
@@ -149,5 +154,31 @@ describe('the first hour', () => {
     expect(lines.length).toBeGreaterThan(0);
     expect(lines.filter((line) => line.includes('"sampling_rate"'))).toEqual([]);
     expect(lines.filter((line) => line.includes('"message":"reconcile run"') && line.includes('"due":0'))).toEqual([]);
+  });
+
+  it('says, when the outbound sink first starts, how many backlog changes it delivers; not again after a restart', async () => {
+    const receiver = await new Receiver(outbound).start();
+    const withSink = () => ({
+      ...env(),
+      EFFECTS_WEBHOOK_URL: receiver.url,
+      EFFECTS_SIGNING_SECRET: outbound,
+      POWERTOOLS_LOG_LEVEL: 'WARN',
+    });
+    try {
+      await ratchet.stop();
+      ratchet = await startRatchet(withSink());
+      const line = ratchet
+        .output()
+        .split('\n')
+        .find((l) => l.includes('outbound sink: first start'));
+      const backlog = Number(JSON.parse(line ?? '{}').backlog);
+      expect(backlog).toBeGreaterThanOrEqual(2); // the state changes the earlier cases made
+      await eventually(() => receiver.applied().length === backlog, 20_000, 'the backlog delivered');
+      await ratchet.stop();
+      ratchet = await startRatchet(withSink());
+      expect(ratchet.output()).not.toContain('outbound sink: first start');
+    } finally {
+      await receiver.stop();
+    }
   });
 });
