@@ -16,6 +16,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../lambda/core/reducer.ts';
 import { deadLetterTableInput } from '../../lambda/effects/dead-letters.ts';
 import { keyedTableInput } from '../../lambda/effects/ledger.ts';
+import { DynamoDbHistory, historyTableInput } from '../../lambda/history/history.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
@@ -30,7 +31,7 @@ import { Receiver } from '../support/receiver.ts';
 
 // Outside the project, whose package.json says "type": "module": Lambda has no such file either.
 const outdir = mkdtempSync(join(tmpdir(), 'ratchet-cdk-'));
-let bundles: Record<'Api' | 'Effects' | 'Reconcile', string>;
+let bundles: Record<'Api' | 'Effects' | 'Reconcile' | 'HistoryWriter', string>;
 
 beforeAll(() => {
   const app = new App({ outdir });
@@ -42,7 +43,12 @@ beforeAll(() => {
     const hash = String(fn?.Properties.Code.S3Key).replace(/\.zip$/, '');
     return join(outdir, `asset.${hash}`, 'index.js');
   };
-  bundles = { Api: bundleOf('Api'), Effects: bundleOf('Effects'), Reconcile: bundleOf('Reconcile') };
+  bundles = {
+    Api: bundleOf('Api'),
+    Effects: bundleOf('Effects'),
+    Reconcile: bundleOf('Reconcile'),
+    HistoryWriter: bundleOf('HistoryWriter'),
+  };
 });
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
@@ -215,6 +221,32 @@ describe('bundled reconcile function', () => {
       expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', providerState: 'JOB_STATE_SUCCEEDED' });
     } finally {
       await gemini.stop();
+      client.destroy();
+    }
+  });
+});
+
+describe('bundled history writer', () => {
+  it('writes a stream record as a history entry, once however often it comes', async () => {
+    expect(existsSync(bundles.HistoryWriter)).toBe(true);
+    const table = `${inject('tableName')}-bundle-history`;
+    const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
+    await ensureTable(client, historyTableInput(table));
+    const history = new DynamoDbHistory(createDocumentClient(client), table);
+    const image = {
+      ...trackedRecord(`batches/bundle-history-${Date.now()}`, 'batch', '2026-11-30T10:00:00.000000000Z'),
+      writeKind: 'track',
+    };
+    const record = {
+      eventName: 'INSERT',
+      eventID: '1',
+      dynamodb: { SequenceNumber: '1', Keys: { name: { S: image.name } }, NewImage: marshall(image) },
+    };
+    try {
+      const results = await runBundle(bundles.HistoryWriter, [{ Records: [record] }, { Records: [record] }], { HISTORY_TABLE: table });
+      expect(results).toEqual([{ batchItemFailures: [] }, { batchItemFailures: [] }]);
+      expect(await history.list(image.name)).toEqual([expect.objectContaining({ version: 1, source: 'track', state: null })]);
+    } finally {
       client.destroy();
     }
   });
