@@ -204,21 +204,21 @@ function startReconcile(config: Config, store: DynamoDbOperationStore, logger: L
   return schedule;
 }
 
+/** What a consumer of the table's stream needs from the runtime. */
+interface StreamConsumerDeps {
+  client: DynamoDBClient;
+  documents: DynamoDBDocumentClient;
+  endpoint: string;
+  logger: Logger;
+  /** Creates a table (and remembers it, for an in-memory DynamoDB Local that restarts). */
+  ensure: (input: CreateTableCommandInput) => Promise<void>;
+}
+
 /**
  * History, as in AWS: the table's stream (every applied write) -> the history
  * writer, through a stream mapping of its own (its own checkpoints), sink or no sink.
  */
-async function startHistory(
-  config: Config,
-  deps: {
-    client: DynamoDBClient;
-    documents: DynamoDBDocumentClient;
-    endpoint: string;
-    logger: Logger;
-    ensure: (input: CreateTableCommandInput) => Promise<void>;
-    history: DynamoDbHistory;
-  },
-): Promise<LocalStreamMapping> {
+async function startHistory(config: Config, deps: StreamConsumerDeps & { history: DynamoDbHistory }): Promise<LocalStreamMapping> {
   const stateTable = `${config.TABLE_NAME}-history-mapping`;
   await deps.ensure(keyedTableInput(stateTable));
   const mapping = new LocalStreamMapping({
@@ -247,16 +247,7 @@ export interface LocalEffects {
  * stream mapping, filtered to state changes) -> the per-operation effects
  * queue -> the effects handler -> the outbound webhook.
  */
-async function startEffects(
-  config: Config,
-  deps: {
-    client: DynamoDBClient;
-    documents: DynamoDBDocumentClient;
-    endpoint: string;
-    logger: Logger;
-    ensure: (input: CreateTableCommandInput) => Promise<void>;
-  },
-): Promise<LocalEffects | undefined> {
+async function startEffects(config: Config, deps: StreamConsumerDeps): Promise<LocalEffects | undefined> {
   if (!config.EFFECTS_WEBHOOK_URL) {
     deps.logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
     return undefined;
