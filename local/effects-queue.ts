@@ -67,6 +67,21 @@ export class LocalEffectsQueue implements RetryScheduler {
 
   constructor(private readonly options: LocalEffectsQueueOptions) {}
 
+  /** What waits for one operation, in order: each message's version, attempts so far and when it is tried next (the console). */
+  pending(name: string): Array<{ version: number | undefined; receiveCount: number; retryAt: number }> {
+    return (this.groups.get(effectsGroupOf(name)) ?? []).map((message) => {
+      let version: number | undefined;
+      try {
+        version = Number(
+          (JSON.parse(message.body) as { dynamodb?: { NewImage?: { version?: { N?: string } } } }).dynamodb?.NewImage?.version?.N,
+        );
+      } catch {
+        version = undefined;
+      }
+      return { version, receiveCount: message.receiveCount, retryAt: message.retryAt };
+    });
+  }
+
   /** Loads what a previous run left, then delivers to `handler`. */
   async start(handler: EffectsHandler): Promise<void> {
     let start: Record<string, unknown> | undefined;

@@ -43,6 +43,7 @@ import { WebhookHealth } from '../lambda/reconcile/webhook-health.ts';
 import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../lambda/store/table.ts';
+import { consoleRoutes } from './console.ts';
 import { type EmbeddedDynamoDb, startDynamoDbLocal } from './dynamodb-local.ts';
 import { LocalEffectsQueue, queueTableInput } from './effects-queue.ts';
 import { LocalSchedule } from './schedule.ts';
@@ -109,7 +110,10 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       logger,
       metrics,
       health: probe.check,
-      extraRoutes: (routes, { sameOriginJson, fail }) => effectsAdminRoutes(routes, { sameOriginJson, fail, effects: () => effects }),
+      extraRoutes: (routes, { sameOriginJson, fail }) => {
+        effectsAdminRoutes(routes, { sameOriginJson, fail, effects: () => effects });
+        consoleRoutes(routes, { queries: store, history, effects: () => effects });
+      },
     });
     const server = await listen(app.fetch, config.HOST, config.PORT);
     stopped.push(
@@ -239,6 +243,7 @@ async function startHistory(config: Config, deps: StreamConsumerDeps & { history
 export interface LocalEffects {
   deadLetters: DynamoDbDeadLetters;
   queue: LocalEffectsQueue;
+  ledger: DynamoDbEffectLedger;
   stop(): Promise<void>;
 }
 
@@ -264,10 +269,11 @@ async function startEffects(config: Config, deps: StreamConsumerDeps): Promise<L
   await deps.ensure(queueTableInput(queueTable));
   const deadLetters = new DynamoDbDeadLetters(deps.documents, deadLetterTable);
   const queue = new LocalEffectsQueue({ documents: deps.documents, tableName: queueTable, logger: deps.logger });
+  const ledger = new DynamoDbEffectLedger(deps.documents, ledgerTable);
   await queue.start(
     createEffectsHandler({
       sinks: [new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret as string, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS })],
-      ledger: new DynamoDbEffectLedger(deps.documents, ledgerTable),
+      ledger,
       deadLetters,
       queue,
       retry: retrySettings(config),
@@ -300,6 +306,7 @@ async function startEffects(config: Config, deps: StreamConsumerDeps): Promise<L
   return {
     deadLetters,
     queue,
+    ledger,
     stop: async () => {
       await pipe.stop();
       await queue.stop();
