@@ -1,0 +1,223 @@
+/**
+ * A fake Gemini API on 127.0.0.1 (the tests' and `npm run demo`'s), enough for the real @google/genai SDK:
+ * `GET /v1beta/batches/{id}`, `GET /v1beta/interactions/{id}` and
+ * `GET /v1beta/{operation name}`, and the
+ * static webhooks API (`/v1beta/webhooks`: list, create, get, patch, `:ping`,
+ * `:rotateSigningSecret`), whose ping is delivered signed, as Gemini does, and
+ * retried until answered 2xx. States are set by the test as time goes on;
+ * faults can be injected per request.
+ */
+import { randomBytes, randomUUID } from 'node:crypto';
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Webhook } from 'standardwebhooks';
+
+export type Fault = '429' | '500' | 'slow' | 'malformed' | '404';
+
+export interface FakeBatch {
+  state: string;
+  updateTime?: string;
+}
+
+export interface FakeOperation {
+  done?: boolean;
+  error?: { code: number; message: string };
+  response?: Record<string, unknown>;
+}
+
+export interface FakeWebhook {
+  id: string;
+  name?: string;
+  uri: string;
+  subscribed_events: string[];
+  state: string;
+  /** The signing secrets deliveries are signed with, newest first; a rotated-out one until its expiry. */
+  secrets: Array<{ secret: string; expireTime?: Date }>;
+  create_time: string;
+  update_time: string;
+}
+
+export interface FakeInteraction {
+  status: string;
+  updated?: string;
+}
+
+export class FakeGemini {
+  /** By name, `interactions/{id}` (served at `GET /v1beta/interactions/{id}`). */
+  readonly interactions = new Map<string, FakeInteraction>();
+  readonly webhooks = new Map<string, FakeWebhook>();
+  /** Each ping delivery attempt: the webhook, the HTTP status Ratchet answered (0: no answer). */
+  readonly pingAttempts: Array<{ webhook: string; status: number }> = [];
+  /** How long a ping delivery is retried for, as Gemini retries non-2xx (24 h there). */
+  pingRetryForMs = 30_000;
+  private pingsInFlight = new Set<Promise<void>>();
+  readonly batches = new Map<string, FakeBatch>();
+  readonly operations = new Map<string, FakeOperation>();
+  /** Faults to answer with, by resource name; each is used once per request until cleared. */
+  readonly faults = new Map<string, Fault>();
+  /** Every resource name asked for, in order. */
+  readonly requests: string[] = [];
+  /** Held back answers: a request for a name here waits until `release(name)`. */
+  private readonly held = new Map<string, Array<() => void>>();
+  readonly holding = new Set<string>();
+  private server?: Server;
+
+  constructor(readonly apiKey = 'test-api-key') {}
+
+  get baseUrl(): string {
+    if (!this.server) throw new Error('fake Gemini not started');
+    return `http://127.0.0.1:${(this.server.address() as AddressInfo).port}`;
+  }
+
+  /** Lets the held requests for `name` answer, with the state as it is when they do. */
+  release(name: string): void {
+    this.holding.delete(name);
+    for (const resume of this.held.get(name) ?? []) resume();
+    this.held.delete(name);
+  }
+
+  async start(): Promise<this> {
+    this.server = createServer(async (req, res) => {
+      const path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname).replace(/^\/v1beta\//, '');
+      this.requests.push(path);
+      if (req.headers['x-goog-api-key'] !== this.apiKey) return json(res, 401, { error: { code: 401, message: 'API key not valid' } });
+      if (this.holding.has(path)) await new Promise<void>((resume) => this.held.set(path, [...(this.held.get(path) ?? []), resume]));
+      if (path === 'webhooks' || path.startsWith('webhooks/')) return this.webhooksApi(req, res, path);
+      const fault = this.faults.get(path);
+      if (fault === '429') return json(res, 429, { error: { code: 429, message: 'Resource exhausted', status: 'RESOURCE_EXHAUSTED' } });
+      if (fault === '500') return json(res, 500, { error: { code: 500, message: 'Internal error', status: 'INTERNAL' } });
+      if (fault === '404') return json(res, 404, { error: { code: 404, message: 'not found', status: 'NOT_FOUND' } });
+      if (fault === 'malformed') {
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{"name": "batches/');
+        return;
+      }
+      if (fault === 'slow') await new Promise((resolve) => setTimeout(resolve, 15_000));
+      const batch = this.batches.get(path);
+      if (batch) {
+        return json(res, 200, {
+          name: path,
+          metadata: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch', name: path, ...batch },
+        });
+      }
+      const interaction = this.interactions.get(path);
+      if (interaction) {
+        const id = path.slice('interactions/'.length);
+        return json(res, 200, { id, object: 'interaction', created: '2026-11-30T09:00:00Z', ...interaction });
+      }
+      const operation = this.operations.get(path);
+      if (operation) return json(res, 200, { name: path, ...operation });
+      return json(res, 404, { error: { code: 404, message: `${path} not found`, status: 'NOT_FOUND' } });
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    return this;
+  }
+
+  private async webhooksApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const input = req.method === 'GET' ? {} : JSON.parse((await text(req)) || '{}');
+    const [, id = '', action] = /^webhooks(?:\/([^:]+))?(?::(\w+))?$/.exec(path) ?? [];
+    const now = new Date().toISOString();
+    if (!id) {
+      if (req.method === 'GET') return json(res, 200, { webhooks: [...this.webhooks.values()].map(view) }); // no next_page_token: the last page
+      if (!input.uri || !Array.isArray(input.subscribed_events) || input.subscribed_events.length === 0) {
+        return json(res, 400, { error: { code: 400, message: 'uri and subscribed_events are required', status: 'INVALID_ARGUMENT' } });
+      }
+      const secret = `whsec_${randomBytes(32).toString('base64')}`;
+      const hook: FakeWebhook = {
+        id: `wh_${randomUUID().slice(0, 8)}`,
+        name: input.name,
+        uri: input.uri,
+        subscribed_events: input.subscribed_events,
+        state: 'enabled',
+        secrets: [{ secret }],
+        create_time: now,
+        update_time: now,
+      };
+      this.webhooks.set(hook.id, hook);
+      return json(res, 200, { ...view(hook), new_signing_secret: secret });
+    }
+    const hook = this.webhooks.get(id);
+    if (!hook) return json(res, 404, { error: { code: 404, message: `webhook ${id} not found`, status: 'NOT_FOUND' } });
+    if (!action && req.method === 'GET') return json(res, 200, view(hook));
+    if (!action && req.method === 'PATCH') {
+      const mask = new URL(req.url ?? '/', 'http://x').searchParams.get('update_mask')?.split(',') ?? Object.keys(input);
+      for (const field of mask) if (field in input) Object.assign(hook, { [field]: input[field] });
+      hook.update_time = now;
+      return json(res, 200, view(hook));
+    }
+    if (action === 'rotateSigningSecret') {
+      const secret = `whsec_${randomBytes(32).toString('base64')}`;
+      const grace = input.revocation_behavior === 'revoke_previous_secrets_immediately' ? 0 : 24 * 3_600_000;
+      const kept =
+        grace === 0 ? [] : hook.secrets.map((s) => ({ secret: s.secret, expireTime: s.expireTime ?? new Date(Date.now() + grace) }));
+      hook.secrets = [{ secret }, ...kept];
+      return json(res, 200, { secret });
+    }
+    if (action === 'ping') {
+      json(res, 200, {});
+      const delivery = this.deliverPing(hook).finally(() => this.pingsInFlight.delete(delivery));
+      this.pingsInFlight.add(delivery);
+      return;
+    }
+    json(res, 400, { error: { code: 400, message: `unsupported ${req.method} ${path}`, status: 'INVALID_ARGUMENT' } });
+  }
+
+  /** Sends a signed ping to the webhook's URI, signed with every unexpired secret, until it is answered 2xx. */
+  private async deliverPing(hook: FakeWebhook): Promise<void> {
+    const id = `msg_${randomUUID()}`;
+    const body = JSON.stringify({ type: 'webhook.ping', version: 'v1', timestamp: new Date().toISOString(), data: { id: hook.id } });
+    const giveUpAt = Date.now() + this.pingRetryForMs;
+    while (Date.now() < giveUpAt) {
+      const timestamp = Math.floor(Date.now() / 1000);
+      const signature = hook.secrets
+        .filter((s) => !s.expireTime || s.expireTime.getTime() > Date.now())
+        .map((s) => new Webhook(s.secret).sign(id, new Date(timestamp * 1000), body))
+        .join(' ');
+      let status = 0;
+      try {
+        const answer = await fetch(hook.uri, {
+          method: 'POST',
+          body,
+          headers: {
+            'content-type': 'application/json',
+            'webhook-id': id,
+            'webhook-timestamp': String(timestamp),
+            'webhook-signature': signature,
+          },
+        });
+        status = answer.status;
+      } catch {}
+      this.pingAttempts.push({ webhook: hook.id, status });
+      if (status >= 200 && status < 300) return;
+      await new Promise((resolve) => setTimeout(resolve, 500));
+    }
+  }
+
+  async stop(): Promise<void> {
+    await Promise.all(this.pingsInFlight);
+    for (const name of [...this.holding]) this.release(name);
+    this.server?.closeAllConnections();
+    await new Promise((resolve) => this.server?.close(resolve));
+  }
+}
+
+function json(res: ServerResponse, status: number, body: unknown): void {
+  res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+}
+
+/** A webhook as Gemini answers it: the secrets only as truncated forms with their expiry. */
+function view(hook: FakeWebhook) {
+  const { secrets, ...rest } = hook;
+  return {
+    ...rest,
+    signing_secrets: secrets.map((s) => ({
+      truncated_secret: `${s.secret.slice(0, 10)}…`,
+      ...(s.expireTime && { expire_time: s.expireTime.toISOString() }),
+    })),
+  };
+}
+
+async function text(req: IncomingMessage): Promise<string> {
+  let body = '';
+  for await (const chunk of req) body += chunk;
+  return body;
+}
