@@ -19,13 +19,14 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { loadConfig } from '../lambda/config.ts';
 import { trackedRecord } from '../lambda/core/reducer.ts';
 import { normalizeTime } from '../lambda/core/time.ts';
 import { deadLetterTableInput } from '../lambda/effects/dead-letters.ts';
 import { keyedTableInput } from '../lambda/effects/ledger.ts';
+import { compileWrite } from '../lambda/store/compiled-write.ts';
 import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../lambda/store/table.ts';
@@ -165,6 +166,37 @@ for (const { label } of mixes('labels', 10)) {
     `| ${label} | ${of(label, 'seed', 'requestsPerEvent').toFixed(2)} → ${of(label, 'ratchet', 'requestsPerEvent').toFixed(2)} | ${ratio('perSecond')} | ${ratio('p50')} | ${ratio('p99')} | ${sum(label, 'seed', 'lost')} / ${sum(label, 'ratchet', 'lost')} | ${sum(label, 'seed', 'wrongFinal')} / ${sum(label, 'ratchet', 'wrongFinal')} |`,
   );
 }
+
+// Write cost of Ratchet's indexes: capacity units DynamoDB (Local) reports per applied write.
+const costTable = 'bench-cost';
+await ensureTable(direct, createTableInput(costTable));
+const cost = { table: 0, 'open-by-due': 0, 'recent-by-recorded': 0, writes: 0 };
+for (let i = 0; i < 50; i++) {
+  for (const [state, time] of [
+    ['RUNNING', '10:00:00'],
+    ['SUCCEEDED', '10:05:00'],
+  ] as const) {
+    const event = {
+      name: `batches/cost-${i}`,
+      kind: 'batch',
+      state,
+      providerState: state,
+      source: 'webhook',
+      updateTime: `2026-11-30T${time}.000000000Z`,
+    } as const;
+    const write = compileWrite(event, '2026-12-01T00:00:00.000000000Z', 'change');
+    const { ConsumedCapacity } = await checks.send(
+      new UpdateCommand({ TableName: costTable, Key: { name: event.name }, ...write, ReturnConsumedCapacity: 'INDEXES' }),
+    );
+    cost.table += ConsumedCapacity?.Table?.CapacityUnits ?? 0;
+    for (const index of ['open-by-due', 'recent-by-recorded'] as const)
+      cost[index] += ConsumedCapacity?.GlobalSecondaryIndexes?.[index]?.CapacityUnits ?? 0;
+    cost.writes++;
+  }
+}
+console.log(
+  `\nWrite capacity per applied write (a first RUNNING, then SUCCEEDED; as DynamoDB Local reports it): table ${(cost.table / cost.writes).toFixed(2)}, open-by-due ${(cost['open-by-due'] / cost.writes).toFixed(2)}, recent-by-recorded (GET /operations) ${(cost['recent-by-recorded'] / cost.writes).toFixed(2)}`,
+);
 
 await runtime.stop();
 await seed.stop();

@@ -176,6 +176,8 @@ export async function ensureTable(client: DynamoDBClient, input: CreateTableComm
     const present = new Set((Table?.GlobalSecondaryIndexes ?? []).map((index) => index.IndexName));
     for (const index of input.GlobalSecondaryIndexes ?? []) {
       if (present.has(index.IndexName)) continue;
+      // DynamoDB builds one new index at a time on a table: wait out the one before.
+      await indexesActive(client, input.TableName as string);
       await client.send(
         new UpdateTableCommand({
           TableName: input.TableName,
@@ -188,6 +190,16 @@ export async function ensureTable(client: DynamoDBClient, input: CreateTableComm
     }
   }
   await waitUntilTableExists({ client, maxWaitTime: 30, minDelay: 1 }, { TableName: input.TableName });
+  await indexesActive(client, input.TableName as string);
+}
+
+async function indexesActive(client: DynamoDBClient, tableName: string): Promise<void> {
+  for (let waited = 0; ; waited += 200) {
+    const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
+    if ((Table?.GlobalSecondaryIndexes ?? []).every((index) => index.IndexStatus === 'ACTIVE')) return;
+    if (waited > 60_000) throw new Error(`table ${tableName}: its indexes are not active after a minute`);
+    await new Promise((resolve) => setTimeout(resolve, 200));
+  }
 }
 
 /** Reconcile every RECONCILE_INTERVAL_SECONDS, as the stack's schedule does, through the same ingest. */
