@@ -57,7 +57,7 @@ const Env = z.object({
   /** Effects: first retry delay after a failed attempt, doubled per attempt. */
   EFFECTS_RETRY_BASE_MS: withDefault(number(integer, z.positive()), 1_000),
   /** Effects: the longest delay between attempts. */
-  EFFECTS_RETRY_MAX_MS: withDefault(number(integer, z.positive()), 3_600_000),
+  EFFECTS_RETRY_MAX_MS: withDefault(number(integer, z.positive()), 900_000),
   /** Effects: how long after its first attempt a transition is retried before it is dead-lettered (at most 13 days: SQS keeps 14). */
   EFFECTS_RETRY_FOR_SECONDS: withDefault(number(z.positive(), z.maximum(13 * 86_400)), 86_400),
   /** In AWS: the effects FIFO queue (the handler sets its messages' visibility as the backoff). */
