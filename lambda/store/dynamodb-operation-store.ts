@@ -52,10 +52,16 @@ export class DynamoDbOperationStore implements OperationStore, OperationQueries,
   ) {}
 
   async get(name: string): Promise<OperationRecord | undefined> {
+    const item = await this.item(name);
+    return item && recordFromItem(item);
+  }
+
+  /** A strongly consistent read of the whole item (the record and what the index and reconcile keep beside it). */
+  private async item(name: string): Promise<Record<string, unknown> | undefined> {
     const { Item } = await this.client.send(
       new GetCommand({ TableName: this.tableName, Key: { [PARTITION_KEY]: name }, ConsistentRead: true }),
     );
-    return Item && recordFromItem(Item);
+    return Item;
   }
 
   async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
@@ -108,17 +114,13 @@ export class DynamoDbOperationStore implements OperationStore, OperationQueries,
         // The winner comes back in DynamoDB JSON even through the DocumentClient.
         return { ok: false, current: error.Item && recordFromItem(unmarshall(error.Item)) };
       }
-      if (isPermanentRejection(error))
-        throw new StoreRejectedError(`DynamoDB refused the record: ${(error as Error).message}`, { cause: error });
-      throw error;
+      throw classified(error);
     }
   }
 
   async describe(name: string): Promise<OperationView | undefined> {
-    const { Item } = await this.client.send(
-      new GetCommand({ TableName: this.tableName, Key: { [PARTITION_KEY]: name }, ConsistentRead: true }),
-    );
-    return Item && viewFromItem(Item);
+    const item = await this.item(name);
+    return item && viewFromItem(item);
   }
 
   async list(filter: ListFilter): Promise<{ operations: OperationView[]; nextCursor?: string }> {
@@ -178,9 +180,7 @@ export class DynamoDbOperationStore implements OperationStore, OperationQueries,
         const item = error.Item && unmarshall(error.Item);
         return { ok: false, current: item && recordFromItem(item), legacy: item !== undefined && typeof item[RANK_ATTRIBUTE] !== 'number' };
       }
-      if (isPermanentRejection(error))
-        throw new StoreRejectedError(`DynamoDB refused the record: ${(error as Error).message}`, { cause: error });
-      throw error;
+      throw classified(error);
     }
   }
 
@@ -300,6 +300,13 @@ function unmarshallable(values: Record<string, unknown>): void {
   } catch (error) {
     throw new StoreRejectedError(`the record cannot be stored: ${(error as Error).message}`, { cause: error });
   }
+}
+
+/** A refusal that will not change on retry becomes StoreRejectedError; anything else passes as is (retry later). */
+function classified(error: unknown): unknown {
+  return isPermanentRejection(error)
+    ? new StoreRejectedError(`DynamoDB refused the record: ${(error as Error).message}`, { cause: error })
+    : error;
 }
 
 function viewFromItem(item: Record<string, unknown>): OperationView {
