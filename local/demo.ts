@@ -16,6 +16,7 @@ import { Webhook } from 'standardwebhooks';
 const { loadConfig } = await import('../lambda/config.ts');
 const { FakeGemini } = await import('./fake-gemini.ts');
 const { startLocalRuntime } = await import('./runtime.ts');
+const { postSignedWebhook } = await import('./signed-webhook.ts');
 
 const secret = () => `whsec_${randomBytes(24).toString('base64')}`;
 const inbound = secret();
@@ -82,17 +83,7 @@ process.on('SIGTERM', () => void stop(0));
 
 async function webhook(type: string, id: string, time: string, webhookId = `msg_${randomBytes(6).toString('hex')}`) {
   const body = JSON.stringify({ type, version: 'v1', timestamp: time, data: { id, update_time: time } });
-  const now = new Date();
-  const response = await fetch(`${runtime.url}/webhooks/gemini`, {
-    method: 'POST',
-    body,
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': webhookId,
-      'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-      'webhook-signature': new Webhook(inbound).sign(webhookId, now, body),
-    },
-  });
+  const response = await postSignedWebhook(`${runtime.url}/webhooks/gemini`, inbound, webhookId, body);
   const answer = (await response.json()) as { applied: boolean; reason?: string };
   return answer.applied ? 'applied' : `not applied: ${answer.reason}`;
 }

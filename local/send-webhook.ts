@@ -10,7 +10,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { Webhook } from 'standardwebhooks';
+import { postSignedWebhook } from './signed-webhook.ts';
 
 const USAGE = `usage: WEBHOOK_SIGNING_SECRETS=whsec_… [RATCHET_URL=http://127.0.0.1:3000] npm run webhook -- <type> <id> [options]
   --id <webhook-id>         the delivery id (default: a new one; repeat one to send a duplicate)
@@ -63,19 +63,9 @@ const url = `${process.env.RATCHET_URL ?? `http://${process.env.HOST ?? '127.0.0
 const data = { id, ...(values['update-time'] && { update_time: values['update-time'] }), ...extra };
 const body = JSON.stringify({ type, version: 'v1', timestamp: values.timestamp ?? new Date().toISOString(), data });
 const messageId = values.id ?? `msg_${randomUUID()}`;
-const now = new Date();
 let response: Response;
 try {
-  response = await fetch(url, {
-    method: 'POST',
-    body,
-    headers: {
-      'content-type': 'application/json',
-      'webhook-id': messageId,
-      'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-      'webhook-signature': new Webhook(secret).sign(messageId, now, body),
-    },
-  });
+  response = await postSignedWebhook(url, secret, messageId, body);
 } catch (error) {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   const why = cause?.code ?? cause?.message ?? (error as Error).message;

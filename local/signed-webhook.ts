@@ -1,0 +1,16 @@
+/** One Gemini-style delivery, signed as Standard Webhooks `v1` with `secret`: what `npm run webhook` and the demo send. */
+import { Webhook } from 'standardwebhooks';
+
+export function postSignedWebhook(url: string, secret: string, webhookId: string, body: string): Promise<Response> {
+  const now = new Date();
+  return fetch(url, {
+    method: 'POST',
+    body,
+    headers: {
+      'content-type': 'application/json',
+      'webhook-id': webhookId,
+      'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+      'webhook-signature': new Webhook(secret).sign(webhookId, now, body),
+    },
+  });
+}
