@@ -77,7 +77,8 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
     const at = now();
     const outcome = await guard(() => store.apply(event, at, variant));
     if (outcome.ok || outcome.current) deps.hints?.set(outcome.ok ? outcome.record : (outcome.current as OperationRecord));
-    if (outcome.ok) return { outcome: 'applied', record: outcome.record, stateChanged: variant === 'change', attempts: attempt };
+    // The written record says whether it changed the state (the variant, in DynamoDB; the reducer, in SQLite).
+    if (outcome.ok) return { outcome: 'applied', record: outcome.record, stateChanged: outcome.record.stateChanged, attempts: attempt };
     if (outcome.legacy) return compareAndSwap(event, outcome.current, deps, attempt);
     const decision = applyEvent(outcome.current, event, at);
     // A discard only happens against a stored record with a state.

@@ -2,13 +2,21 @@
  * `npm start`: runs Ratchet on this machine until Ctrl-C, SIGTERM, or the end
  * of the process that started it.
  */
-// Node 20 is supported here; the SDK's notice about it is noise. Set before the SDK loads.
-process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
+import { ConfigError, loadConfig } from '../lambda/config.ts';
+import { InvalidSecretError } from '../lambda/http/webhook-signature.ts';
+import { parseCommandLine } from './cli/command-line.ts';
+import { DataFolderError } from './engine/data-folder.ts';
+import { SchemaError } from './engine/schema.ts';
+import { startLocalRuntime } from './runtime.ts';
 
-const { ConfigError, loadConfig } = await import('../lambda/config.ts');
-const { InvalidSecretError } = await import('../lambda/http/webhook-signature.ts');
-const { JavaMissingError } = await import('./dynamodb-local.ts');
-const { startLocalRuntime } = await import('./runtime.ts');
+parseCommandLine({
+  name: 'ratchet',
+  usage: `usage: [VARIABLE=value …] npm start
+  Runs Ratchet on this machine (the embedded engine in DATA_DIR, the HTTP API, history, effects, reconcile)
+  until Ctrl-C. Configuration is by environment variable: PORT, HOST, DATA_DIR, WEBHOOK_SIGNING_SECRETS,
+  GEMINI_API_KEY, RECONCILE_INTERVAL_SECONDS, EFFECTS_WEBHOOK_URL, EFFECTS_SIGNING_SECRET, … (see the README).`,
+  options: {},
+});
 
 try {
   const runtime = await startLocalRuntime(loadConfig());
@@ -30,11 +38,11 @@ try {
       `No WEBHOOK_SIGNING_SECRETS set; deliveries signed with the development secret are accepted (kept in the data folder, the same after a restart):\n  ${runtime.devSecret}`,
     );
   }
-  console.log(`Ratchet ready at ${runtime.url} (webhook: POST ${runtime.url}/webhooks/gemini, DynamoDB: ${runtime.dynamodbEndpoint})`);
+  console.log(`Ratchet ready at ${runtime.url} (webhook: POST ${runtime.url}/webhooks/gemini, data: ${runtime.dataFile})`);
 } catch (error) {
-  const known = error instanceof JavaMissingError || error instanceof ConfigError || error instanceof InvalidSecretError;
+  const known = [ConfigError, InvalidSecretError, DataFolderError, SchemaError].some((type) => error instanceof type);
   const code = (error as NodeJS.ErrnoException).code;
-  // The runtime has already stopped what it started (DynamoDB Local included).
+  // The runtime has already stopped what it started.
   if (code === 'EADDRINUSE' || code === 'EACCES') {
     const { address, port } = error as NodeJS.ErrnoException & { address?: string; port?: number };
     const why = code === 'EADDRINUSE' ? 'is in use' : 'is not allowed';

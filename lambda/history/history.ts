@@ -48,7 +48,15 @@ export function historyTableInput(tableName: string): CreateTableCommandInput {
   };
 }
 
-export class DynamoDbHistory {
+/** Where history is kept: a DynamoDB table in AWS, the embedded engine's file on one machine. */
+export interface HistoryLog {
+  /** Idempotent per `name` + `version`. */
+  record(name: string, entry: HistoryEntry): Promise<void>;
+  /** In version order, at most MAX_HISTORY_ENTRIES (the newest). */
+  list(name: string): Promise<HistoryEntry[]>;
+}
+
+export class DynamoDbHistory implements HistoryLog {
   constructor(
     private readonly client: DynamoDBDocumentClient,
     private readonly tableName: string,
@@ -83,7 +91,8 @@ export class DynamoDbHistory {
   }
 }
 
-function entryOf(item: Record<string, unknown>): HistoryEntry {
+/** An entry from a stored item or record (the attributes history keeps, nothing else). */
+export function entryOf(item: Record<string, unknown>): HistoryEntry {
   return {
     version: item.version as number,
     state: (item.state as HistoryEntry['state']) ?? null,
@@ -103,7 +112,7 @@ function entryOf(item: Record<string, unknown>): HistoryEntry {
  * store failure fails that record and the ones after it (retried in order).
  */
 export function createHistoryHandler(deps: {
-  history: DynamoDbHistory;
+  history: Pick<HistoryLog, 'record'>;
   logger: Pick<Logger, 'warn'>;
 }): (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse> {
   return async (event) => {

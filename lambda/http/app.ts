@@ -15,7 +15,7 @@ import { InvalidNameError, kindOfName, normalizeOperationName } from '../core/na
 import { parseProviderJson } from '../core/provider-values.ts';
 import { trackedRecord } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
-import type { DynamoDbHistory } from '../history/history.ts';
+import type { HistoryLog } from '../history/history.ts';
 import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
 import {
   type DeliveryReceipts,
@@ -36,7 +36,7 @@ export interface AppDeps {
   /** The list and the polling status (`GET /operations`); without it `GET /operations/{name}` answers the bare record and the list is 404. */
   queries?: OperationQueries;
   /** `GET /operations/{name}/history` (written from the stream, see lambda/history); without it the route is 400. */
-  history?: Pick<DynamoDbHistory, 'list'>;
+  history?: Pick<HistoryLog, 'list'>;
   /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
   receipts?: DeliveryReceipts;
   logger: Logger;

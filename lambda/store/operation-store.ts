@@ -32,8 +32,10 @@ export interface OperationStore {
    */
   write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome>;
   /**
-   * Applies `event` at `now` if and only if the reducer would, as a write whose
-   * stateChanged is `variant === 'change'`; no read. See compiled-write.ts.
+   * Applies `event` at `now` if and only if the reducer would. DynamoDB: one
+   * conditional write whose stateChanged is `variant === 'change'`, no read
+   * (see compiled-write.ts). SQLite: read, reduce and write in one
+   * transaction; the reducer decides stateChanged and the variant is unused.
    */
   apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome>;
 }

@@ -16,8 +16,8 @@ import { SUBSCRIBED_EVENTS } from '../../lambda/core/gemini-webhook.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
-import { ensureTable } from '../../local/runtime.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
+import { ensureTable } from '../support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { FakeAws } from '../support/fake-aws.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
@@ -100,7 +100,7 @@ interface Run {
 
 async function runConnect(args: string[], env: Record<string, string> = {}): Promise<Run> {
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'local/connect.ts', ...args], {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'local/cli/connect.ts', ...args], {
       cwd: PROJECT_ROOT,
       env: {
         PATH: process.env.PATH,

@@ -7,19 +7,16 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { OperationRecord } from '../../lambda/core/reducer.ts';
-import { createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { outboxChanges } from '../support/engine-file.ts';
 import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { type Delivery, eventually, Receiver } from '../support/receiver.ts';
-import { readStream } from '../support/stream-records.ts';
 
 const inboundSecret = newSecret();
 const outboundSecret = newSecret();
 const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-effects-'));
-const TABLE = 'ratchet-operations';
 let receiver: Receiver;
 let ratchet: RatchetProcess;
 
@@ -83,17 +80,11 @@ async function send(deliveries: Payload[]): Promise<void> {
   );
 }
 
-/** `<name>#<version>` of every write whose NewImage says the state changed, from the table's own stream. */
+/** `<name>#<version>` of every write that changed the state, from the engine's own outbox (its table stream). */
 async function stateChangesInStream(prefix: string): Promise<string[]> {
-  const client = createDynamoDbClient({ endpoint: ratchet.dynamodbEndpoint });
-  try {
-    return (await readStream(client, ratchet.dynamodbEndpoint, TABLE))
-      .map((r) => unmarshall(r.dynamodb?.NewImage as never) as OperationRecord)
-      .filter((image) => image.stateChanged && image.name.includes(`/${prefix}-`))
-      .map((image) => `${image.name}#${image.version}`);
-  } finally {
-    client.destroy();
-  }
+  return outboxChanges(ratchet.dataFile)
+    .filter((change) => change.stateChanged && change.name.includes(`/${prefix}-`))
+    .map((change) => `${change.name}#${change.version}`);
 }
 
 const ofPrefix = (deliveries: Delivery[], prefix: string) => deliveries.filter((d) => d.body.data.name.includes(`/${prefix}-`));

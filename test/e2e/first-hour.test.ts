@@ -3,11 +3,10 @@
  * `npm run webhook` as processes: the development secret survives a restart,
  * the webhook CLI says what happened (exit code, one line when Ratchet is not
  * there, --id, --update-time, --data), a port in use is one line with nothing
- * left running, DynamoDB Local sends no telemetry, the logs carry no idle
+ * left running, the logs carry no idle
  * reconcile lines and no empty sampling field, the sink's first start says
  * how much backlog it delivers.
  */
-import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
@@ -44,24 +43,12 @@ afterAll(async () => {
 });
 
 function webhook(args: string[], extra: Record<string, string> = {}) {
-  return runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/send-webhook.ts'), ...args], {
+  return runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/cli/webhook.ts'), ...args], {
     PATH: process.env.PATH ?? '',
     RATCHET_URL: ratchet.url,
     WEBHOOK_SIGNING_SECRETS: ratchet.devSecret as string,
     ...extra,
   });
-}
-
-function javaPids(dir: string): string[] {
-  try {
-    return execFileSync('pgrep', ['-f', `DynamoDBLocal.jar.*${dir}`])
-      .toString()
-      .trim()
-      .split('\n')
-      .filter(Boolean);
-  } catch {
-    return [];
-  }
 }
 
 describe('the first hour', () => {
@@ -132,17 +119,10 @@ describe('the first hour', () => {
       expect(output.trim().split('\n')).toEqual([
         `ratchet: 127.0.0.1:${port} is in use; set PORT (and HOST) to another one, or PORT=0 for any free port`,
       ]);
-      expect(javaPids(dir)).toEqual([]);
     } finally {
       blocker.close();
       rmSync(dir, { recursive: true, force: true });
     }
-  });
-
-  it('runs DynamoDB Local with its telemetry off', () => {
-    const [pid] = javaPids(dataDir);
-    expect(pid).toBeDefined();
-    expect(readFileSync(`/proc/${pid}/environ`, 'utf8').split('\0')).toContain('DDB_LOCAL_TELEMETRY=0');
   });
 
   it('logs no idle reconcile run and no empty sampling_rate', async () => {

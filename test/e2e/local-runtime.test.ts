@@ -1,14 +1,16 @@
 /**
- * `npm start` tried as a new user would: real HTTP, the embedded DynamoDB
- * Local, signed Gemini deliveries; then a restart, a store outage, no java.
+ * `npm start` tried as a new user would: real HTTP, the embedded engine on a
+ * SQLite file, signed Gemini deliveries; then a restart, a second process on
+ * the same folder, a folder from another version, no java.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync, symlinkSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { startDynamoDbLocal } from '../../local/dynamodb-local.ts';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DB_FILE, DYNAMODB_LOCAL_FILE } from '../../local/engine/data-folder.ts';
+import { SCHEMA_VERSION } from '../../local/engine/schema.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { withConnection } from '../support/engine-file.ts';
 import { PROJECT_ROOT, type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -29,18 +31,6 @@ const read = async (name: string) => {
   const response = await fetch(`${ratchet.url}/operations/${name}`);
   return { status: response.status, body: await response.json() };
 };
-
-function javaRunningFor(dir: string): boolean {
-  try {
-    return (
-      execFileSync('pgrep', ['-f', `DynamoDBLocal.jar.*${dir}`])
-        .toString()
-        .trim().length > 0
-    );
-  } catch {
-    return false;
-  }
-}
 
 beforeAll(async () => {
   ratchet = await startRatchet({ DATA_DIR: dataDir, WEBHOOK_SIGNING_SECRETS: '' });
@@ -124,73 +114,91 @@ describe('npm start', () => {
     expect((await read('batches/e2e-bad')).status).toBe(404);
   });
 
-  it('keeps data across a restart and leaves no java behind on SIGTERM', async () => {
-    expect(javaRunningFor(dataDir)).toBe(true);
-    await ratchet.stop('SIGTERM');
+  it('keeps data across a restart, and leaves nothing running on SIGTERM', async () => {
+    expect(ratchet.dataFile).toBe(join(dataDir, DB_FILE));
+    await ratchet.stop('SIGTERM'); // waits until no process of its group is left
     expect(ratchet.output()).toContain('Ratchet stopping (SIGTERM)');
-    expect(javaRunningFor(dataDir)).toBe(false);
     ratchet = await startRatchet({ DATA_DIR: dataDir, WEBHOOK_SIGNING_SECRETS: '' });
     expect(await read('batches/e2e')).toMatchObject({ status: 200, body: { state: 'SUCCEEDED', version: 2 } });
   });
+
+  it('refuses a second process on the same data folder with one line naming the holder; the first goes on', async () => {
+    const { code, output } = await runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/start.ts')], {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '/tmp',
+      DATA_DIR: dataDir,
+      PORT: '0',
+      POWERTOOLS_LOG_LEVEL: 'ERROR',
+    });
+    expect(code).toBe(1);
+    expect(output.trim().split('\n')).toEqual([
+      `ratchet: ${dataDir} is in use by another Ratchet (pid ${readHolder().pid}, ${ratchet.url}, since ${readHolder().since}); stop it, or set DATA_DIR to another folder`,
+    ]);
+    expect(await read('batches/e2e')).toMatchObject({ status: 200, body: { state: 'SUCCEEDED', version: 2 } });
+    expect((await deliver(envelope('batch.succeeded', { id: 'batches/after-refusal' }))).status).toBe(200);
+  });
 });
 
-describe('npm start against an external DynamoDB', () => {
-  it('answers 503 while the store is down, so the sender retries', async () => {
-    const db = await startDynamoDbLocal();
-    const secret = newSecret();
-    const external = await startRatchet({
-      DYNAMODB_ENDPOINT: db.endpoint,
-      WEBHOOK_SIGNING_SECRETS: secret,
-      TABLE_NAME: 'ratchet-e2e-outage',
-    });
+const readHolder = () => JSON.parse(readFileSync(join(dataDir, 'ratchet.pid'), 'utf8')) as { pid: number; since: string };
+
+describe('npm start on a data folder from another version', () => {
+  it('names what the DynamoDB Local runtime left, leaves it as it is, and starts', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ratchet-old-'));
+    writeFileSync(join(dir, DYNAMODB_LOCAL_FILE), 'old data');
+    const old = await startRatchet({ DATA_DIR: dir, WEBHOOK_SIGNING_SECRETS: '', POWERTOOLS_LOG_LEVEL: 'WARN' });
     try {
-      const send = (id: string) => {
-        const { body, headers } = signedDelivery(secret, envelope('batch.succeeded', { id }));
-        return post(external.url, '/webhooks/gemini', body, headers);
-      };
-      expect((await send('batches/before-outage')).status).toBe(200);
-      await db.stop();
-      expect(await send('batches/during-outage')).toMatchObject({ status: 503, body: { error: 'not-recorded' } });
-      expect((await fetch(`${external.url}/operations/batches/before-outage`)).status).toBe(503);
+      const line = old
+        .output()
+        .split('\n')
+        .find((l) => l.includes(DYNAMODB_LOCAL_FILE));
+      expect(JSON.parse(line ?? '{}').message).toBe(
+        `${join(dir, DYNAMODB_LOCAL_FILE)} holds data of the DynamoDB Local runtime (before the embedded engine); it is left as it is and not read`,
+      );
+      expect(readFileSync(join(dir, DYNAMODB_LOCAL_FILE), 'utf8')).toBe('old data');
     } finally {
-      await external.stop();
-      await db.stop();
+      await old.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 
-  it('shares the test DynamoDB and its table when DYNAMODB_ENDPOINT is set', async () => {
-    const secret = newSecret();
-    const shared = await startRatchet({
-      DYNAMODB_ENDPOINT: inject('dynamodbEndpoint'),
-      TABLE_NAME: inject('tableName'),
-      WEBHOOK_SIGNING_SECRETS: secret,
-    });
+  it('refuses a file from a newer schema with one line, and changes nothing in it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ratchet-newer-'));
     try {
-      expect(shared.devSecret).toBeUndefined();
-      expect((await fetch(`${shared.url}/healthz`)).status).toBe(200);
+      withConnection(join(dir, DB_FILE), (db) => db.connection.exec(`PRAGMA user_version = ${SCHEMA_VERSION + 1}`));
+      const { code, output } = await runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/start.ts')], {
+        PATH: process.env.PATH ?? '',
+        HOME: process.env.HOME ?? '/tmp',
+        DATA_DIR: dir,
+        PORT: '0',
+        POWERTOOLS_LOG_LEVEL: 'ERROR',
+      });
+      expect(code).toBe(1);
+      expect(output.trim().split('\n')).toEqual([
+        `ratchet: ${join(dir, DB_FILE)} has schema version ${SCHEMA_VERSION + 1}, written by a newer Ratchet (this one knows up to ${SCHEMA_VERSION}); run that version, or set DATA_DIR to another folder`,
+      ]);
+      expect(withConnection(join(dir, DB_FILE), (db) => db.all("SELECT name FROM sqlite_master WHERE type = 'table'"))).toEqual([]);
     } finally {
-      await shared.stop();
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });
 
 describe('npm start without java', () => {
-  it('says what to install instead of printing a stack trace', async () => {
+  it('reaches its ready line with nothing but node on the PATH', async () => {
     const bin = mkdtempSync(join(tmpdir(), 'ratchet-nojava-'));
     symlinkSync(process.execPath, join(bin, 'node'));
+    const dir = mkdtempSync(join(tmpdir(), 'ratchet-nojava-data-'));
     try {
-      const { code, output } = await runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/start.ts')], {
-        PATH: bin,
-        HOME: process.env.HOME ?? '/tmp',
-        DATA_DIR: ':memory:',
-        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-      });
-      expect(code).toBe(1);
-      expect(output).toContain('DynamoDB Local needs Java 17 or newer');
-      expect(output).toContain('openjdk-17-jre-headless');
-      expect(output).not.toMatch(/\n\s+at /);
+      const plain = await startRatchet(
+        { PATH: bin, DATA_DIR: dir, WEBHOOK_SIGNING_SECRETS: '' },
+        { command: [process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/start.ts')] },
+      );
+      expect((await fetch(`${plain.url}/healthz`)).status).toBe(200);
+      expect(existsSync(join(dir, DB_FILE))).toBe(true);
+      await plain.stop();
     } finally {
       rmSync(bin, { recursive: true, force: true });
+      rmSync(dir, { recursive: true, force: true });
     }
   });
 });

@@ -21,8 +21,8 @@ import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/d
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
 import { RatchetStack } from '../../lib/ratchet-stack.ts';
-import { ensureTable } from '../../local/runtime.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
+import { ensureTable } from '../support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { FakeAws } from '../support/fake-aws.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';

@@ -13,7 +13,7 @@ import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
-import { ensureTable } from '../../local/runtime.ts';
+import { ensureTable } from '../support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { shuffle } from '../support/shuffle.ts';
 import { silentLogger } from '../support/silent-logger.ts';

@@ -1,9 +1,8 @@
 /**
- * Reconcile against DynamoDB Local and a fake Gemini on 127.0.0.1, through
- * the real @google/genai SDK. A table of its own: its polls must not touch the
- * records other test files inspect.
+ * Reconcile against each engine's store (a SQLite file, a DynamoDB Local table
+ * of its own) and a fake Gemini on 127.0.0.1, through the real @google/genai SDK.
  */
-import { afterAll, beforeAll, beforeEach, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { mapWebhookDelivery } from '../../lambda/core/gemini-webhook.ts';
 import { kindOfName } from '../../lambda/core/names.ts';
 import { trackedRecord } from '../../lambda/core/reducer.ts';
@@ -12,19 +11,14 @@ import { ingest } from '../../lambda/ingest.ts';
 import { GenAiPoller } from '../../lambda/reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../../lambda/reconcile/reconcile.ts';
 import { DISABLED_STATE, WebhookHealth } from '../../lambda/reconcile/webhook-health.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
-import { createTableInput, pollBucketOf } from '../../lambda/store/table.ts';
-import { ensureTable } from '../../local/runtime.ts';
+import { pollBucketOf } from '../../lambda/store/table.ts';
 import { envelope } from '../support/deliveries.ts';
+import { ENGINES, type FullStore, type StoreUnderTest } from '../support/engines.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { eventually } from '../support/receiver.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 
-const endpoint = inject('dynamodbEndpoint');
-const tableName = `${inject('tableName')}-reconcile`;
-const client = createDynamoDbClient({ endpoint });
-const store = new DynamoDbOperationStore(createDocumentClient(client), tableName);
+let store: FullStore;
 let gemini: FakeGemini;
 let poller: GenAiPoller;
 // Reconcile's clock: each run jumps ahead so every backed-off operation is due again.
@@ -32,13 +26,11 @@ let now = new Date('2026-12-01T00:00:00Z');
 let run = 0;
 
 beforeAll(async () => {
-  await ensureTable(client, createTableInput(tableName));
   gemini = await new FakeGemini().start();
   poller = new GenAiPoller({ apiKey: gemini.apiKey, baseUrl: gemini.baseUrl, timeoutMs: 1_000 });
 });
 afterAll(async () => {
   await gemini.stop();
-  client.destroy();
 });
 beforeEach(() => {
   run++;
@@ -52,7 +44,14 @@ const track = (name: string) => store.write(trackedRecord(name, kindOfName(name)
 const stateOf = async (name: string) => (await store.get(name))?.state;
 const at = (minute: number) => `2026-11-30T10:${String(minute).padStart(2, '0')}:00.000001Z`;
 
-describe('reconcile', () => {
+describe.each(ENGINES)('reconcile on $label', (engine) => {
+  let subject: StoreUnderTest;
+  beforeAll(async () => {
+    subject = await engine.open('reconcile');
+    store = subject.store;
+  });
+  afterAll(() => subject.close());
+
   it('with polling alone (every webhook lost), every operation reaches its true terminal state', async () => {
     const batches = Array.from({ length: 6 }, (_, i) => `batches/lost-${run}-${i}`);
     const videos = Array.from({ length: 3 }, (_, i) => `models/veo-3.0-generate-001/operations/lost-${run}-${i}`);

@@ -19,9 +19,9 @@ import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/d
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { StoreRejectedError } from '../../lambda/store/operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
-import { LocalEffectsQueue, queueTableInput } from '../../local/effects-queue.ts';
-import { ensureTable } from '../../local/runtime.ts';
-import { LocalStreamMapping } from '../../local/stream-mapping.ts';
+import { LocalEffectsQueue, queueTableInput } from '../support/aws/effects-queue.ts';
+import { LocalStreamMapping } from '../support/aws/stream-mapping.ts';
+import { ensureTable } from '../support/aws/tables.ts';
 import { eventually } from '../support/receiver.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 

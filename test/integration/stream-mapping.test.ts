@@ -13,8 +13,8 @@ import { type Transition, transitionFromRecord } from '../../lambda/effects/tran
 import { ingest } from '../../lambda/ingest.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
-import { ensureTable } from '../../local/runtime.ts';
-import { LocalStreamMapping, type StreamHandler } from '../../local/stream-mapping.ts';
+import { LocalStreamMapping, type StreamHandler } from '../support/aws/stream-mapping.ts';
+import { ensureTable } from '../support/aws/tables.ts';
 import { eventually } from '../support/receiver.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 import { readStream } from '../support/stream-records.ts';

@@ -1,8 +1,8 @@
 import type { TestProject } from 'vitest/node';
 import { createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
-import { startDynamoDbLocal } from '../../local/dynamodb-local.ts';
-import { ensureTable } from '../../local/runtime.ts';
+import { startDynamoDbLocal } from './aws/dynamodb-local.ts';
+import { ensureTable } from './aws/tables.ts';
 
 export const TEST_TABLE = 'ratchet-test-operations';
 

@@ -9,8 +9,8 @@ export const PROJECT_ROOT = resolve(import.meta.dirname, '..', '..');
 
 export interface RatchetProcess {
   url: string;
-  /** The DynamoDB it uses (the embedded one unless DYNAMODB_ENDPOINT was given). */
-  dynamodbEndpoint: string;
+  /** The embedded engine's SQLite file (or `:memory:`). */
+  dataFile: string;
   devSecret?: string;
   child: ChildProcess;
   output(): string;
@@ -45,7 +45,7 @@ export async function startRatchet(env: Record<string, string>, options: StartOp
   const ready = await Promise.race([
     new Promise<RegExpMatchArray>((done) => {
       const check = () => {
-        const match = output.match(/Ratchet ready at (http:\/\/\S+) .*DynamoDB: (http:\/\/[^\s)]+)/);
+        const match = output.match(/Ratchet ready at (http:\/\/\S+) .*data: ([^\s)]+)\)/);
         if (match) done(match);
         else setTimeout(check, 50);
       };
@@ -60,7 +60,7 @@ export async function startRatchet(env: Record<string, string>, options: StartOp
   ]);
   return {
     url: ready[1] as string,
-    dynamodbEndpoint: ready[2] as string,
+    dataFile: ready[2] as string,
     devSecret: output.match(/\b(whsec_\S+)/)?.[1],
     child,
     output: () => output,

@@ -8,7 +8,7 @@ import { createApp } from '../../lambda/http/app.ts';
 import { WebhookKeySet } from '../../lambda/http/webhook-keys.ts';
 import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
 import { WebhookHealth } from '../../lambda/reconcile/webhook-health.ts';
-import { LocalSchedule } from '../../local/schedule.ts';
+import { LocalSchedule } from '../../local/engine/schedule.ts';
 import { envelope } from '../support/deliveries.ts';
 import { GOOGLE_ISSUER, jwtDelivery, rsaKey } from '../support/google-keys.ts';
 import { MemoryStore } from '../support/memory-store.ts';

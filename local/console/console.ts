@@ -7,18 +7,18 @@
  *   GET /console/operations/{name}  one operation: its timeline (history) and its effects
  */
 import type { Hono } from 'hono';
-import { OPERATION_KINDS, OPERATION_STATES } from '../lambda/core/lifecycle.ts';
-import { normalizeOperationName } from '../lambda/core/names.ts';
-import type { DynamoDbDeadLetters } from '../lambda/effects/dead-letters.ts';
-import type { DynamoDbEffectLedger } from '../lambda/effects/ledger.ts';
-import type { DynamoDbHistory, HistoryEntry } from '../lambda/history/history.ts';
-import type { OperationQueries } from '../lambda/store/operation-store.ts';
-import type { LocalEffectsQueue } from './effects-queue.ts';
+import { OPERATION_KINDS, OPERATION_STATES } from '../../lambda/core/lifecycle.ts';
+import { normalizeOperationName } from '../../lambda/core/names.ts';
+import type { DeadLetters } from '../../lambda/effects/dead-letters.ts';
+import type { EffectLedger } from '../../lambda/effects/ledger.ts';
+import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
+import type { OperationQueries } from '../../lambda/store/operation-store.ts';
+import type { SqliteEffectsQueue } from '../engine/effects-queue.ts';
 
 export interface ConsoleDeps {
   queries: OperationQueries;
-  history: Pick<DynamoDbHistory, 'list'>;
-  effects: () => { deadLetters: DynamoDbDeadLetters; queue: LocalEffectsQueue; ledger: DynamoDbEffectLedger } | undefined;
+  history: Pick<HistoryLog, 'list'>;
+  effects: () => { deadLetters: DeadLetters; queue: Pick<SqliteEffectsQueue, 'pending'>; ledger: EffectLedger } | undefined;
 }
 
 const escapeHtml = (value: unknown) =>

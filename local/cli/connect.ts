@@ -4,30 +4,13 @@
  * environment, as for `cdk deploy`; the Gemini API key from GEMINI_API_KEY or
  * a prompt that does not echo, never from the command line.
  */
-import { parseArgs } from 'node:util';
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { GetSecretValueCommand, PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GoogleGenAI } from '@google/genai';
-import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
+import { failure, parseCommandLine, usageError } from './command-line.ts';
 import { CONNECT_OUTPUTS, ConnectError, connect, type GeminiWebhooks, type SecretStore, type StackOutputs } from './gemini-connect.ts';
-
-const HELP = `usage: npm run connect -- --stack NAME [options]
-
-Registers the stack's webhook URL with Gemini (or finds and updates it), stores
-Gemini's signing secret and your API key in the stack's secrets, then sends
-Gemini's ping and waits until Ratchet has verified it. Safe to run again.
-
-  --stack NAME          the deployed stack (required; "Ratchet" by default in bin/ratchet.ts)
-  --rotate              rotate the signing secret; the previous one stays accepted for 24 h
-  --effects-url URL     turn the signed outbound webhook on at URL (off: turn it off);
-                        its whsec_ secret is generated once and kept in EffectsSigningSecret
-  --wait SECONDS        how long to wait for the ping (default 60)
-  --dry-run             print what would change, change nothing (no ping)
-  --help                this text
-
-The Gemini API key comes from GEMINI_API_KEY, or a prompt that does not echo.
-AWS credentials and region come from the environment (AWS_PROFILE, AWS_REGION).`;
 
 async function hiddenPrompt(question: string): Promise<string> {
   const { stdin, stderr } = process;
@@ -82,21 +65,38 @@ function secretsManager(): SecretStore {
   };
 }
 
+const command = {
+  name: 'connect',
+  usage: `usage: npm run connect -- --stack NAME [options]
+
+Registers the stack's webhook URL with Gemini (or finds and updates it), stores
+Gemini's signing secret and your API key in the stack's secrets, then sends
+Gemini's ping and waits until Ratchet has verified it. Safe to run again.
+
+  --stack NAME          the deployed stack (required; "Ratchet" by default in bin/ratchet.ts)
+  --rotate              rotate the signing secret; the previous one stays accepted for 24 h
+  --effects-url URL     turn the signed outbound webhook on at URL (off: turn it off);
+                        its whsec_ secret is generated once and kept in EffectsSigningSecret
+  --wait SECONDS        how long to wait for the ping (default 60)
+  --dry-run             print what would change, change nothing (no ping)
+  --help                this text
+
+The Gemini API key comes from GEMINI_API_KEY, or a prompt that does not echo.
+AWS credentials and region come from the environment (AWS_PROFILE, AWS_REGION).`,
+  options: {
+    stack: { type: 'string' },
+    rotate: { type: 'boolean' },
+    'effects-url': { type: 'string' },
+    wait: { type: 'string' },
+    'dry-run': { type: 'boolean' },
+  },
+} as const;
+
 async function main(): Promise<void> {
-  const { values } = parseArgs({
-    options: {
-      stack: { type: 'string' },
-      rotate: { type: 'boolean' },
-      'effects-url': { type: 'string' },
-      wait: { type: 'string' },
-      'dry-run': { type: 'boolean' },
-      help: { type: 'boolean' },
-    },
-  });
-  if (values.help) return console.log(HELP);
-  if (!values.stack) throw new ConnectError('--stack NAME is required (see --help)');
+  const { values } = parseCommandLine(command);
+  if (!values.stack) usageError(command, '--stack NAME is required');
   const waitSeconds = values.wait === undefined ? 60 : Number(values.wait);
-  if (!Number.isFinite(waitSeconds) || waitSeconds <= 0) throw new ConnectError('--wait takes a number of seconds');
+  if (!Number.isFinite(waitSeconds) || waitSeconds <= 0) usageError(command, '--wait takes a number of seconds');
   const outputs = await stackOutputs(values.stack);
   const apiKey = (process.env.GEMINI_API_KEY || (await hiddenPrompt('Gemini API key (not shown): '))).trim();
   if (!apiKey) throw new ConnectError('no Gemini API key given');
@@ -120,7 +120,5 @@ async function main(): Promise<void> {
 try {
   await main();
 } catch (error) {
-  const known = error instanceof ConnectError || (error as { code?: string }).code?.startsWith('ERR_PARSE_ARGS');
-  console.error(`connect: ${known ? (error as Error).message : String((error as Error).stack ?? error)}`);
-  process.exit(1);
+  failure(command, error instanceof ConnectError ? error.message : String((error as Error).message ?? error));
 }

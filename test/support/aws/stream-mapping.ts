@@ -23,7 +23,7 @@ import {
 } from '@aws-sdk/client-dynamodb-streams';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import { matchesFilter, STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
+import { matchesFilter, STATE_CHANGE_FILTER } from '../../../lambda/effects/filter.ts';
 
 /** What the mapping invokes, as Lambda would: a batch of stream records, partial failures back. */
 export type StreamHandler = (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse>;

@@ -7,9 +7,9 @@
  * second run changes nothing that is already right.
  */
 import { randomBytes } from 'node:crypto';
-import { SUBSCRIBED_EVENTS } from '../lambda/core/gemini-webhook.ts';
-import { configuredValue, NOT_CONFIGURED } from '../lambda/secrets.ts';
-import type { DeliveryReceipts } from '../lambda/store/operation-store.ts';
+import { SUBSCRIBED_EVENTS } from '../../lambda/core/gemini-webhook.ts';
+import { configuredValue, NOT_CONFIGURED } from '../../lambda/secrets.ts';
+import type { DeliveryReceipts } from '../../lambda/store/operation-store.ts';
 
 /** The stack outputs connect reads (lib/ratchet-stack.ts). */
 export const CONNECT_OUTPUTS = [

@@ -12,10 +12,19 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
+import { parseCommandLine } from './command-line.ts';
 
-const { loadConfig } = await import('../lambda/config.ts');
-const { FakeGemini } = await import('./fake-gemini.ts');
-const { startLocalRuntime } = await import('./runtime.ts');
+parseCommandLine({
+  name: 'demo',
+  usage: `usage: npm run demo
+  Runs Ratchet in memory with a fake Gemini and a receiver, plays an out-of-order story in a few lines,
+  and keeps running (the console URL is printed) until Ctrl-C.`,
+  options: {},
+});
+
+const { loadConfig } = await import('../../lambda/config.ts');
+const { FakeGemini } = await import('../fake-gemini.ts');
+const { startLocalRuntime } = await import('../runtime.ts');
 const { postSignedWebhook } = await import('./signed-webhook.ts');
 
 const secret = () => `whsec_${randomBytes(24).toString('base64')}`;
@@ -97,7 +106,7 @@ async function until(check: () => Promise<boolean> | boolean, what: string) {
 }
 
 try {
-  say(`Ratchet ready at ${runtime.url} (demo: a fake Gemini at ${gemini.baseUrl} and a receiver; DynamoDB: ${runtime.dynamodbEndpoint})`);
+  say(`Ratchet ready at ${runtime.url} (demo: a fake Gemini at ${gemini.baseUrl} and a receiver; data: ${runtime.dataFile})`);
   say(`Watch it in the console: ${runtime.url}/`);
 
   const batch = 'batches/demo-race';

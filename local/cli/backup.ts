@@ -1,0 +1,51 @@
+/**
+ * `npm run backup -- <file>`: a consistent copy of the embedded engine's data
+ * (`DATA_DIR/ratchet.db`), taken while Ratchet runs or not. SQLite's
+ * `VACUUM INTO` copies one read snapshot: every transaction is in the copy
+ * whole or not at all, and the runtime goes on writing meanwhile (WAL).
+ *
+ * To restore: stop Ratchet, put the copy in place of `DATA_DIR/ratchet.db`
+ * (removing `ratchet.db-wal` and `ratchet.db-shm` beside it), start it.
+ */
+import { existsSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { DB_FILE } from '../engine/data-folder.ts';
+import { schemaVersionOf } from '../engine/schema.ts';
+import { Sqlite } from '../engine/sqlite.ts';
+import { DEFAULT_DATA_DIR } from '../runtime.ts';
+import { failure, parseCommandLine, usageError } from './command-line.ts';
+
+const command = {
+  name: 'backup',
+  usage: `usage: [DATA_DIR=…] npm run backup -- <file>
+  Copies DATA_DIR/ratchet.db (default ${DEFAULT_DATA_DIR}) to <file>, consistently, while Ratchet runs.
+  Restore: stop Ratchet, replace DATA_DIR/ratchet.db with the copy (delete ratchet.db-wal and ratchet.db-shm), start it.`,
+  options: {},
+  positionals: { min: 1, max: 1 },
+} as const;
+
+const { positionals } = parseCommandLine(command);
+const target = resolve(positionals[0] as string);
+const dataDir = process.env.DATA_DIR || DEFAULT_DATA_DIR;
+if (dataDir === ':memory:') usageError(command, 'DATA_DIR is :memory:, which keeps nothing to back up');
+const source = join(dataDir, DB_FILE);
+if (!existsSync(source)) failure(command, `no Ratchet data at ${source} (is DATA_DIR right?)`);
+if (existsSync(target)) failure(command, `${target} exists; name a new file`);
+
+try {
+  const db = Sqlite.open(source, { readonly: true });
+  try {
+    db.connection.prepare('VACUUM INTO ?').run(target);
+  } finally {
+    db.close();
+  }
+  const copy = Sqlite.open(target, { readonly: true });
+  try {
+    const operations = copy.get<{ n: number }>('SELECT count(*) AS n FROM operations')?.n ?? 0;
+    console.log(`backup: ${source} copied to ${target} (${operations} operation(s), schema version ${schemaVersionOf(copy)})`);
+  } finally {
+    copy.close();
+  }
+} catch (error) {
+  failure(command, (error as Error).message);
+}

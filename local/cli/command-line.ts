@@ -1,0 +1,50 @@
+/**
+ * The command-line tools' one way with arguments: `--help` prints the usage
+ * and exits 0; bad usage is one line on stderr and exit 2; a failure is one
+ * line and exit 1. Never a stack trace.
+ */
+import { type ParseArgsConfig, parseArgs } from 'node:util';
+
+export type Options = NonNullable<ParseArgsConfig['options']>;
+
+export interface CommandLine<O extends Options> {
+  /** `npm run NAME`: names the command in its one-line messages. */
+  name: string;
+  /** The whole `--help` text, its first line `usage: …`. */
+  usage: string;
+  options: O;
+  /** How many positional arguments it takes (default none). */
+  positionals?: { min: number; max: number };
+}
+
+export function parseCommandLine<O extends Options>(command: CommandLine<O>, args = process.argv.slice(2)) {
+  let parsed: ReturnType<typeof parseArgs<{ options: O & { help: { type: 'boolean' } }; allowPositionals: true; args: string[] }>>;
+  try {
+    parsed = parseArgs({ args, options: { ...command.options, help: { type: 'boolean' } }, allowPositionals: true });
+  } catch (error) {
+    // Node's own message goes on to explain `--` for positionals: its first sentence is the point.
+    return usageError(command, (error as Error).message.split(/\.\s/)[0] as string);
+  }
+  if ((parsed.values as { help?: boolean }).help) {
+    console.log(command.usage);
+    process.exit(0);
+  }
+  const { min, max } = command.positionals ?? { min: 0, max: 0 };
+  if (parsed.positionals.length < min || parsed.positionals.length > max) {
+    const what = parsed.positionals.length < min ? 'missing arguments' : `unexpected argument ${parsed.positionals[max]}`;
+    return usageError(command, what);
+  }
+  return parsed;
+}
+
+/** Bad usage: one line, exit 2. */
+export function usageError(command: { name: string }, message: string): never {
+  console.error(`${command.name}: ${message} (see --help)`);
+  process.exit(2);
+}
+
+/** A failure: one line, exit 1. */
+export function failure(command: { name: string }, message: string): never {
+  console.error(`${command.name}: ${message}`);
+  process.exit(1);
+}

@@ -1,0 +1,106 @@
+/**
+ * The data folder (`DATA_DIR`): one Ratchet process at a time, its SQLite
+ * file, and what an older version left there.
+ *
+ * The lock is SQLite's own: `ratchet.lock` is a small database held in an
+ * exclusive transaction for the life of the process. The operating system
+ * drops that lock when the process ends, `kill -9` included, so a crash never
+ * leaves a stale lock behind; `ratchet.pid` only names the holder.
+ */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { checkNotNewer, migrate } from './schema.ts';
+import { Sqlite } from './sqlite.ts';
+
+export const DB_FILE = 'ratchet.db';
+const LOCK_FILE = 'ratchet.lock';
+const HOLDER_FILE = 'ratchet.pid';
+/** What the runtime before the embedded engine kept in the folder (DynamoDB Local's own SQLite file). */
+export const DYNAMODB_LOCAL_FILE = 'shared-local-instance.db';
+
+export class DataFolderError extends Error {
+  override name = 'DataFolderError';
+}
+
+export interface OpenedData {
+  db: Sqlite;
+  /** The folder's files were written by the DynamoDB Local runtime: named once at start, left as they are. */
+  dynamoDbLocalLeftover?: string;
+  /** The schema version the file had before this start (0: a new file). */
+  migratedFrom: number;
+  /** Names this process as the holder (its URL once it listens). */
+  announce(url: string): void;
+  close(): void;
+}
+
+/** Opens (and migrates) the engine's file in `dataDir`, or an in-memory one for `:memory:`. */
+export function openDataFolder(dataDir: string): OpenedData {
+  if (dataDir === ':memory:') {
+    const db = Sqlite.open(':memory:');
+    const migratedFrom = migrate(db);
+    return { db, migratedFrom, announce: () => {}, close: () => db.close() };
+  }
+  mkdirSync(dataDir, { recursive: true });
+  const lock = holdLock(dataDir);
+  try {
+    const leftover = join(dataDir, DYNAMODB_LOCAL_FILE);
+    const file = join(dataDir, DB_FILE);
+    const probe = Sqlite.open(file, { plain: true });
+    try {
+      checkNotNewer(probe);
+    } finally {
+      probe.close();
+    }
+    const db = Sqlite.open(file);
+    let migratedFrom: number;
+    try {
+      migratedFrom = migrate(db);
+    } catch (error) {
+      db.close();
+      throw error;
+    }
+    const holder = join(dataDir, HOLDER_FILE);
+    const describe = (url?: string) =>
+      writeFileSync(holder, `${JSON.stringify({ pid: process.pid, since: new Date().toISOString(), ...(url && { url }) })}\n`);
+    describe();
+    return {
+      db,
+      migratedFrom,
+      ...(existsSync(leftover) && { dynamoDbLocalLeftover: leftover }),
+      announce: (url) => describe(url),
+      close: () => {
+        db.close();
+        lock.close();
+      },
+    };
+  } catch (error) {
+    lock.close();
+    throw error;
+  }
+}
+
+function holdLock(dataDir: string): Sqlite {
+  const lock = Sqlite.open(join(dataDir, LOCK_FILE), { plain: true, timeoutMs: 0 });
+  try {
+    lock.connection.exec('PRAGMA locking_mode = EXCLUSIVE; BEGIN EXCLUSIVE');
+    return lock;
+  } catch (error) {
+    lock.close();
+    if ((error as { code?: string }).code?.startsWith('SQLITE_BUSY'))
+      throw new DataFolderError(`${dataDir} is in use by ${holderOf(dataDir)}; stop it, or set DATA_DIR to another folder`);
+    throw error;
+  }
+}
+
+function holderOf(dataDir: string): string {
+  try {
+    const { pid, url, since } = JSON.parse(readFileSync(join(dataDir, HOLDER_FILE), 'utf8')) as {
+      pid: number;
+      url?: string;
+      since: string;
+    };
+    return `another Ratchet (pid ${pid}${url ? `, ${url}` : ''}, since ${since})`;
+  } catch {
+    return 'another process';
+  }
+}

@@ -1,0 +1,248 @@
+/**
+ * The operations store on SQLite: every event is read, reduced by the pure
+ * reducer and written in one write transaction, so no race can exist and a
+ * discard writes nothing. Each applied write appends its change to the outbox
+ * (`changes`) in the same transaction: this engine's table stream.
+ *
+ * The same ports as the DynamoDB store (lambda/store/dynamodb-operation-store.ts),
+ * held to the same contract tests.
+ */
+import { isTerminal, type OperationKind } from '../../lambda/core/lifecycle.ts';
+import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
+import {
+  type ApplyOutcome,
+  type DeliveryReceipts,
+  InvalidCursorError,
+  type ListFilter,
+  type OperationQueries,
+  type OperationStore,
+  type OperationView,
+  type PollCandidate,
+  type PollRequests,
+  type PollSchedule,
+  type PollState,
+  type UnmappedDelivery,
+  type WriteOutcome,
+} from '../../lambda/store/operation-store.ts';
+import { pollBucketOf, type WriteKind } from '../../lambda/store/table.ts';
+import type { Sqlite } from './sqlite.ts';
+
+/** Kinds reconcile polls: all of them, as in AWS. */
+const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation', 'interaction']);
+const UNMAPPED_NOTE = 'unmapped-delivery';
+
+interface OperationRow {
+  record: string;
+  next_poll_at: string | null;
+  unchanged_polls: number;
+  failed_polls: number;
+  not_found_polls: number;
+  poll_note: string | null;
+  recorded_at: string;
+  name: string;
+}
+
+export class SqliteOperationStore implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts {
+  constructor(
+    private readonly db: Sqlite,
+    /** Called after each commit that appended to the outbox (the outbox feed wakes). */
+    private readonly onChange: () => void = () => {},
+  ) {}
+
+  private row(name: string): OperationRow | undefined {
+    return this.db.get<OperationRow>('SELECT * FROM operations WHERE name = ?', name);
+  }
+
+  async get(name: string): Promise<OperationRecord | undefined> {
+    const row = this.row(name);
+    return row && (JSON.parse(row.record) as OperationRecord);
+  }
+
+  async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
+    const outcome = this.db.write((): WriteOutcome => {
+      const row = this.row(next.name);
+      const current = row && (JSON.parse(row.record) as OperationRecord);
+      if (current?.version !== expectedVersion) return { ok: false, current };
+      this.store(current, next);
+      return { ok: true };
+    });
+    if (outcome.ok) this.onChange();
+    return outcome;
+  }
+
+  /** One transaction: read, reduce, write. The variant is the DynamoDB store's; here the reducer decides it. */
+  async apply(event: OperationEvent, now: string): Promise<ApplyOutcome> {
+    const outcome = this.db.write((): ApplyOutcome => {
+      const row = this.row(event.name);
+      const current = row && (JSON.parse(row.record) as OperationRecord);
+      const decision = applyEvent(current, event, now);
+      if (!decision.applied) return { ok: false, current, legacy: false };
+      this.store(current, decision.next);
+      return { ok: true, record: decision.next };
+    });
+    if (outcome.ok) this.onChange();
+    return outcome;
+  }
+
+  /** The row and its outbox entry; inside the caller's transaction. */
+  private store(current: OperationRecord | undefined, next: OperationRecord): void {
+    const open = !isTerminal(next.state) && POLLABLE.has(next.kind);
+    const record = JSON.stringify(next);
+    this.db.run(
+      `INSERT INTO operations (name, kind, state, version, recorded_at, record, poll_bucket, next_poll_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, state = excluded.state, version = excluded.version,
+         recorded_at = excluded.recorded_at, record = excluded.record,
+         next_poll_at = CASE WHEN excluded.next_poll_at IS NULL THEN NULL ELSE coalesce(operations.next_poll_at, excluded.next_poll_at) END`,
+      next.name,
+      next.kind,
+      next.state,
+      next.version,
+      next.recordedAt,
+      record,
+      pollBucketOf(next.name),
+      open ? next.recordedAt : null,
+    );
+    const writeKind: WriteKind = next.source === 'track' ? 'track' : next.stateChanged ? 'state-change' : 'refresh';
+    this.db.run(
+      'INSERT INTO changes (name, version, write_kind, old_record, new_record, at) VALUES (?, ?, ?, ?, ?, ?)',
+      next.name,
+      next.version,
+      writeKind,
+      current ? JSON.stringify(current) : null,
+      record,
+      Date.now(),
+    );
+  }
+
+  async describe(name: string): Promise<OperationView | undefined> {
+    const row = this.row(name);
+    return row && viewOf(row);
+  }
+
+  /** Newest first, from the recent index (by state or kind when filtered); the cursor is the last row's key. */
+  async list(filter: ListFilter): Promise<{ operations: OperationView[]; nextCursor?: string }> {
+    const after = filter.cursor === undefined ? undefined : cursorKey(filter.cursor);
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.state) {
+      where.push('state = ?');
+      params.push(filter.state);
+    }
+    if (filter.kind) {
+      where.push('kind = ?');
+      params.push(filter.kind);
+    }
+    if (after) {
+      where.push('(recorded_at, name) < (?, ?)');
+      params.push(after[0], after[1]);
+    }
+    const rows = this.db.all<OperationRow>(
+      `SELECT * FROM operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY recorded_at DESC, name DESC LIMIT ?`,
+      ...params,
+      filter.limit + 1,
+    );
+    const page = rows.slice(0, filter.limit);
+    const last = page.at(-1);
+    return {
+      operations: page.map(viewOf),
+      ...(rows.length > filter.limit &&
+        last && { nextCursor: Buffer.from(JSON.stringify([last.recorded_at, last.name])).toString('base64url') }),
+    };
+  }
+
+  async dueForPoll(bucket: string, now: string, limit: number): Promise<PollCandidate[]> {
+    return this.db
+      .all<OperationRow>(
+        'SELECT * FROM operations WHERE poll_bucket = ? AND next_poll_at IS NOT NULL AND next_poll_at <= ? ORDER BY next_poll_at LIMIT ?',
+        bucket,
+        now,
+        limit,
+      )
+      .map((row) => ({ record: JSON.parse(row.record) as OperationRecord, poll: pollOf(row) }));
+  }
+
+  async pollNow(name: string, now: string): Promise<boolean> {
+    return this.db.write(() => {
+      const row = this.row(name);
+      if (!row || isTerminal((JSON.parse(row.record) as OperationRecord).state)) return false;
+      this.db.run(
+        'UPDATE operations SET next_poll_at = ?, unchanged_polls = 0, failed_polls = 0, not_found_polls = 0, poll_note = NULL WHERE name = ?',
+        now,
+        name,
+      );
+      return true;
+    });
+  }
+
+  async schedulePoll(
+    name: string,
+    version: number,
+    poll: Omit<PollState, 'nextPollAt'> & { nextPollAt: string | null; note?: string },
+  ): Promise<boolean> {
+    // Only while still open at this version: a concurrent webhook or terminal state wins.
+    const { changes } = this.db.write(() =>
+      this.db.run(
+        `UPDATE operations SET next_poll_at = ?, unchanged_polls = ?, failed_polls = ?, not_found_polls = ?, poll_note = ?
+         WHERE name = ? AND version = ? AND next_poll_at IS NOT NULL`,
+        poll.nextPollAt,
+        poll.unchangedPolls,
+        poll.failedPolls,
+        poll.notFoundPolls,
+        poll.note ?? null,
+        name,
+        version,
+      ),
+    );
+    return changes > 0;
+  }
+
+  async recordUnmapped(delivery: UnmappedDelivery): Promise<void> {
+    this.db.write(() => {
+      const received = ((JSON.parse(this.note(UNMAPPED_NOTE) ?? '{}') as { received?: number }).received ?? 0) + 1;
+      this.db.run(
+        'INSERT INTO notes (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+        UNMAPPED_NOTE,
+        JSON.stringify({ ...delivery, received }),
+      );
+    });
+  }
+
+  async lastUnmapped(): Promise<(UnmappedDelivery & { received: number }) | undefined> {
+    const value = this.note(UNMAPPED_NOTE);
+    return value === undefined ? undefined : JSON.parse(value);
+  }
+
+  private note(key: string): string | undefined {
+    return this.db.get<{ value: string }>('SELECT value FROM notes WHERE key = ?', key)?.value;
+  }
+}
+
+function pollOf(row: OperationRow): PollState {
+  return {
+    nextPollAt: row.next_poll_at as string,
+    unchangedPolls: row.unchanged_polls,
+    failedPolls: row.failed_polls,
+    notFoundPolls: row.not_found_polls,
+  };
+}
+
+function viewOf(row: OperationRow): OperationView {
+  return {
+    ...(JSON.parse(row.record) as OperationRecord),
+    polling: { nextPollAt: row.next_poll_at, failedPolls: row.failed_polls, notFoundPolls: row.not_found_polls, note: row.poll_note },
+  };
+}
+
+/** A cursor is `[recordedAt, name]` of the page's last row; anything else is refused before a query. */
+function cursorKey(cursor: string): [string, string] {
+  let key: unknown;
+  try {
+    key = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+  } catch {
+    throw new InvalidCursorError('cursor is not one this API handed out');
+  }
+  if (!Array.isArray(key) || key.length !== 2 || !key.every((part) => typeof part === 'string')) {
+    throw new InvalidCursorError('cursor is not one this API handed out');
+  }
+  return key as [string, string];
+}

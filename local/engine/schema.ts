@@ -1,0 +1,112 @@
+/**
+ * The embedded engine's schema, versioned in the file (`PRAGMA user_version`)
+ * and migrated forward on start, each step in its own transaction. A file
+ * written by a newer Ratchet is refused, never downgraded.
+ *
+ * Tables:
+ * - `operations`: one row per operation, the record as JSON beside the columns
+ *   the queries use; `next_poll_at` is set only while the operation is open and
+ *   pollable, so the due index holds open operations only.
+ * - `changes`: the outbox, this engine's table stream: one row per applied
+ *   write, appended in the write's own transaction.
+ * - `checkpoints`: how far each outbox consumer (history, effects) has read.
+ * - `history`, `effect_messages` (the per-operation effects queue),
+ *   `effect_ledger`, `dead_letters`: what the consumers keep.
+ * - `notes`: small named values (the last unmapped delivery, the health probe).
+ */
+import type { Sqlite } from './sqlite.ts';
+
+const MIGRATIONS: readonly string[] = [
+  // 1: the first embedded schema.
+  `CREATE TABLE operations (
+     name TEXT PRIMARY KEY,
+     kind TEXT NOT NULL,
+     state TEXT,
+     version INTEGER NOT NULL,
+     recorded_at TEXT NOT NULL,
+     record TEXT NOT NULL,
+     poll_bucket TEXT NOT NULL,
+     next_poll_at TEXT,
+     unchanged_polls INTEGER NOT NULL DEFAULT 0,
+     failed_polls INTEGER NOT NULL DEFAULT 0,
+     not_found_polls INTEGER NOT NULL DEFAULT 0,
+     poll_note TEXT
+   ) STRICT;
+   CREATE INDEX operations_recent ON operations (recorded_at, name);
+   CREATE INDEX operations_recent_by_state ON operations (state, recorded_at, name);
+   CREATE INDEX operations_recent_by_kind ON operations (kind, recorded_at, name);
+   CREATE INDEX operations_due ON operations (poll_bucket, next_poll_at) WHERE next_poll_at IS NOT NULL;
+   CREATE TABLE changes (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     name TEXT NOT NULL,
+     version INTEGER NOT NULL,
+     write_kind TEXT NOT NULL,
+     old_record TEXT,
+     new_record TEXT NOT NULL,
+     at INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX changes_at ON changes (at);
+   CREATE TABLE checkpoints (consumer TEXT PRIMARY KEY, seq INTEGER NOT NULL) STRICT;
+   CREATE TABLE history (
+     name TEXT NOT NULL,
+     version INTEGER NOT NULL,
+     entry TEXT NOT NULL,
+     expires_at INTEGER NOT NULL,
+     PRIMARY KEY (name, version)
+   ) STRICT, WITHOUT ROWID;
+   CREATE INDEX history_expiry ON history (expires_at);
+   CREATE TABLE effect_messages (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     grp TEXT NOT NULL,
+     body TEXT NOT NULL,
+     receive_count INTEGER NOT NULL DEFAULT 0,
+     first_receive_at INTEGER NOT NULL DEFAULT 0,
+     retry_at INTEGER NOT NULL DEFAULT 0,
+     redriven INTEGER NOT NULL DEFAULT 0
+   ) STRICT;
+   CREATE TABLE effect_ledger (key TEXT PRIMARY KEY, delivered_at TEXT NOT NULL, expires_at INTEGER NOT NULL) STRICT;
+   CREATE INDEX effect_ledger_expiry ON effect_ledger (expires_at);
+   CREATE TABLE dead_letters (
+     operation TEXT NOT NULL,
+     entry TEXT NOT NULL,
+     status TEXT,
+     letter TEXT NOT NULL,
+     expires_at INTEGER NOT NULL,
+     PRIMARY KEY (operation, entry)
+   ) STRICT;
+   CREATE TABLE notes (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;`,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export class SchemaError extends Error {
+  override name = 'SchemaError';
+}
+
+/** The schema version a file carries (0: new), read without changing anything. */
+export function schemaVersionOf(db: Sqlite): number {
+  return db.get<{ user_version: number }>('PRAGMA user_version')?.user_version ?? 0;
+}
+
+/** Refuses a file written by a newer Ratchet, before anything (even the journal mode) is changed in it. */
+export function checkNotNewer(db: Sqlite, known = MIGRATIONS.length): void {
+  const found = schemaVersionOf(db);
+  if (found > known) {
+    throw new SchemaError(
+      `${db.path} has schema version ${found}, written by a newer Ratchet (this one knows up to ${known}); run that version, or set DATA_DIR to another folder`,
+    );
+  }
+}
+
+/** Brings the file to SCHEMA_VERSION, each step in its own transaction; returns the version it had (0: new). */
+export function migrate(db: Sqlite, migrations: readonly string[] = MIGRATIONS): number {
+  checkNotNewer(db, migrations.length);
+  const found = schemaVersionOf(db);
+  for (let version = found + 1; version <= migrations.length; version++) {
+    db.write(() => {
+      db.connection.exec(migrations[version - 1] as string);
+      db.connection.exec(`PRAGMA user_version = ${version}`);
+    });
+  }
+  return found;
+}
