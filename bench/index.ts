@@ -24,7 +24,7 @@ import { marshall } from '@aws-sdk/util-dynamodb';
 import { loadConfig } from '../lambda/config.ts';
 import { trackedRecord } from '../lambda/core/reducer.ts';
 import { normalizeTime } from '../lambda/core/time.ts';
-import { deadLetterTableInput } from '../lambda/effects/dead-letters.ts';
+import { deadLetterTableInput } from '../lambda/effects/dynamodb-dead-letters.ts';
 import { keyedTableInput } from '../lambda/effects/ledger.ts';
 import { compileWrite } from '../lambda/store/compiled-write.ts';
 import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dynamodb.ts';

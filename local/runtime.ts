@@ -31,6 +31,7 @@ import { consoleRoutes } from './console/console.ts';
 import { openDataFolder } from './engine/data-folder.ts';
 import { SqliteEffectsQueue } from './engine/effects-queue.ts';
 import { SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
+import { writeProbe } from './engine/health.ts';
 import { SqliteHistory } from './engine/history.ts';
 import { SqliteOperationStore } from './engine/operation-store.ts';
 import { OutboxFeed } from './engine/outbox.ts';
@@ -82,7 +83,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       pollNow: config.GEMINI_API_KEY ? (operation) => pollNow(operation, { store, wake: async () => schedule?.runSoon() }) : undefined,
       logger,
       metrics,
-      health: storeProbe(db),
+      health: writeProbe(db),
       extraRoutes: (routes, { sameOriginJson, fail }) => {
         effectsAdminRoutes(routes, { sameOriginJson, fail, effects });
         consoleRoutes(routes, { queries: store, history, effects: () => effects });
@@ -228,32 +229,6 @@ function effectsAdminRoutes(
     );
     return c.json(result);
   });
-}
-
-/**
- * Whether the store can be written (`/healthz`): one small write, at most once
- * a second however often it is asked. It fails while the file is locked past
- * the busy timeout, the disk is full or the file cannot be written.
- */
-function storeProbe(db: Sqlite): () => Promise<'ok' | 'unavailable'> {
-  let last: { at: number; answer: 'ok' | 'unavailable' } | undefined;
-  return async () => {
-    if (!last || Date.now() - last.at > 1_000) {
-      let answer: 'ok' | 'unavailable' = 'ok';
-      try {
-        db.write(() =>
-          db.run(
-            "INSERT INTO notes (key, value) VALUES ('health-probe', ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
-            new Date().toISOString(),
-          ),
-        );
-      } catch {
-        answer = 'unavailable';
-      }
-      last = { at: Date.now(), answer };
-    }
-    return last.answer;
-  };
 }
 
 function listen(fetch: Parameters<typeof serve>[0]['fetch'], hostname: string, port: number) {

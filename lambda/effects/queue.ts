@@ -2,10 +2,9 @@
  * The per-operation effects queues: one FIFO message group per operation, so
  * an operation's transitions go out in version order and another operation's
  * failures never hold them up. In AWS an SQS FIFO queue (fed by an EventBridge
- * Pipe from the table's stream); locally `local/effects-queue.ts`, with the
- * same message shape and semantics.
+ * Pipe from the table's stream); on one machine `local/engine/effects-queue.ts`, with the
+ * same message shape and semantics (in AWS the retry is sqs-retry-scheduler.ts).
  */
-import { ChangeMessageVisibilityCommand, type SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
 
 /** The message attribute that marks a re-driven transition. */
@@ -40,22 +39,4 @@ export function nextAttempt(
 /** Makes a received message visible again only after a delay: the queue's backoff. */
 export interface RetryScheduler {
   retryAfter(message: SQSRecord, delayMs: number): Promise<void>;
-}
-
-/** SQS's own: the message's visibility timeout (whole seconds, at most 12 h). */
-export class SqsRetryScheduler implements RetryScheduler {
-  constructor(
-    private readonly client: SQSClient,
-    private readonly queueUrl: string,
-  ) {}
-
-  async retryAfter(message: SQSRecord, delayMs: number): Promise<void> {
-    await this.client.send(
-      new ChangeMessageVisibilityCommand({
-        QueueUrl: this.queueUrl,
-        ReceiptHandle: message.receiptHandle,
-        VisibilityTimeout: Math.min(12 * 3600, Math.max(1, Math.ceil(delayMs / 1000))),
-      }),
-    );
-  }
 }

@@ -1,5 +1,4 @@
 /** Where effects go. Each sink throws when a delivery did not succeed. */
-import { type EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { Webhook } from 'standardwebhooks';
 import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
 
@@ -69,35 +68,5 @@ export class WebhookSink implements EffectSink {
     if (response.status >= 200 && response.status < 300) return;
     const redirect = response.status >= 300 && response.status < 400 ? ' (redirects are not followed)' : '';
     throw new SinkError(`webhook ${id} not delivered: answered ${response.status}${redirect}`, { permanent: response.status === 410 });
-  }
-}
-
-export const EVENTBRIDGE_SOURCE = 'ratchet';
-export const EVENTBRIDGE_DETAIL_TYPE = 'Operation State Changed';
-
-export class EventBridgeSink implements EffectSink {
-  readonly name = 'eventbridge';
-
-  constructor(
-    private readonly client: EventBridgeClient,
-    private readonly busName: string,
-  ) {}
-
-  async deliver(transition: Transition): Promise<void> {
-    const { data } = stateChangedEvent(transition);
-    const result = await this.client.send(
-      new PutEventsCommand({
-        Entries: [
-          {
-            EventBusName: this.busName,
-            Source: EVENTBRIDGE_SOURCE,
-            DetailType: EVENTBRIDGE_DETAIL_TYPE,
-            Detail: JSON.stringify({ ...data, idempotencyKey: idempotencyKey(transition) }),
-            Time: new Date(transition.recordedAt),
-          },
-        ],
-      }),
-    );
-    if (result.FailedEntryCount) throw new SinkError(`PutEvents failed: ${result.Entries?.[0]?.ErrorCode ?? 'unknown'}`);
   }
 }

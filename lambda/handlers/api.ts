@@ -6,7 +6,7 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
 import { handle } from 'hono/aws-lambda';
 import { loadConfig } from '../config.ts';
-import { DynamoDbHistory } from '../history/history.ts';
+import { DynamoDbHistory } from '../history/dynamodb-history.ts';
 import { createApp } from '../http/app.ts';
 import {
   dynamicWebhooks,

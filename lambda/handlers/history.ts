@@ -3,7 +3,8 @@
  * mapping) -> the history table, for `GET /operations/{name}/history`.
  */
 import { loadConfig } from '../config.ts';
-import { createHistoryHandler, DynamoDbHistory } from '../history/history.ts';
+import { DynamoDbHistory } from '../history/dynamodb-history.ts';
+import { createHistoryHandler } from '../history/history.ts';
 import { createLogger } from '../logger.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 

@@ -6,8 +6,6 @@
  * retention (`HISTORY_RETENTION_DAYS`, DynamoDB TTL on `expiresAt`).
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import type { OperationRecord } from '../core/reducer.ts';
@@ -33,62 +31,12 @@ export type HistoryEntry = Pick<
   'version' | 'state' | 'previousState' | 'stateChanged' | 'source' | 'eventId' | 'updateTime' | 'recordedAt'
 >;
 
-export function historyTableInput(tableName: string): CreateTableCommandInput {
-  return {
-    TableName: tableName,
-    AttributeDefinitions: [
-      { AttributeName: HISTORY_PARTITION_KEY, AttributeType: 'S' },
-      { AttributeName: HISTORY_SORT_KEY, AttributeType: 'N' },
-    ],
-    KeySchema: [
-      { AttributeName: HISTORY_PARTITION_KEY, KeyType: 'HASH' },
-      { AttributeName: HISTORY_SORT_KEY, KeyType: 'RANGE' },
-    ],
-    BillingMode: 'PAY_PER_REQUEST',
-  };
-}
-
 /** Where history is kept: a DynamoDB table in AWS, the embedded engine's file on one machine. */
 export interface HistoryLog {
   /** Idempotent per `name` + `version`. */
   record(name: string, entry: HistoryEntry): Promise<void>;
   /** In version order, at most MAX_HISTORY_ENTRIES (the newest). */
   list(name: string): Promise<HistoryEntry[]>;
-}
-
-export class DynamoDbHistory implements HistoryLog {
-  constructor(
-    private readonly client: DynamoDBDocumentClient,
-    private readonly tableName: string,
-    private readonly retentionDays = DEFAULT_HISTORY_RETENTION_DAYS,
-  ) {}
-
-  /** Idempotent per `name` + `version`: the item is the stream image's, whatever the delivery. */
-  async record(name: string, entry: HistoryEntry): Promise<void> {
-    const expiresAt = Math.floor(Date.parse(entry.recordedAt) / 1000) + this.retentionDays * 86_400;
-    await this.client.send(new PutCommand({ TableName: this.tableName, Item: { name, ...entry, [HISTORY_TTL_ATTRIBUTE]: expiresAt } }));
-  }
-
-  /** In version order; entries past their retention may still show until DynamoDB's TTL removes them. */
-  async list(name: string): Promise<HistoryEntry[]> {
-    const entries: HistoryEntry[] = [];
-    let start: Record<string, unknown> | undefined;
-    do {
-      const { Items = [], LastEvaluatedKey } = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          KeyConditionExpression: '#name = :name',
-          ExpressionAttributeNames: { '#name': HISTORY_PARTITION_KEY },
-          ExpressionAttributeValues: { ':name': name },
-          ScanIndexForward: false, // newest first, so a cap keeps the newest
-          ...(start && { ExclusiveStartKey: start }),
-        }),
-      );
-      entries.push(...Items.map(entryOf));
-      start = LastEvaluatedKey;
-    } while (start && entries.length < MAX_HISTORY_ENTRIES);
-    return entries.slice(0, MAX_HISTORY_ENTRIES).reverse();
-  }
 }
 
 /** An entry from a stored item or record (the attributes history keeps, nothing else). */

@@ -12,7 +12,8 @@
  */
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { GetQueueAttributesCommand, SendMessageCommand, SQSClient, StartMessageMoveTaskCommand } from '@aws-sdk/client-sqs';
-import { type DeadLetter, DynamoDbDeadLetters } from '../../lambda/effects/dead-letters.ts';
+import type { DeadLetter } from '../../lambda/effects/dead-letters.ts';
+import { DynamoDbDeadLetters } from '../../lambda/effects/dynamodb-dead-letters.ts';
 import { REDRIVEN_ATTRIBUTE } from '../../lambda/effects/queue.ts';
 import { type RedriveOptions, redrive } from '../../lambda/effects/redrive.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';

@@ -7,7 +7,8 @@
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { matchesFilter } from '../../lambda/effects/filter.ts';
-import { createHistoryHandler, DynamoDbHistory, HISTORY_FILTER, historyTableInput } from '../../lambda/history/history.ts';
+import { DynamoDbHistory, historyTableInput } from '../../lambda/history/dynamodb-history.ts';
+import { createHistoryHandler, HISTORY_FILTER } from '../../lambda/history/history.ts';
 import { createApp } from '../../lambda/http/app.ts';
 import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';

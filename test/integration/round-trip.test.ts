@@ -9,7 +9,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { mapWebhookDelivery } from '../../lambda/core/gemini-webhook.ts';
 import { parseProviderJson, providerNumber } from '../../lambda/core/provider-values.ts';
 import { type OperationRecord, trackedRecord } from '../../lambda/core/reducer.ts';
-import { DynamoDbDeadLetters, deadLetterTableInput } from '../../lambda/effects/dead-letters.ts';
+import { DynamoDbDeadLetters, deadLetterTableInput } from '../../lambda/effects/dynamodb-dead-letters.ts';
 import { keyedTableInput } from '../../lambda/effects/ledger.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
 import type { EffectSink } from '../../lambda/effects/sinks.ts';

@@ -1,0 +1,34 @@
+/** The AWS sink: each transition as an event on Ratchet's EventBridge bus. */
+import { type EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
+import { type EffectSink, SinkError } from './sinks.ts';
+import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
+
+export const EVENTBRIDGE_SOURCE = 'ratchet';
+export const EVENTBRIDGE_DETAIL_TYPE = 'Operation State Changed';
+
+export class EventBridgeSink implements EffectSink {
+  readonly name = 'eventbridge';
+
+  constructor(
+    private readonly client: EventBridgeClient,
+    private readonly busName: string,
+  ) {}
+
+  async deliver(transition: Transition): Promise<void> {
+    const { data } = stateChangedEvent(transition);
+    const result = await this.client.send(
+      new PutEventsCommand({
+        Entries: [
+          {
+            EventBusName: this.busName,
+            Source: EVENTBRIDGE_SOURCE,
+            DetailType: EVENTBRIDGE_DETAIL_TYPE,
+            Detail: JSON.stringify({ ...data, idempotencyKey: idempotencyKey(transition) }),
+            Time: new Date(transition.recordedAt),
+          },
+        ],
+      }),
+    );
+    if (result.FailedEntryCount) throw new SinkError(`PutEvents failed: ${result.Entries?.[0]?.ErrorCode ?? 'unknown'}`);
+  }
+}

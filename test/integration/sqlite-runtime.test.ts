@@ -1,0 +1,168 @@
+/**
+ * The embedded engine under the runtime's own HTTP API, in this process: the
+ * reducer's guarantees held by concurrent signed deliveries over real HTTP,
+ * and a file that cannot be written (full, read-only) answered 503 — never
+ * 200 without a write, never 500 — until it can be again.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import fc from 'fast-check';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../lambda/config.ts';
+import { createApp } from '../../lambda/http/app.ts';
+import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
+import { openDataFolder } from '../../local/engine/data-folder.ts';
+import { writeProbe } from '../../local/engine/health.ts';
+import { SqliteOperationStore } from '../../local/engine/operation-store.ts';
+import { type LocalRuntime, startLocalRuntime } from '../../local/runtime.ts';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { formatTime, normalisedForm } from '../support/histories.ts';
+import { shuffle } from '../support/shuffle.ts';
+import { silentLogger } from '../support/silent-logger.ts';
+
+const TERMINAL_TYPES = { completed: 'SUCCEEDED', failed: 'FAILED', cancelled: 'CANCELLED' } as const;
+const BASE = 1_780_000_000n * 1_000_000_000n;
+const ascending = (times: bigint[]) => [...times].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+
+/** One interaction's webhooks: requires_action at some times, maybe one kind of end at some later times. */
+const interactionArb = fc
+  .record({
+    waits: fc.uniqueArray(fc.bigInt({ min: 0n, max: 10n ** 12n }), { maxLength: 3 }).map(ascending),
+    end: fc.option(
+      fc.record({
+        type: fc.constantFrom(...(Object.keys(TERMINAL_TYPES) as Array<keyof typeof TERMINAL_TYPES>)),
+        times: fc.uniqueArray(fc.bigInt({ min: 10n ** 12n + 1n, max: 10n ** 13n }), { minLength: 1, maxLength: 2 }).map(ascending),
+      }),
+      { nil: undefined },
+    ),
+    copies: fc.integer({ min: 1, max: 3 }),
+    digits: fc.constantFrom(0 as const, 3 as const, 6 as const, 9 as const),
+    offset: fc.constantFrom(0, 60, -330),
+  })
+  .filter((i) => i.waits.length > 0 || i.end !== undefined);
+
+describe('the embedded engine behind its HTTP API', () => {
+  const secret = newSecret();
+  const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-sqlite-http-'));
+  let runtime: LocalRuntime;
+  beforeAll(async () => {
+    runtime = await startLocalRuntime(loadConfig({ DATA_DIR: dataDir, PORT: '0', WEBHOOK_SIGNING_SECRETS: secret }));
+  });
+  afterAll(async () => {
+    await runtime.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+
+  it('concurrent shuffled, duplicated signed deliveries end every operation at its maximum, with no more versions than distinct events', async () => {
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(fc.integer(), fc.array(interactionArb, { minLength: 5, maxLength: 15 }), async (seed, interactions) => {
+        run++;
+        const deliveries: Array<{ body: string; headers: Record<string, string> }> = [];
+        const expected = new Map<string, { state: string; updateTime: string; versions: number }>();
+        interactions.forEach((interaction, i) => {
+          const name = `interactions/h-${run}-${i}`;
+          const at = (t: bigint) => formatTime(BASE + t * 1_000n, interaction.digits, interaction.offset);
+          const events = [
+            ...interaction.waits.map((t) => ({ type: 'interaction.requires_action', t })),
+            ...(interaction.end?.times ?? []).map((t) => ({ type: `interaction.${interaction.end?.type}`, t })),
+          ];
+          events.forEach((event, e) => {
+            const delivery = signedDelivery(secret, envelope(event.type, { id: name, update_time: at(event.t) }), { id: `${name}:${e}` });
+            for (let c = 0; c < interaction.copies; c++) deliveries.push(delivery);
+          });
+          const last = events.at(-1) as (typeof events)[number];
+          const end = interaction.end && TERMINAL_TYPES[interaction.end.type];
+          // Events are listed in time order (requires_action, then the end): the maximum is the last.
+          // What the written time says exactly: the instant cut to the digits it was written with.
+          const exact = (t: bigint) => {
+            const nanos = BASE + t * 1_000n;
+            return normalisedForm(nanos - (nanos % 10n ** BigInt(9 - interaction.digits)));
+          };
+          expected.set(name, { state: end ?? 'REQUIRES_ACTION', updateTime: exact(last.t), versions: events.length });
+        });
+        let next = 0;
+        const order = shuffle(deliveries, seed);
+        await Promise.all(
+          Array.from({ length: 8 }, async () => {
+            while (next < order.length) {
+              const delivery = order[next++] as (typeof order)[number];
+              const response = await fetch(`${runtime.url}/webhooks/gemini`, { method: 'POST', ...delivery });
+              expect(response.status).toBe(200);
+            }
+          }),
+        );
+        for (const [name, want] of expected) {
+          const record = (await (await fetch(`${runtime.url}/operations/${name}`)).json()) as {
+            state: string;
+            updateTime: string;
+            version: number;
+          };
+          expect({ name, state: record.state, updateTime: record.updateTime }).toEqual({
+            name,
+            state: want.state,
+            updateTime: want.updateTime,
+          });
+          expect(record.version).toBeLessThanOrEqual(want.versions);
+        }
+      }),
+      { numRuns: 6, endOnFailure: true },
+    );
+  });
+});
+
+describe('a file that cannot be written', () => {
+  const secret = newSecret();
+  const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-sqlite-full-'));
+  const data = openDataFolder(dataDir);
+  const store = new SqliteOperationStore(data.db);
+  const app = createApp({
+    store,
+    queries: store,
+    verifier: new WebhookSignatureVerifier(async () => [secret]),
+    logger: silentLogger,
+    health: writeProbe(data.db),
+  });
+  afterAll(() => {
+    data.close();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  const deliver = (id: string) =>
+    app.request('/webhooks/gemini', { method: 'POST', ...signedDelivery(secret, envelope('batch.succeeded', { id })) });
+  const healthz = async () => (await app.request('/healthz')).status;
+  const settle = () => new Promise((resolve) => setTimeout(resolve, 1_100)); // the probe answers at most once a second
+
+  it('answers 503 while the disk is full, stores nothing, and recovers', async () => {
+    expect((await deliver('batches/before-full')).status).toBe(200);
+    const pages = data.db.get<{ page_count: number }>('PRAGMA page_count')?.page_count as number;
+    data.db.connection.exec(`PRAGMA max_page_count = ${pages}`); // what SQLITE_FULL looks like, without filling a disk
+    let refused: string | undefined;
+    for (let i = 0; i < 1_000 && !refused; i++) {
+      const response = await deliver(`batches/fill-${i}`);
+      if (response.status === 503) {
+        expect(await response.json()).toMatchObject({ error: 'not-recorded' });
+        refused = `batches/fill-${i}`;
+      } else expect(response.status).toBe(200);
+    }
+    expect(refused).toBeDefined();
+    await settle();
+    expect(await healthz()).toBe(503);
+    expect((await app.request(`/operations/${refused}`)).status).toBe(404);
+    data.db.connection.exec('PRAGMA max_page_count = 1073741823');
+    expect((await deliver(refused as string)).status).toBe(200);
+    await settle();
+    expect(await healthz()).toBe(200);
+  });
+
+  it('answers 503 while the file is read-only, and recovers', async () => {
+    data.db.connection.exec('PRAGMA query_only = ON');
+    expect((await deliver('batches/while-read-only')).status).toBe(503);
+    await settle();
+    expect(await healthz()).toBe(503);
+    data.db.connection.exec('PRAGMA query_only = OFF');
+    expect((await deliver('batches/while-read-only')).status).toBe(200);
+    await settle();
+    expect(await healthz()).toBe(200);
+  });
+});
