@@ -11,7 +11,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { build } from 'esbuild';
 
-const run = promisify(execFile);
+export const run = promisify(execFile);
 export const FUNCTIONS = ['api', 'effects', 'reconcile'] as const;
 export type FunctionName = (typeof FUNCTIONS)[number];
 

@@ -1,307 +1,37 @@
 /**
- * `npm run bench`: Ratchet against the seed article's receiver (bench/seed-baseline.ts),
- * side by side in one run, interleaved rounds, same DynamoDB Local, same signed
- * deliveries over HTTP, for the three mixes of bench/mixes.ts. DynamoDB
- * requests are counted by a proxy (bench/counting-proxy.ts). Then each Lambda
- * bundle's size and cold start (bench/cold-start.ts), optionally beside another
- * git ref's (BENCH_COMPARE_REF). Everything is reported as ratios: these
- * machines are shared and noisy.
+ * `npm run bench`: every figure the README reports, measured side by side in
+ * one run (these machines are shared and noisy: read the ratios).
  *
- * BENCH_SIZE (deliveries per mix, default 500), BENCH_ROUNDS (3),
+ * 1. The embedded engine (bench/embedded.ts): Ratchet on SQLite, the seed on
+ *    SQLite, the floor, and with BENCH_COMPARE_REF the runtime at that ref;
+ *    effect lag at BENCH_LAG_RATE deliveries/s; time to the ready line.
+ * 2. The AWS path (bench/aws-path.ts): DynamoDB requests per delivery and
+ *    throughput against the seed on DynamoDB Local, the indexes' write cost,
+ *    then each Lambda bundle's size and cold start.
+ *
+ * BENCH_SECTIONS (embedded,aws), BENCH_SIZE (deliveries per mix, 500),
+ * BENCH_ROUNDS (3), BENCH_LAG_RATE (500), BENCH_LAG_COUNT (2000),
  * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset),
- * BENCH_DYNAMODB_LATENCY_MS (0: DynamoDB Local as it is; e.g. 4 models the
- * network round trip to DynamoDB, which DynamoDB Local on loopback does not have).
+ * BENCH_DYNAMODB_LATENCY_MS (0; e.g. 4 models DynamoDB's network round trip).
  */
 // Set before anything logs: the bench prints its own tables only.
 process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import { marshall } from '@aws-sdk/util-dynamodb';
-import { loadConfig } from '../lambda/config.ts';
-import { trackedRecord } from '../lambda/core/reducer.ts';
-import { normalizeTime } from '../lambda/core/time.ts';
-import { deadLetterTableInput } from '../lambda/effects/dynamodb-dead-letters.ts';
-import { keyedTableInput } from '../lambda/effects/ledger.ts';
-import { compileWrite } from '../lambda/store/compiled-write.ts';
-import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
-import { createTableInput } from '../lambda/store/table.ts';
-import { startLocalRuntime } from '../local/runtime.ts';
-import { httpApiEvent } from '../test/support/api-gateway.ts';
-import { startDynamoDbLocal } from '../test/support/aws/dynamodb-local.ts';
-import { ensureTable } from '../test/support/aws/tables.ts';
-import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.ts';
-import { FakeGemini } from '../test/support/fake-gemini.ts';
-import { Receiver } from '../test/support/receiver.ts';
-import { buildBundles, buildBundlesAt, coldStart, FUNCTIONS, type FunctionName, LAMBDA_NODE } from './cold-start.ts';
-import { CountingProxy } from './counting-proxy.ts';
-import { type Delivery, type Mix, mixes } from './mixes.ts';
-import { SeedBaseline } from './seed-baseline.ts';
+import { resolve } from 'node:path';
+import { benchEmbedded } from './embedded.ts';
 
-const SIZE = Number(process.env.BENCH_SIZE ?? 500);
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
-const COLD_RUNS = Number(process.env.BENCH_COLD_RUNS ?? 5);
-const COMPARE_REF = process.env.BENCH_COMPARE_REF;
-/** Added to every DynamoDB request: 0 measures DynamoDB Local as it is; a few ms model DynamoDB's round trip. */
-const LATENCY_MS = Number(process.env.BENCH_DYNAMODB_LATENCY_MS ?? 0);
-const ROOT = resolve(import.meta.dirname, '..');
-const TABLES = { ratchet: 'bench-ratchet', seed: 'bench-seed' } as const;
-type System = keyof typeof TABLES;
-
-const db = await startDynamoDbLocal();
-// Ctrl-C: no java left behind.
-for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void db.stop().finally(() => process.exit(130)));
-const proxy = await new CountingProxy(db.endpoint, LATENCY_MS).start();
-const secret = newSecret();
-const direct = createDynamoDbClient({ endpoint: db.endpoint });
-const proxied = createDynamoDbClient({ endpoint: proxy.endpoint });
-for (const table of Object.values(TABLES)) await ensureTable(direct, createTableInput(table));
-const checks = createDocumentClient(direct);
-const runtime = await startLocalRuntime(
-  loadConfig({ DYNAMODB_ENDPOINT: proxy.endpoint, TABLE_NAME: TABLES.ratchet, WEBHOOK_SIGNING_SECRETS: secret, PORT: '0' }),
-);
-const seed = await new SeedBaseline(createDocumentClient(proxied), TABLES.seed, secret).start();
-const urls: Record<System, string> = { ratchet: `${runtime.url}/webhooks/gemini`, seed: seed.url };
-
-interface Sample {
-  requestsPerEvent: number;
-  perSecond: number;
-  p50: number;
-  p99: number;
-  lost: number;
-  wrongFinal: number;
+const sections = (process.env.BENCH_SECTIONS ?? 'embedded,aws').split(',');
+if (sections.includes('embedded')) {
+  await benchEmbedded({
+    root: resolve(import.meta.dirname, '..'),
+    size: Number(process.env.BENCH_SIZE ?? 500),
+    rounds: Number(process.env.BENCH_ROUNDS ?? 3),
+    compareRef: process.env.BENCH_COMPARE_REF,
+    lagRate: Number(process.env.BENCH_LAG_RATE ?? 500),
+    lagCount: Number(process.env.BENCH_LAG_COUNT ?? 2000),
+  });
 }
-
-async function play(system: System, mix: Mix): Promise<Sample> {
-  proxy.reset();
-  const lostBefore = seed.lost;
-  const latencies: number[] = [];
-  let notRecorded = 0;
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: mix.concurrency }, async () => {
-      while (next < mix.deliveries.length) {
-        const delivery = mix.deliveries[next++] as Delivery;
-        const { body, headers } = signedDelivery(secret, delivery.body, { id: delivery.id });
-        const sent = performance.now();
-        const response = await fetch(urls[system], { method: 'POST', body, headers });
-        await response.arrayBuffer();
-        latencies.push(performance.now() - sent);
-        if (response.status === 503) notRecorded++;
-        else if (response.status !== 200) throw new Error(`${system} answered ${response.status}`);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  const requests = proxy.requests(TABLES[system]);
-  latencies.sort((a, b) => a - b);
-  return {
-    requestsPerEvent: requests / mix.deliveries.length,
-    perSecond: mix.deliveries.length / seconds,
-    p50: latencies[Math.floor(latencies.length * 0.5)] as number,
-    p99: latencies[Math.floor(latencies.length * 0.99)] as number,
-    lost: system === 'seed' ? seed.lost - lostBefore : notRecorded,
-    wrongFinal: await wrongFinalStates(system, mix),
-  };
-}
-
-/** Operations whose stored state or time is not the last one sent (read directly, uncounted). */
-async function wrongFinalStates(system: System, mix: Mix): Promise<number> {
-  const last = new Map<string, { state: string; time: string }>();
-  for (const delivery of mix.deliveries) {
-    const { type, data } = JSON.parse(delivery.body) as { type: string; data: { id: string; update_time?: string } };
-    const state = type.endsWith('succeeded') || type.endsWith('completed') ? 'SUCCEEDED' : 'REQUIRES_ACTION';
-    const time = data.update_time ?? '';
-    const known = last.get(data.id);
-    const terminal = known?.state === 'SUCCEEDED';
-    if (!known || (!terminal && (state === 'SUCCEEDED' || time > known.time))) last.set(data.id, { state, time });
-  }
-  let wrong = 0;
-  for (const [name, expected] of last) {
-    const { Item } = await checks.send(new GetCommand({ TableName: TABLES[system], Key: { name }, ConsistentRead: true }));
-    const time = system === 'ratchet' ? expected.time && normalizeTime(expected.time) : expected.time;
-    if (Item?.state !== expected.state || (expected.state !== 'SUCCEEDED' && Item?.updateTime !== time)) wrong++;
-  }
-  return wrong;
-}
-
-// Warm up both paths with every mix: DynamoDB Local's JIT takes thousands of requests to settle.
-for (let i = 0; i < 2; i++)
-  for (const system of ['ratchet', 'seed'] as const) for (const mix of mixes(`warm-${system}-${i}`, SIZE)) await play(system, mix);
-
-const samples = new Map<string, Sample[]>();
-for (let round = 0; round < ROUNDS; round++) {
-  for (const [i, label] of mixes('labels', 10)
-    .map((m) => m.label)
-    .entries()) {
-    // Each mix back to back on both systems, who goes first alternating.
-    const order: System[] = (round + i) % 2 === 0 ? ['seed', 'ratchet'] : ['ratchet', 'seed'];
-    for (const system of order) {
-      const mix = mixes(`${system}-${round}`, SIZE).find((m) => m.label === label) as Mix;
-      const key = `${label}|${system}`;
-      samples.set(key, [...(samples.get(key) ?? []), await play(system, mix)]);
-    }
-  }
-}
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
-const of = (label: string, system: System, field: keyof Sample) => median((samples.get(`${label}|${system}`) ?? []).map((s) => s[field]));
-const sum = (label: string, system: System, field: keyof Sample) =>
-  (samples.get(`${label}|${system}`) ?? []).reduce((n, s) => n + s[field], 0);
-
-console.log(`\n## Ingest: Ratchet vs the seed receiver\n`);
-console.log(
-  `${SIZE} deliveries per mix, ${ROUNDS} interleaved rounds (medians), signed webhooks over HTTP, DynamoDB Local${LATENCY_MS ? ` + ${LATENCY_MS} ms per request` : ''}, Node ${process.version}\n`,
-);
-console.log(
-  '| mix | DynamoDB requests per delivery, seed → Ratchet | throughput ×seed | p50 latency ×seed | p99 latency ×seed | lost (seed / Ratchet 503) | wrong final state (seed / Ratchet) |',
-);
-console.log('|---|---:|---:|---:|---:|---:|---:|');
-for (const { label } of mixes('labels', 10)) {
-  const ratio = (field: keyof Sample) => (of(label, 'ratchet', field) / of(label, 'seed', field)).toFixed(2);
-  console.log(
-    `| ${label} | ${of(label, 'seed', 'requestsPerEvent').toFixed(2)} → ${of(label, 'ratchet', 'requestsPerEvent').toFixed(2)} | ${ratio('perSecond')} | ${ratio('p50')} | ${ratio('p99')} | ${sum(label, 'seed', 'lost')} / ${sum(label, 'ratchet', 'lost')} | ${sum(label, 'seed', 'wrongFinal')} / ${sum(label, 'ratchet', 'wrongFinal')} |`,
-  );
-}
-
-// Write cost of Ratchet's indexes: capacity units DynamoDB (Local) reports per applied write.
-const costTable = 'bench-cost';
-await ensureTable(direct, createTableInput(costTable));
-const cost = { table: 0, 'open-by-due': 0, 'recent-by-recorded': 0, writes: 0 };
-for (let i = 0; i < 50; i++) {
-  for (const [state, time] of [
-    ['RUNNING', '10:00:00'],
-    ['SUCCEEDED', '10:05:00'],
-  ] as const) {
-    const event = {
-      name: `batches/cost-${i}`,
-      kind: 'batch',
-      state,
-      providerState: state,
-      source: 'webhook',
-      updateTime: `2026-11-30T${time}.000000000Z`,
-    } as const;
-    const write = compileWrite(event, '2026-12-01T00:00:00.000000000Z', 'change');
-    const { ConsumedCapacity } = await checks.send(
-      new UpdateCommand({ TableName: costTable, Key: { name: event.name }, ...write, ReturnConsumedCapacity: 'INDEXES' }),
-    );
-    cost.table += ConsumedCapacity?.Table?.CapacityUnits ?? 0;
-    for (const index of ['open-by-due', 'recent-by-recorded'] as const)
-      cost[index] += ConsumedCapacity?.GlobalSecondaryIndexes?.[index]?.CapacityUnits ?? 0;
-    cost.writes++;
-  }
-}
-console.log(
-  `\nWrite capacity per applied write (a first RUNNING, then SUCCEEDED; as DynamoDB Local reports it): table ${(cost.table / cost.writes).toFixed(2)}, open-by-due ${(cost['open-by-due'] / cost.writes).toFixed(2)}, recent-by-recorded (GET /operations) ${(cost['recent-by-recorded'] / cost.writes).toFixed(2)}`,
-);
-
-await runtime.stop();
-await seed.stop();
-proxied.destroy();
-
-// Bundles and cold starts.
-if (COLD_RUNS === 0) {
-  direct.destroy();
-  await db.stop();
-  process.exit(0);
-}
-const outdir = mkdtempSync(join(tmpdir(), 'ratchet-bench-bundles-'));
-const gemini = await new FakeGemini('bench-key').start();
-const receiver = await new Receiver(secret).start();
-const coldTable = 'bench-cold';
-await ensureTable(direct, createTableInput(coldTable));
-await ensureTable(direct, keyedTableInput(`${coldTable}-ledger`));
-await ensureTable(direct, deadLetterTableInput(`${coldTable}-dead-letters`));
-const coldStore = new DynamoDbOperationStore(checks, coldTable);
-let coldRun = 0;
-
-/** The first invocation each function meets: a webhook, a queued transition, a run with one due operation. */
-async function invocation(fn: FunctionName): Promise<{ event: unknown; env: Record<string, string> }> {
-  const name = `batches/cold-${fn}-${++coldRun}`;
-  const env = { DYNAMODB_ENDPOINT: db.endpoint, TABLE_NAME: coldTable };
-  if (fn === 'api') {
-    const { body, headers } = signedDelivery(secret, envelope('batch.succeeded', { id: name }));
-    return { event: httpApiEvent('POST', '/webhooks/gemini', body, headers), env: { ...env, WEBHOOK_SIGNING_SECRETS: secret } };
-  }
-  if (fn === 'effects') {
-    const image = { ...trackedRecord(name, 'batch', '2026-11-30T10:00:00.000000000Z'), state: 'SUCCEEDED', version: 2, stateChanged: true };
-    const record = {
-      eventName: 'MODIFY',
-      eventID: '1',
-      dynamodb: {
-        SequenceNumber: String(100 + coldRun),
-        Keys: { name: { S: name } },
-        NewImage: marshall({ ...image, writeKind: 'state-change' }),
-      },
-    };
-    const message = {
-      messageId: `m${coldRun}`,
-      receiptHandle: 'r',
-      body: JSON.stringify(record),
-      attributes: { ApproximateReceiveCount: '1', ApproximateFirstReceiveTimestamp: String(Date.now()), MessageGroupId: 'g' },
-      messageAttributes: {},
-    };
-    return {
-      event: { Records: [message] },
-      env: {
-        ...env,
-        EFFECTS_WEBHOOK_URL: receiver.url,
-        EFFECTS_SIGNING_SECRET: secret,
-        EFFECTS_LEDGER_TABLE: `${coldTable}-ledger`,
-        EFFECTS_DEAD_LETTER_TABLE: `${coldTable}-dead-letters`,
-        EFFECTS_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/unused.fifo',
-      },
-    };
-  }
-  await coldStore.write(trackedRecord(name, 'batch', '2026-11-30T10:00:00.000000000Z'), undefined);
-  gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
-  return { event: {}, env: { ...env, GEMINI_API_KEY: 'bench-key', GEMINI_BASE_URL: gemini.baseUrl } };
-}
-
-type Built = Awaited<ReturnType<typeof buildBundles>>;
-async function measure(bundles: Built, extraEnv: Record<string, string>) {
-  const result = {} as Record<FunctionName, { kb: number; loadMs: number; totalMs: number }>;
-  for (const fn of FUNCTIONS) {
-    const runs = [];
-    for (let i = 0; i < COLD_RUNS; i++) {
-      const { event, env } = await invocation(fn);
-      runs.push(await coldStart(bundles[fn].file, event, { ...env, ...extraEnv }));
-    }
-    result[fn] = {
-      kb: bundles[fn].bytes / 1024,
-      loadMs: median(runs.map((r) => r.loadMs)),
-      totalMs: median(runs.map((r) => r.loadMs + r.firstInvocationMs)),
-    };
-  }
-  return result;
-}
-
-const now = await measure(await buildBundles(ROOT, join(outdir, 'now')), {});
-// The compared ref ran with --enable-source-maps, as its stack configured.
-const before = COMPARE_REF
-  ? await measure(await buildBundlesAt(COMPARE_REF, ROOT, join(outdir, 'ref')), { NODE_OPTIONS: '--enable-source-maps' })
-  : undefined;
-const lambdaNode = (await import('node:child_process')).execFileSync(LAMBDA_NODE, ['--version']).toString().trim();
-console.log(`\n## Lambda bundles: size and cold start\n`);
-console.log(
-  `esbuild as the stack bundles them; cold start = a new Node ${lambdaNode} process loading the bundle, then its first invocation against DynamoDB Local; median of ${COLD_RUNS}${before ? `; ratios to ${COMPARE_REF}` : ''}\n`,
-);
-console.log(`| function | minified KB | load ms | load + first invocation ms |${before ? ' KB ×ref | load ×ref | cold start ×ref |' : ''}`);
-console.log(`|---|---:|---:|---:|${before ? '---:|---:|---:|' : ''}`);
-for (const fn of FUNCTIONS) {
-  const n = now[fn];
-  const b = before?.[fn];
-  const ratios = b ? ` ${(n.kb / b.kb).toFixed(2)} | ${(n.loadMs / b.loadMs).toFixed(2)} | ${(n.totalMs / b.totalMs).toFixed(2)} |` : '';
-  console.log(`| ${fn} | ${n.kb.toFixed(0)} | ${n.loadMs.toFixed(0)} | ${n.totalMs.toFixed(0)} |${ratios}`);
-}
-
-await gemini.stop();
-await receiver.stop();
-direct.destroy();
-rmSync(outdir, { recursive: true, force: true });
-await db.stop();
-process.exit(0); // esbuild's service and keep-alive sockets would hold the process open
+// The AWS part ends the process when it is done (esbuild's service would hold it open).
+if (sections.includes('aws')) await import('./aws-path.ts');
+else process.exit(0);

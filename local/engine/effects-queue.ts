@@ -117,7 +117,7 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
 
   /** Re-driven transitions (their stream records), at the back of their operation's group. */
   async send(records: DynamoDBRecord[], options: { redriven?: boolean } = {}): Promise<void> {
-    const messages = this.db.write(() =>
+    const messages = this.db.writeDerived(() =>
       records.map((record) => this.insert(record, record.dynamodb?.Keys?.name?.S ?? '', options.redriven ?? false)),
     );
     for (const message of messages) this.remember(message);
@@ -136,12 +136,23 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
     return { seq: Number(lastInsertRowid), group, body, receiveCount: 0, firstReceiveAt: 0, retryAt: 0, redriven };
   }
 
+  /** A failed attempt: when it is offered again, and its attempt count (persisted only now: a delivered message is deleted). */
   async retryAfter(message: SQSRecord, delayMs: number): Promise<void> {
     const [group, seq] = message.receiptHandle.split('|') as [string, string];
     const stored = this.groups.get(group)?.find((m) => m.seq === Number(seq));
     if (!stored) return;
     stored.retryAt = Date.now() + delayMs;
-    this.db.write(() => this.db.run('UPDATE effect_messages SET retry_at = ? WHERE seq = ?', stored.retryAt, stored.seq));
+    await this.db.writeGrouped(
+      () =>
+        this.db.run(
+          'UPDATE effect_messages SET retry_at = ?, receive_count = ?, first_receive_at = ? WHERE seq = ?',
+          stored.retryAt,
+          stored.receiveCount,
+          stored.firstReceiveAt,
+          stored.seq,
+        ),
+      'derived',
+    );
   }
 
   private remember(message: Message): void {
@@ -184,24 +195,16 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
   private async deliver(batch: Message[]): Promise<void> {
     const now = Date.now();
     try {
-      this.db.write(() => {
-        for (const message of batch) {
-          message.receiveCount++;
-          message.firstReceiveAt ||= now;
-          this.db.run(
-            'UPDATE effect_messages SET receive_count = ?, first_receive_at = ? WHERE seq = ?',
-            message.receiveCount,
-            message.firstReceiveAt,
-            message.seq,
-          );
-        }
-      });
+      for (const message of batch) {
+        message.receiveCount++;
+        message.firstReceiveAt ||= now;
+      }
       const { batchItemFailures } = await (this.handler as EffectsHandler)({ Records: batch.map(toSqsRecord) });
       const failed = new Set(batchItemFailures.map((f) => f.itemIdentifier));
       const done = batch.filter((message) => !failed.has(messageId(message)));
-      this.db.write(() => {
+      await this.db.writeGrouped(() => {
         for (const message of done) this.db.run('DELETE FROM effect_messages WHERE seq = ?', message.seq);
-      });
+      }, 'derived');
       for (const message of done) {
         const messages = this.groups.get(message.group) ?? [];
         messages.splice(messages.indexOf(message), 1);

@@ -22,13 +22,14 @@ export class SqliteEffectLedger implements EffectLedger {
 
   async markDelivered(sink: string, key: string): Promise<void> {
     const now = new Date();
-    this.db.write(() =>
+    await this.db.writeGrouped(() =>
       this.db.run(
         'INSERT INTO effect_ledger (key, delivered_at, expires_at) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING',
         `${sink}#${key}`,
         now.toISOString(),
         Math.floor(now.getTime() / 1000) + RETENTION_SECONDS,
       ),
+      'derived',
     );
   }
 }
@@ -37,7 +38,7 @@ export class SqliteDeadLetters implements DeadLetters {
   constructor(private readonly db: Sqlite) {}
 
   private save(operation: string, entry: string, status: string | null, letter: unknown): void {
-    this.db.write(() =>
+    this.db.writeDerived(() =>
       this.db.run(
         `INSERT INTO dead_letters (operation, entry, status, letter, expires_at) VALUES (?, ?, ?, ?, ?)
          ON CONFLICT (operation, entry) DO UPDATE SET status = excluded.status, letter = excluded.letter, expires_at = excluded.expires_at`,
@@ -75,11 +76,11 @@ export class SqliteDeadLetters implements DeadLetters {
   }
 
   async remove(name: string, version: number): Promise<void> {
-    this.db.write(() => this.db.run('DELETE FROM dead_letters WHERE operation = ? AND entry = ?', name, entryOf(version)));
+    this.db.writeDerived(() => this.db.run('DELETE FROM dead_letters WHERE operation = ? AND entry = ?', name, entryOf(version)));
   }
 
   async markRedriving(name: string, version: number): Promise<void> {
-    this.db.write(() => {
+    this.db.writeDerived(() => {
       const row = this.db.get<{ letter: string }>(
         'SELECT letter FROM dead_letters WHERE operation = ? AND entry = ?',
         name,
@@ -110,7 +111,7 @@ export class SqliteDeadLetters implements DeadLetters {
 
   /** Removes the ledger's and the dead letters' rows past their 30 days. */
   static prune(db: Sqlite, now = nowSeconds()): void {
-    db.write(() => {
+    db.writeDerived(() => {
       db.run('DELETE FROM effect_ledger WHERE expires_at <= ?', now);
       db.run('DELETE FROM dead_letters WHERE expires_at <= ?', now);
     });

@@ -15,7 +15,7 @@ export function writeProbe(db: Sqlite): () => Promise<'ok' | 'unavailable'> {
     if (!last || Date.now() - last.at > 1_000) {
       let answer: 'ok' | 'unavailable' = 'ok';
       try {
-        db.write(() => {
+        db.writeDerived(() => {
           db.run("INSERT INTO notes (key, value) VALUES ('health-probe', hex(zeroblob(4096)))");
           throw new ProbeRollback();
         });

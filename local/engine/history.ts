@@ -35,7 +35,7 @@ export class SqliteHistory implements HistoryLog, OutboxConsumer {
   }
 
   async record(name: string, entry: HistoryEntry): Promise<void> {
-    this.db.write(() => this.put(name, entry));
+    this.db.writeDerived(() => this.put(name, entry));
   }
 
   private put(name: string, entry: HistoryEntry): void {
@@ -63,7 +63,7 @@ export class SqliteHistory implements HistoryLog, OutboxConsumer {
 
   /** Removes entries past their retention. */
   prune(now = Date.now()): void {
-    this.db.write(() => this.db.run('DELETE FROM history WHERE expires_at <= ?', Math.floor(now / 1000)));
+    this.db.writeDerived(() => this.db.run('DELETE FROM history WHERE expires_at <= ?', Math.floor(now / 1000)));
   }
 }
 

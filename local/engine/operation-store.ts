@@ -59,7 +59,7 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
   }
 
   async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
-    const outcome = this.db.write((): WriteOutcome => {
+    const outcome = await this.db.writeGrouped((): WriteOutcome => {
       const row = this.row(next.name);
       const current = row && (JSON.parse(row.record) as OperationRecord);
       if (current?.version !== expectedVersion) return { ok: false, current };
@@ -72,7 +72,7 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
 
   /** One transaction: read, reduce, write. The variant is the DynamoDB store's; here the reducer decides it. */
   async apply(event: OperationEvent, now: string): Promise<ApplyOutcome> {
-    const outcome = this.db.write((): ApplyOutcome => {
+    const outcome = await this.db.writeGrouped((): ApplyOutcome => {
       const row = this.row(event.name);
       const current = row && (JSON.parse(row.record) as OperationRecord);
       const decision = applyEvent(current, event, now);

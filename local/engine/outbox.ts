@@ -113,7 +113,7 @@ export class OutboxFeed {
 
   /** One batch to one consumer, with its checkpoint, in one transaction; how many changes it took. */
   private feed(consumer: OutboxConsumer): number {
-    const count = this.db.write(() => {
+    const count = this.db.writeDerived(() => {
       const changes = this.db
         .all<{
           seq: number;
@@ -154,7 +154,7 @@ export class OutboxFeed {
   /** Drops changes older than the retention that every consumer has taken. */
   prune(now = Date.now()): number {
     const taken = Math.min(...this.consumers.map((consumer) => this.checkpoint(consumer.name)));
-    return this.db.write(() => this.db.run('DELETE FROM changes WHERE at < ? AND seq <= ?', now - OUTBOX_RETENTION_MS, taken).changes);
+    return this.db.writeDerived(() => this.db.run('DELETE FROM changes WHERE at < ? AND seq <= ?', now - OUTBOX_RETENTION_MS, taken).changes);
   }
 }
 

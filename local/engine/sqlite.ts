@@ -21,11 +21,17 @@ interface Statement {
 export type Row = Record<string, unknown>;
 
 /**
- * `synchronous = FULL` in WAL mode: each commit is on disk (fsync of the WAL)
- * before the webhook is answered, so an acknowledged delivery survives power
- * loss as well as `kill -9`. NORMAL would survive `kill -9` only.
+ * Durable writes (what a sender is told "OK" about: the operations and their
+ * outbox) commit with `synchronous = FULL`: the WAL is on disk before the
+ * answer, so they survive power loss as well as `kill -9`. Everything derived
+ * from the outbox (history, the effects queue, the ledger, dead letters)
+ * commits with NORMAL: it survives `kill -9`; a power loss can take its last
+ * commits, which the outbox and the idempotent consumers redo (WAL frames are
+ * kept in order, so a lost derived commit never outlives a later durable one's
+ * sync). One fsync per acknowledged delivery, none for the rest.
  */
-export const SYNCHRONOUS = 'FULL';
+export type Durability = 'durable' | 'derived';
+const SYNCHRONOUS: Record<Durability, string> = { durable: 'FULL', derived: 'NORMAL' };
 /**
  * How long a write waits for a lock another process holds before it gives up
  * (the webhook answers 503). The runtime is the file's only writer, so only a
@@ -36,6 +42,12 @@ export const BUSY_TIMEOUT_MS = 250;
 
 export class Sqlite {
   private readonly statements = new Map<string, Statement>();
+  private synchronous?: Durability;
+  private group: Array<{
+    work: () => unknown;
+    durability: Durability;
+    settle: (outcome: { value: unknown } | { error: unknown }) => void;
+  }> = [];
 
   constructor(
     readonly connection: Connection,
@@ -49,8 +61,8 @@ export class Sqlite {
     const db = new Sqlite(connection, path);
     if (!options.readonly && !options.plain) {
       if (path !== ':memory:') connection.pragma('journal_mode = WAL');
-      connection.pragma(`synchronous = ${SYNCHRONOUS}`);
       connection.pragma('foreign_keys = ON');
+      db.syncFor('durable');
     }
     return db;
   }
@@ -77,9 +89,16 @@ export class Sqlite {
     return this.statement(sql).run(...params);
   }
 
-  /** One write transaction. Errors come out classified (see `classified`). */
-  write<T>(work: () => T): T {
+  private syncFor(durability: Durability): void {
+    if (this.synchronous === durability) return;
+    this.connection.exec(`PRAGMA synchronous = ${SYNCHRONOUS[durability]}`);
+    this.synchronous = durability;
+  }
+
+  /** One write transaction, durable unless said otherwise. Errors come out classified (see `classified`). */
+  write<T>(work: () => T, durability: Durability = 'durable'): T {
     try {
+      this.syncFor(durability);
       this.connection.exec('BEGIN IMMEDIATE');
     } catch (error) {
       throw classified(error);
@@ -98,6 +117,49 @@ export class Sqlite {
       }
       throw classified(error);
     }
+  }
+
+  /**
+   * A write committed together with the others asked for in the same turn of
+   * the event loop (group commit): one transaction, and at most one fsync, for
+   * the group; durable if any of its writes is. Each write runs in a savepoint
+   * of its own, so one that fails (a value SQLite refuses) leaves the others
+   * whole; a failed commit fails them all.
+   */
+  writeGrouped<T>(work: () => T, durability: Durability = 'durable'): Promise<T> {
+    return new Promise<T>((resolve, reject) => {
+      if (this.group.length === 0) setImmediate(() => this.commitGroup());
+      this.group.push({ work, durability, settle: (outcome) => ('error' in outcome ? reject(outcome.error) : resolve(outcome.value as T)) });
+    });
+  }
+
+  private commitGroup(): void {
+    const group = this.group.splice(0);
+    const outcomes: Array<{ value: unknown } | { error: unknown }> = [];
+    const durability = group.some((one) => one.durability === 'durable') ? 'durable' : 'derived';
+    try {
+      this.write(() => {
+        for (const { work } of group) {
+          this.connection.exec('SAVEPOINT one');
+          try {
+            outcomes.push({ value: work() });
+            this.connection.exec('RELEASE one');
+          } catch (error) {
+            this.connection.exec('ROLLBACK TO one; RELEASE one');
+            outcomes.push({ error: classified(error) });
+          }
+        }
+      }, durability);
+    } catch (error) {
+      for (const { settle } of group) settle({ error });
+      return;
+    }
+    group.forEach(({ settle }, i) => settle(outcomes[i] as { value: unknown } | { error: unknown }));
+  }
+
+  /** A write of what the outbox can rebuild (see Durability). */
+  writeDerived<T>(work: () => T): T {
+    return this.write(work, 'derived');
   }
 
   close(): void {
