@@ -30,7 +30,7 @@ import { WebhookHealth } from '../lambda/reconcile/webhook-health.ts';
 import { consoleRoutes } from './console/console.ts';
 import { openDataFolder } from './engine/data-folder.ts';
 import { SqliteEffectsQueue } from './engine/effects-queue.ts';
-import { SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
+import { pruneEffectRecords, SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
 import { writeProbe } from './engine/health.ts';
 import { SqliteHistory } from './engine/history.ts';
 import { SqliteOperationStore } from './engine/operation-store.ts';
@@ -100,6 +100,8 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     }
     feed.start();
     stopped.push(() => feed.stop());
+    const maintenance = startMaintenance(logger, [() => feed.prune(), () => history.prune(), () => pruneEffectRecords(db)]);
+    stopped.push(() => clearInterval(maintenance));
     if (effects) {
       effects.queue.start(effects.handler);
       stopped.push(() => effects.queue.stop());
@@ -123,6 +125,21 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     await stop();
     throw error;
   }
+}
+
+/** What each part keeps past its retention goes, at start and hourly (DynamoDB's TTL, on this engine). */
+function startMaintenance(logger: Logger, tasks: Array<() => unknown>): NodeJS.Timeout {
+  const run = () => {
+    for (const task of tasks) {
+      try {
+        task();
+      } catch (error) {
+        logger.warn('maintenance: old rows not removed this time', { error: (error as Error).message });
+      }
+    }
+  };
+  run();
+  return setInterval(run, 3600_000).unref();
 }
 
 export const DEV_SECRET_FILE = 'dev-webhook-secret';
@@ -187,7 +204,6 @@ function effectsPath(config: Config, db: Sqlite, logger: Logger): LocalEffects |
   }
   if (!config.EFFECTS_SIGNING_SECRET) throw new ConfigError('EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET (whsec_...)');
   const [secret] = parseSigningSecrets(config.EFFECTS_SIGNING_SECRET);
-  SqliteDeadLetters.prune(db);
   const queue = new SqliteEffectsQueue(db, { logger });
   const ledger = new SqliteEffectLedger(db);
   const deadLetters = new SqliteDeadLetters(db);

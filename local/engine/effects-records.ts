@@ -22,13 +22,14 @@ export class SqliteEffectLedger implements EffectLedger {
 
   async markDelivered(sink: string, key: string): Promise<void> {
     const now = new Date();
-    await this.db.writeGrouped(() =>
-      this.db.run(
-        'INSERT INTO effect_ledger (key, delivered_at, expires_at) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING',
-        `${sink}#${key}`,
-        now.toISOString(),
-        Math.floor(now.getTime() / 1000) + RETENTION_SECONDS,
-      ),
+    await this.db.writeGrouped(
+      () =>
+        this.db.run(
+          'INSERT INTO effect_ledger (key, delivered_at, expires_at) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING',
+          `${sink}#${key}`,
+          now.toISOString(),
+          Math.floor(now.getTime() / 1000) + RETENTION_SECONDS,
+        ),
       'derived',
     );
   }
@@ -108,12 +109,12 @@ export class SqliteDeadLetters implements DeadLetters {
       return { sequence, name, reason, raw };
     });
   }
+}
 
-  /** Removes the ledger's and the dead letters' rows past their 30 days. */
-  static prune(db: Sqlite, now = nowSeconds()): void {
-    db.writeDerived(() => {
-      db.run('DELETE FROM effect_ledger WHERE expires_at <= ?', now);
-      db.run('DELETE FROM dead_letters WHERE expires_at <= ?', now);
-    });
-  }
+/** Removes the ledger's and the dead letters' rows past their 30 days. */
+export function pruneEffectRecords(db: Sqlite, now = nowSeconds()): void {
+  db.writeDerived(() => {
+    db.run('DELETE FROM effect_ledger WHERE expires_at <= ?', now);
+    db.run('DELETE FROM dead_letters WHERE expires_at <= ?', now);
+  });
 }

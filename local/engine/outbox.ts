@@ -34,8 +34,6 @@ export interface OutboxConsumer {
   take(changes: Change[]): void;
   /** After that transaction committed. */
   taken?(): void;
-  /** Drops what it keeps past its retention (hourly). */
-  prune?(): void;
 }
 
 export const OUTBOX_RETENTION_MS = 24 * 3600 * 1000;
@@ -49,7 +47,6 @@ const RETRY_CAP_MS = 30_000;
 export class OutboxFeed {
   private scheduled = false;
   private timer?: NodeJS.Timeout;
-  private pruning?: NodeJS.Timeout;
   private retryMs = RETRY_MS;
   private stopped = false;
 
@@ -70,16 +67,6 @@ export class OutboxFeed {
   }
 
   start(): void {
-    const prune = () => {
-      try {
-        this.prune();
-        for (const consumer of this.consumers) consumer.prune?.();
-      } catch (error) {
-        this.logger.warn('outbox: old changes not pruned this time', { error: (error as Error).message });
-      }
-    };
-    prune();
-    this.pruning = setInterval(prune, 3600_000).unref();
     this.wake();
   }
 
@@ -99,7 +86,6 @@ export class OutboxFeed {
   async stop(): Promise<void> {
     this.stopped = true;
     clearTimeout(this.timer);
-    clearInterval(this.pruning);
   }
 
   private drain(): void {
@@ -159,7 +145,9 @@ export class OutboxFeed {
   /** Drops changes older than the retention that every consumer has taken. */
   prune(now = Date.now()): number {
     const taken = Math.min(...this.consumers.map((consumer) => this.checkpoint(consumer.name)));
-    return this.db.writeDerived(() => this.db.run('DELETE FROM changes WHERE at < ? AND seq <= ?', now - OUTBOX_RETENTION_MS, taken).changes);
+    return this.db.writeDerived(
+      () => this.db.run('DELETE FROM changes WHERE at < ? AND seq <= ?', now - OUTBOX_RETENTION_MS, taken).changes,
+    );
   }
 }
 

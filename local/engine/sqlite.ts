@@ -129,7 +129,11 @@ export class Sqlite {
   writeGrouped<T>(work: () => T, durability: Durability = 'durable'): Promise<T> {
     return new Promise<T>((resolve, reject) => {
       if (this.group.length === 0) setImmediate(() => this.commitGroup());
-      this.group.push({ work, durability, settle: (outcome) => ('error' in outcome ? reject(outcome.error) : resolve(outcome.value as T)) });
+      this.group.push({
+        work,
+        durability,
+        settle: (outcome) => ('error' in outcome ? reject(outcome.error) : resolve(outcome.value as T)),
+      });
     });
   }
 
@@ -154,7 +158,7 @@ export class Sqlite {
       for (const { settle } of group) settle({ error });
       return;
     }
-    group.forEach(({ settle }, i) => settle(outcomes[i] as { value: unknown } | { error: unknown }));
+    for (const [i, { settle }] of group.entries()) settle(outcomes[i] as { value: unknown } | { error: unknown });
   }
 
   /** A write of what the outbox can rebuild (see Durability). */

@@ -150,6 +150,8 @@ describe('kill -9 during a storm', () => {
       ).toEqual([`${name}#1`, `${name}#3`]);
       expect(effectsOf(name).every((d) => d.signatureValid)).toBe(true);
     }
-    console.log(`crash test: ${unanswered} deliveries unanswered and resent; ${receiver.accepted.length - receiver.applied().length} effects resent with their id`);
+    console.log(
+      `crash test: ${unanswered} deliveries unanswered and resent; ${receiver.accepted.length - receiver.applied().length} effects resent with their id`,
+    );
   });
 });
