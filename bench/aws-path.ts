@@ -39,7 +39,7 @@ import { Receiver } from '../test/support/receiver.ts';
 import { silentLogger } from '../test/support/silent-logger.ts';
 import { buildBundles, buildBundlesAt, coldStart, FUNCTIONS, type FunctionName, LAMBDA_NODE } from './cold-start.ts';
 import { CountingProxy } from './counting-proxy.ts';
-import { type Delivery, type Mix, mixes } from './mixes.ts';
+import { type Mix, mixes, playMix } from './mixes.ts';
 import { DynamoDbSeedStore, SeedBaseline } from './seed-baseline.ts';
 
 const SIZE = Number(process.env.BENCH_SIZE ?? 500);
@@ -86,33 +86,13 @@ interface Sample {
 async function play(system: System, mix: Mix): Promise<Sample> {
   proxy.reset();
   const lostBefore = seed.lost;
-  const latencies: number[] = [];
-  let notRecorded = 0;
-  let next = 0;
-  const started = performance.now();
-  await Promise.all(
-    Array.from({ length: mix.concurrency }, async () => {
-      while (next < mix.deliveries.length) {
-        const delivery = mix.deliveries[next++] as Delivery;
-        const { body, headers } = signedDelivery(secret, delivery.body, { id: delivery.id });
-        const sent = performance.now();
-        const response = await fetch(urls[system], { method: 'POST', body, headers });
-        await response.arrayBuffer();
-        latencies.push(performance.now() - sent);
-        if (response.status === 503) notRecorded++;
-        else if (response.status !== 200) throw new Error(`${system} answered ${response.status}`);
-      }
-    }),
-  );
-  const seconds = (performance.now() - started) / 1000;
-  const requests = proxy.requests(TABLES[system]);
-  latencies.sort((a, b) => a - b);
+  const played = await playMix(urls[system], secret, mix);
   return {
-    requestsPerEvent: requests / mix.deliveries.length,
-    perSecond: mix.deliveries.length / seconds,
-    p50: latencies[Math.floor(latencies.length * 0.5)] as number,
-    p99: latencies[Math.floor(latencies.length * 0.99)] as number,
-    lost: system === 'seed' ? seed.lost - lostBefore : notRecorded,
+    requestsPerEvent: proxy.requests(TABLES[system]) / mix.deliveries.length,
+    perSecond: played.perSecond,
+    p50: played.p50,
+    p99: played.p99,
+    lost: system === 'seed' ? seed.lost - lostBefore : played.notRecorded,
     wrongFinal: await wrongFinalStates(system, mix),
   };
 }

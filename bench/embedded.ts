@@ -19,7 +19,7 @@ import { Sqlite } from '../local/engine/sqlite.ts';
 import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.ts';
 import { Receiver } from '../test/support/receiver.ts';
 import { run } from './cold-start.ts';
-import { type Delivery, type Mix, mixes } from './mixes.ts';
+import { type Mix, mixes, playMix } from './mixes.ts';
 
 type System = 'ratchet' | 'ingest' | 'seed' | 'floor' | 'ref';
 interface Sample {
@@ -117,30 +117,12 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
 
     const play = async (system: System, mix: Mix): Promise<Sample> => {
       const lostBefore = system === 'seed' ? await seedLost() : 0;
-      const latencies: number[] = [];
-      let notRecorded = 0;
-      let next = 0;
-      const t0 = performance.now();
-      await Promise.all(
-        Array.from({ length: mix.concurrency }, async () => {
-          while (next < mix.deliveries.length) {
-            const delivery = mix.deliveries[next++] as Delivery;
-            const { body, headers } = signedDelivery(secret, delivery.body, { id: delivery.id });
-            const sent = performance.now();
-            const response = await fetch(webhookUrl(system), { method: 'POST', body, headers });
-            await response.arrayBuffer();
-            latencies.push(performance.now() - sent);
-            if (response.status === 503) notRecorded++;
-            else if (response.status !== 200) throw new Error(`${system} answered ${response.status}`);
-          }
-        }),
-      );
-      const seconds = (performance.now() - t0) / 1000;
+      const played = await playMix(webhookUrl(system), secret, mix);
       return {
-        perSecond: mix.deliveries.length / seconds,
-        p50: percentile(latencies, 0.5),
-        p99: percentile(latencies, 0.99),
-        lost: system === 'seed' ? (await seedLost()) - lostBefore : notRecorded,
+        perSecond: played.perSecond,
+        p50: played.p50,
+        p99: played.p99,
+        lost: system === 'seed' ? (await seedLost()) - lostBefore : played.notRecorded,
         wrongFinal: system === 'floor' ? 0 : await wrongFinalStates(system, mix),
       };
     };

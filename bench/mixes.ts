@@ -2,7 +2,7 @@
  * The three delivery mixes of issue 11, as Gemini would send them: bodies and
  * webhook-ids fixed up front (a redelivery repeats both), signed when sent.
  */
-import { envelope } from '../test/support/deliveries.ts';
+import { envelope, signedDelivery } from '../test/support/deliveries.ts';
 import { shuffle } from '../test/support/shuffle.ts';
 
 export interface Delivery {
@@ -50,4 +50,42 @@ export function mixes(prefix: string, size: number): Mix[] {
     { label: 'storm of interaction updates', concurrency: 8, deliveries: shuffle(storm, size + 1) },
     { label: 'one hot operation, 32 concurrent', concurrency: 32, deliveries: hot },
   ];
+}
+
+export interface Played {
+  perSecond: number;
+  p50: number;
+  p99: number;
+  /** Answered 503 (not recorded: the sender would retry). */
+  notRecorded: number;
+}
+
+/** Sends a mix's deliveries, signed, `mix.concurrency` at a time; any answer but 200 or 503 stops the bench. */
+export async function playMix(url: string, secret: string, mix: Mix): Promise<Played> {
+  const latencies: number[] = [];
+  let notRecorded = 0;
+  let next = 0;
+  const started = performance.now();
+  await Promise.all(
+    Array.from({ length: mix.concurrency }, async () => {
+      while (next < mix.deliveries.length) {
+        const delivery = mix.deliveries[next++] as Delivery;
+        const { body, headers } = signedDelivery(secret, delivery.body, { id: delivery.id });
+        const sent = performance.now();
+        const response = await fetch(url, { method: 'POST', body, headers });
+        await response.arrayBuffer();
+        latencies.push(performance.now() - sent);
+        if (response.status === 503) notRecorded++;
+        else if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
+      }
+    }),
+  );
+  const seconds = (performance.now() - started) / 1000;
+  latencies.sort((a, b) => a - b);
+  return {
+    perSecond: mix.deliveries.length / seconds,
+    p50: latencies[Math.floor(latencies.length * 0.5)] as number,
+    p99: latencies[Math.floor(latencies.length * 0.99)] as number,
+    notRecorded,
+  };
 }
