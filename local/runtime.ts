@@ -23,7 +23,6 @@ import { WebhookSink } from '../lambda/effects/sinks.ts';
 import { createApp, type Failure } from '../lambda/http/app.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../lambda/logger.ts';
-import { GenAiPoller } from '../lambda/reconcile/gemini-poller.ts';
 import { pollNow } from '../lambda/reconcile/poll-now.ts';
 import { reconcile } from '../lambda/reconcile/reconcile.ts';
 import { WebhookHealth } from '../lambda/reconcile/webhook-health.ts';
@@ -114,7 +113,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
           (server as Server).closeAllConnections();
         }),
     );
-    schedule = startReconcile(config, store, logger);
+    schedule = await startReconcile(config, store, logger);
     if (schedule) stopped.push(() => schedule?.stop());
     const { port } = server.address() as AddressInfo;
     const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
@@ -167,12 +166,16 @@ function developmentSecret(dataDir: string): string {
   return fresh;
 }
 
-/** Reconcile every RECONCILE_INTERVAL_SECONDS, as the stack's schedule does, through the same ingest. */
-function startReconcile(config: Config, store: SqliteOperationStore, logger: Logger): LocalSchedule | undefined {
+/**
+ * Reconcile every RECONCILE_INTERVAL_SECONDS, as the stack's schedule does,
+ * through the same ingest. The Gemini SDK is loaded only when there is a key.
+ */
+async function startReconcile(config: Config, store: SqliteOperationStore, logger: Logger): Promise<LocalSchedule | undefined> {
   if (!config.GEMINI_API_KEY) {
     logger.warn('reconcile off: GEMINI_API_KEY is not set (webhooks still work; nothing is polled)');
     return undefined;
   }
+  const { GenAiPoller } = await import('../lambda/reconcile/gemini-poller.ts');
   const poller = new GenAiPoller({ apiKey: config.GEMINI_API_KEY, baseUrl: config.GEMINI_BASE_URL });
   const health = new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: config.WEBHOOK_URL, logger });
   const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;

@@ -14,31 +14,8 @@ import {
 } from '../core/gemini-poll.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
 import { isNameOfKind } from '../core/names.ts';
-import type { OperationEvent } from '../core/reducer.ts';
+import { type GeminiPoller, type PollAnswer, PollFailedError } from './poller.ts';
 import type { WebhookLister } from './webhook-health.ts';
-
-export type PollAnswer =
-  | { kind: 'event'; event: OperationEvent }
-  | { kind: 'not-found' }
-  /** Never sent: the name is not a well-formed name of its kind. */
-  | { kind: 'refused'; reason: string };
-
-export class PollFailedError extends Error {
-  override name = 'PollFailedError';
-  constructor(
-    message: string,
-    readonly status?: number,
-    /** The provider's state word Ratchet has no mapping for, kept raw. */
-    readonly unknownState?: string,
-  ) {
-    super(message);
-  }
-}
-
-export interface GeminiPoller {
-  /** Throws PollFailedError for anything but an answer, a 404 or a refusal. */
-  poll(operation: { name: string; kind: OperationKind }): Promise<PollAnswer>;
-}
 
 export class GenAiPoller implements GeminiPoller {
   private readonly ai: GoogleGenAI;

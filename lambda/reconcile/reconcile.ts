@@ -28,7 +28,7 @@ import { timeFromDate } from '../core/time.ts';
 import { ingest, NotRecordedError } from '../ingest.ts';
 import { type OperationStore, type PollCandidate, type PollSchedule, StoreRejectedError } from '../store/operation-store.ts';
 import { POLL_BUCKETS } from '../store/table.ts';
-import { type GeminiPoller, PollFailedError } from './gemini-poller.ts';
+import { type GeminiPoller, PollFailedError } from './poller.ts';
 import type { WebhookHealth } from './webhook-health.ts';
 
 export interface ReconcileDeps {
