@@ -69,6 +69,7 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
   if (known) {
     const decision = applyEvent(known, event, now());
     if (!decision.applied && decision.reason !== 'duplicate') {
+      await guard(async () => store.noteDiscard?.(event, decision.reason, now()));
       return { outcome: 'discarded', reason: decision.reason, record: known, attempts: 0 };
     }
     if (decision.applied && !decision.stateChanged) variant = 'refresh';

@@ -77,6 +77,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       store,
       queries: store,
       history,
+      decisions: store,
       receipts: store,
       verifier: new WebhookSignatureVerifier(async () => secrets, dynamicWebhooks(config)),
       pollNow: config.GEMINI_API_KEY ? (operation) => pollNow(operation, { store, wake: async () => schedule?.runSoon() }) : undefined,
@@ -99,7 +100,12 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     }
     feed.start();
     stopped.push(() => feed.stop());
-    const maintenance = startMaintenance(logger, [() => feed.prune(), () => history.prune(), () => pruneEffectRecords(db)]);
+    const maintenance = startMaintenance(logger, [
+      () => feed.prune(),
+      () => history.prune(),
+      () => store.pruneDecisions(),
+      () => pruneEffectRecords(db),
+    ]);
     stopped.push(() => clearInterval(maintenance));
     if (effects) {
       effects.queue.start(effects.handler);

@@ -30,6 +30,8 @@ export interface OperationEvent {
   result?: OperationResult;
   /** Dynamic webhooks: the job's own `user_metadata`, for receivers to route by. */
   userMetadata?: Record<string, unknown>;
+  /** How a webhook delivery was signed (`hmac`, `ed25519`): for the decisions log only, never compared. */
+  scheme?: string;
 }
 
 /** The stored record of an operation. `version` counts applied writes. */

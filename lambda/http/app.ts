@@ -18,6 +18,7 @@ import { InvalidTimeError, timeFromDate } from '../core/time.ts';
 import type { HistoryLog } from '../history/history.ts';
 import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
 import {
+  type DecisionLog,
   type DeliveryReceipts,
   InvalidCursorError,
   type OperationQueries,
@@ -37,6 +38,8 @@ export interface AppDeps {
   queries?: OperationQueries;
   /** `GET /operations/{name}/history` (written from the stream, see lambda/history); without it the route is 400. */
   history?: Pick<HistoryLog, 'list'>;
+  /** `GET /operations/{name}/decisions` (the embedded engine keeps them); without it the route is 400. */
+  decisions?: DecisionLog;
   /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
   receipts?: DeliveryReceipts;
   logger: Logger;
@@ -185,7 +188,7 @@ export function createApp(deps: AppDeps): Hono {
     const { event } = mapping;
     if (verification.scheme === 'jwt') return verifyByPoll({ name: event.name, kind: event.kind }, deliveryId);
     try {
-      const result = await ingest(event, { hints, ...deps.ingest, store, clock });
+      const result = await ingest({ ...event, scheme: verification.scheme }, { hints, ...deps.ingest, store, clock });
       const log = {
         decision: result.outcome,
         webhookId: deliveryId,
@@ -315,26 +318,29 @@ export function createApp(deps: AppDeps): Hono {
     });
   }
 
-  // `{name}` and `{name}/history`: a path that is a whole name is the record (`batches/history` is a batch),
-  // else a name followed by `/history` is that operation's history.
+  // `{name}`, `{name}/history`, `{name}/decisions`: a path that is a whole name is the record (`batches/history`
+  // is a batch), else a name followed by `/history` or `/decisions` is that operation's history or decisions.
   app.get('/operations/:path{.+}', async (c) => {
     const path = c.req.param('path');
     let name: string;
-    let history = false;
+    let view: 'record' | 'history' | 'decisions' = 'record';
     try {
       name = normalizeOperationName(path);
     } catch (error) {
-      const prefix = path.endsWith('/history') ? path.slice(0, -'/history'.length) : undefined;
-      const named = prefix && deps.history ? tryName(prefix) : undefined;
-      if (!named) return fail('malformed-request', (error as Error).message);
+      const suffix = (['history', 'decisions'] as const).find(
+        (s) => path.endsWith(`/${s}`) && (s === 'history' ? deps.history : deps.decisions),
+      );
+      const named = suffix && tryName(path.slice(0, -suffix.length - 1));
+      if (!suffix || !named) return fail('malformed-request', (error as Error).message);
       name = named;
-      history = true;
+      view = suffix;
     }
     try {
       const record = await (queries ? queries.describe(name) : store.get(name));
       if (!record) return fail('not-found', `no operation named ${JSON.stringify(name)}`);
-      if (!history || !deps.history) return c.json(record);
-      return c.json({ name, history: await deps.history.list(name) });
+      if (view === 'history' && deps.history) return c.json({ name, history: await deps.history.list(name) });
+      if (view === 'decisions' && deps.decisions) return c.json({ name, decisions: await deps.decisions.decisions(name) });
+      return c.json(record);
     } catch (error) {
       logger.error('read failed', { operation: name, error });
       return fail('not-recorded', 'store unavailable; retry later');

@@ -1,6 +1,6 @@
 /** The persistence port: everything ingest and the API need from storage. */
 import type { OperationKind, OperationState } from '../core/lifecycle.ts';
-import type { OperationEvent, OperationRecord } from '../core/reducer.ts';
+import type { DiscardReason, EventSource, OperationEvent, OperationRecord } from '../core/reducer.ts';
 import type { Variant } from './compiled-write.ts';
 
 /**
@@ -38,6 +38,34 @@ export interface OperationStore {
    * transaction; the reducer decides stateChanged and the variant is unused.
    */
   apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome>;
+  /**
+   * Where a store keeps decisions (the embedded engine): an event ingest
+   * discarded without asking the store (the record at hand already refused it).
+   */
+  noteDiscard?(event: OperationEvent, reason: DiscardReason, now: string): Promise<void>;
+}
+
+/**
+ * One event's fate, kept per operation by the embedded engine (in AWS each is a
+ * structured log line): applied with the version it made, or discarded with
+ * the reducer's reason.
+ */
+export interface Decision {
+  at: string;
+  source: EventSource;
+  eventId: string | null;
+  state: OperationState | null;
+  updateTime: string | null;
+  verdict: 'applied' | 'discarded';
+  version?: number;
+  reason?: DiscardReason;
+  /** Webhooks: how the delivery was signed. */
+  scheme?: string;
+}
+
+export interface DecisionLog {
+  /** Oldest first; the last 200 and at most 30 days. */
+  decisions(name: string): Promise<Decision[]>;
 }
 
 /** A verified delivery Ratchet does not map to an operation (Gemini's ping, a future event type). */

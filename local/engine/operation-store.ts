@@ -8,9 +8,11 @@
  * held to the same contract tests.
  */
 import { isTerminal, type OperationKind } from '../../lambda/core/lifecycle.ts';
-import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
+import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
 import {
   type ApplyOutcome,
+  type Decision,
+  type DecisionLog,
   type DeliveryReceipts,
   InvalidCursorError,
   type ListFilter,
@@ -30,6 +32,9 @@ import type { Sqlite } from './sqlite.ts';
 /** Kinds reconcile polls: all of them, as in AWS. */
 const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation', 'interaction']);
 const UNMAPPED_NOTE = 'unmapped-delivery';
+/** Decisions kept per operation (and 30 days, see pruneDecisions). */
+export const DECISIONS_KEPT = 200;
+export const DECISION_RETENTION_DAYS = 30;
 
 interface OperationRow {
   record: string;
@@ -42,7 +47,7 @@ interface OperationRow {
   name: string;
 }
 
-export class SqliteOperationStore implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts {
+export class SqliteOperationStore implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog {
   constructor(
     private readonly db: Sqlite,
     /** Called after each commit that appended to the outbox (the outbox feed wakes). */
@@ -64,6 +69,15 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
       const current = row && (JSON.parse(row.record) as OperationRecord);
       if (current?.version !== expectedVersion) return { ok: false, current };
       this.store(current, next);
+      this.decide(next.name, {
+        at: next.recordedAt,
+        source: next.source,
+        eventId: next.eventId,
+        state: next.state,
+        updateTime: next.updateTime,
+        verdict: 'applied',
+        version: next.version,
+      });
       return { ok: true };
     });
     if (outcome.ok) this.onChange();
@@ -76,8 +90,12 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
       const row = this.row(event.name);
       const current = row && (JSON.parse(row.record) as OperationRecord);
       const decision = applyEvent(current, event, now);
-      if (!decision.applied) return { ok: false, current, legacy: false };
+      if (!decision.applied) {
+        this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason: decision.reason }));
+        return { ok: false, current, legacy: false };
+      }
       this.store(current, decision.next);
+      this.decide(event.name, decisionOf(event, now, { verdict: 'applied', version: decision.next.version }));
       return { ok: true, record: decision.next };
     });
     if (outcome.ok) this.onChange();
@@ -112,6 +130,37 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
       record,
       Date.now(),
     );
+  }
+
+  /** A discard decided on the record at hand, with no transaction of the write's: one short write of its own. */
+  async noteDiscard(event: OperationEvent, reason: DiscardReason, now: string): Promise<void> {
+    await this.db.writeGrouped(() => this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason })));
+  }
+
+  /** One decision, in the caller's transaction; the operation keeps its last DECISIONS_KEPT. */
+  private decide(name: string, decision: Decision): void {
+    this.db.run('INSERT INTO decisions (name, decision, at) VALUES (?, ?, ?)', name, JSON.stringify(decision), Date.now());
+    this.db.run(
+      'DELETE FROM decisions WHERE name = ? AND id <= (SELECT id FROM decisions WHERE name = ? ORDER BY id DESC LIMIT 1 OFFSET ?)',
+      name,
+      name,
+      DECISIONS_KEPT,
+    );
+  }
+
+  async decisions(name: string): Promise<Decision[]> {
+    return this.db
+      .all<{ decision: string }>(
+        'SELECT decision FROM decisions WHERE name = ? AND at > ? ORDER BY id',
+        name,
+        Date.now() - DECISION_RETENTION_DAYS * 86_400_000,
+      )
+      .map((row) => JSON.parse(row.decision) as Decision);
+  }
+
+  /** Removes decisions past their 30 days. */
+  pruneDecisions(now = Date.now()): void {
+    this.db.writeDerived(() => this.db.run('DELETE FROM decisions WHERE at <= ?', now - DECISION_RETENTION_DAYS * 86_400_000));
   }
 
   async describe(name: string): Promise<OperationView | undefined> {
@@ -215,6 +264,22 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
   private note(key: string): string | undefined {
     return this.db.get<{ value: string }>('SELECT value FROM notes WHERE key = ?', key)?.value;
   }
+}
+
+function decisionOf(
+  event: OperationEvent,
+  at: string,
+  verdict: { verdict: 'applied'; version: number } | { verdict: 'discarded'; reason: DiscardReason },
+): Decision {
+  return {
+    at,
+    source: event.source,
+    eventId: event.eventId ?? null,
+    state: event.state,
+    updateTime: event.updateTime ?? null,
+    ...verdict,
+    ...(event.scheme && { scheme: event.scheme }),
+  };
 }
 
 function pollOf(row: OperationRow): PollState {

@@ -13,10 +13,11 @@
  * - `history`, `effect_messages` (the per-operation effects queue),
  *   `effect_ledger`, `dead_letters`: what the consumers keep.
  * - `notes`: small named values (the last unmapped delivery, the health probe).
+ * - `decisions` (2): each event's fate per operation, applied or discarded.
  */
 import type { Sqlite } from './sqlite.ts';
 
-const MIGRATIONS: readonly string[] = [
+export const MIGRATIONS: readonly string[] = [
   // 1: the first embedded schema.
   `CREATE TABLE operations (
      name TEXT PRIMARY KEY,
@@ -75,6 +76,15 @@ const MIGRATIONS: readonly string[] = [
      PRIMARY KEY (operation, entry)
    ) STRICT;
    CREATE TABLE notes (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;`,
+  // 2: the decisions log, every event's fate per operation (the last 200, 30 days).
+  `CREATE TABLE decisions (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     name TEXT NOT NULL,
+     decision TEXT NOT NULL,
+     at INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX decisions_by_name ON decisions (name, id);
+   CREATE INDEX decisions_at ON decisions (at);`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -112,6 +112,97 @@ describe('the embedded engine behind its HTTP API', () => {
   });
 });
 
+describe('the decisions log', () => {
+  const secret = newSecret();
+  const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-decisions-'));
+  let runtime: LocalRuntime;
+  beforeAll(async () => {
+    runtime = await startLocalRuntime(loadConfig({ DATA_DIR: dataDir, PORT: '0', WEBHOOK_SIGNING_SECRETS: secret }));
+  });
+  afterAll(async () => {
+    await runtime.stop();
+    rmSync(dataDir, { recursive: true, force: true });
+  });
+  type Decisions = {
+    name: string;
+    decisions: Array<{ eventId: string; verdict: string; version?: number; reason?: string; scheme?: string; source: string }>;
+  };
+  const decisionsOf = async (name: string) => {
+    const response = await fetch(`${runtime.url}/operations/${name}/decisions`);
+    return { status: response.status, body: (await response.json()) as Decisions };
+  };
+  const post = (delivery: { body: string; headers: Record<string, string> }) =>
+    fetch(`${runtime.url}/webhooks/gemini`, { method: 'POST', ...delivery }).then(
+      (r) => r.json() as Promise<{ applied: boolean; reason?: string }>,
+    );
+
+  it("accounts for every delivery of a shuffled, duplicated storm exactly once, with the reducer's reasons", async () => {
+    const sent: Array<{ name: string; id: string; delivery: ReturnType<typeof signedDelivery> }> = [];
+    for (let i = 0; i < 10; i++) {
+      const name = `interactions/d-${i}`;
+      const events = [
+        envelope('interaction.requires_action', { id: name, update_time: '2026-11-30T10:00:01Z' }),
+        envelope('interaction.requires_action', { id: name, update_time: '2026-11-30T10:00:02Z' }),
+        envelope('interaction.completed', { id: name, update_time: '2026-11-30T10:00:03Z' }),
+        envelope('interaction.failed', { id: name, update_time: '2026-11-30T10:00:04Z' }),
+      ];
+      events.forEach((event, e) => {
+        const delivery = signedDelivery(secret, event, { id: `${name}:${e}` });
+        for (let copy = 0; copy < 1 + (e % 2); copy++) sent.push({ name, id: `${name}:${e}`, delivery });
+      });
+    }
+    const answers = new Map<string, Array<{ applied: boolean; reason?: string }>>();
+    let next = 0;
+    const order = shuffle(sent, 7);
+    await Promise.all(
+      Array.from({ length: 6 }, async () => {
+        while (next < order.length) {
+          const one = order[next++] as (typeof order)[number];
+          const answer = await post(one.delivery);
+          answers.set(one.name, [...(answers.get(one.name) ?? []), answer]);
+        }
+      }),
+    );
+    for (let i = 0; i < 10; i++) {
+      const name = `interactions/d-${i}`;
+      const { status, body } = await decisionsOf(name);
+      expect(status).toBe(200);
+      const received = sent.filter((s) => s.name === name);
+      // Every delivery once: applied + discarded = received, the same ids.
+      expect(body.decisions.map((d) => d.eventId).sort()).toEqual(received.map((s) => s.id).sort());
+      const applied = body.decisions.filter((d) => d.verdict === 'applied');
+      const record = (await (await fetch(`${runtime.url}/operations/${name}`)).json()) as { version: number };
+      expect(applied.map((d) => d.version)).toEqual(Array.from({ length: record.version }, (_, v) => v + 1));
+      // The reasons are the ones the sender was told.
+      const told = (answers.get(name) ?? [])
+        .filter((a) => !a.applied)
+        .map((a) => a.reason)
+        .sort();
+      expect(
+        body.decisions
+          .filter((d) => d.verdict === 'discarded')
+          .map((d) => d.reason)
+          .sort(),
+      ).toEqual(told);
+      expect(body.decisions.every((d) => d.source === 'webhook' && d.scheme === 'hmac')).toBe(true);
+    }
+  });
+
+  it('keeps the last 200 of an operation, answers 404 for an unknown one and 400 for a name that is not one', async () => {
+    const name = 'interactions/d-many';
+    for (let i = 0; i < 210; i++) {
+      const time = new Date(Date.UTC(2026, 10, 30, 10, 0, i)).toISOString();
+      await post(signedDelivery(secret, envelope('interaction.requires_action', { id: name, update_time: time }), { id: `many-${i}` }));
+    }
+    const { body } = await decisionsOf(name);
+    expect(body.decisions).toHaveLength(200);
+    expect(body.decisions[0]?.eventId).toBe('many-10');
+    expect(body.decisions.at(-1)?.eventId).toBe('many-209');
+    expect((await decisionsOf('interactions/never-seen')).status).toBe(404);
+    expect((await decisionsOf('interactions/../x')).status).toBe(400);
+  });
+});
+
 describe('a file that cannot be written', () => {
   const secret = newSecret();
   const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-sqlite-full-'));

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { migrate, SCHEMA_VERSION, SchemaError, schemaVersionOf } from '../../local/engine/schema.ts';
+import { MIGRATIONS, migrate, SCHEMA_VERSION, SchemaError, schemaVersionOf } from '../../local/engine/schema.ts';
 import { Sqlite } from '../../local/engine/sqlite.ts';
 
 const dirs: string[] = [];
@@ -31,6 +31,7 @@ describe('the schema', () => {
       'changes',
       'checkpoints',
       'dead_letters',
+      'decisions',
       'effect_ledger',
       'effect_messages',
       'history',
@@ -38,6 +39,21 @@ describe('the schema', () => {
       'operations',
     ]);
     expect(migrate(db)).toBe(SCHEMA_VERSION); // a second start changes nothing
+    db.close();
+  });
+
+  it('moves a file of the previous version (before the decisions log) to this one, keeping its operations', () => {
+    const db = freshFile();
+    migrate(db, MIGRATIONS.slice(0, SCHEMA_VERSION - 1));
+    db.write(() =>
+      db.run(
+        "INSERT INTO operations (name, kind, state, version, recorded_at, record, poll_bucket) VALUES ('batches/old', 'batch', 'SUCCEEDED', 2, 't', '{}', 'open#0')",
+      ),
+    );
+    expect(db.all("SELECT name FROM sqlite_master WHERE name = 'decisions'")).toEqual([]);
+    expect(migrate(db)).toBe(SCHEMA_VERSION - 1);
+    expect(db.all('SELECT name, version FROM operations')).toEqual([{ name: 'batches/old', version: 2 }]);
+    expect(db.all("SELECT name FROM sqlite_master WHERE name = 'decisions'")).toEqual([{ name: 'decisions' }]);
     db.close();
   });
 
