@@ -23,7 +23,7 @@ import { serve } from '@hono/node-server';
 import { trackedRecord } from '../lambda/core/reducer.ts';
 import { normalizeTime } from '../lambda/core/time.ts';
 import { deadLetterTableInput } from '../lambda/effects/dynamodb-dead-letters.ts';
-import { keyedTableInput } from '../lambda/effects/ledger.ts';
+import { keyedTableInput } from '../lambda/effects/dynamodb-ledger.ts';
 import { createApp } from '../lambda/http/app.ts';
 import { WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { compileWrite } from '../lambda/store/compiled-write.ts';

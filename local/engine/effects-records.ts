@@ -5,12 +5,16 @@
  * each kept 30 days.
  */
 import type { DynamoDBRecord } from 'aws-lambda';
-import { DEAD_LETTER_RETENTION_SECONDS, type DeadLetter, type DeadLetters, UNDECODABLE } from '../../lambda/effects/dead-letters.ts';
-import type { EffectLedger } from '../../lambda/effects/ledger.ts';
+import {
+  DEAD_LETTER_RETENTION_SECONDS,
+  type DeadLetter,
+  type DeadLetters,
+  entryOf,
+  UNDECODABLE,
+} from '../../lambda/effects/dead-letters.ts';
+import { type EffectLedger, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
 import type { Sqlite } from './sqlite.ts';
 
-const RETENTION_SECONDS = 30 * 24 * 3600;
-const entryOf = (version: number) => `v${String(version).padStart(12, '0')}`;
 const nowSeconds = () => Math.floor(Date.now() / 1000);
 
 export class SqliteEffectLedger implements EffectLedger {
@@ -28,7 +32,7 @@ export class SqliteEffectLedger implements EffectLedger {
           'INSERT INTO effect_ledger (key, delivered_at, expires_at) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING',
           `${sink}#${key}`,
           now.toISOString(),
-          Math.floor(now.getTime() / 1000) + RETENTION_SECONDS,
+          Math.floor(now.getTime() / 1000) + LEDGER_RETENTION_SECONDS,
         ),
       'derived',
     );

@@ -15,7 +15,7 @@ import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../lambda/core/reducer.ts';
 import { deadLetterTableInput } from '../../lambda/effects/dynamodb-dead-letters.ts';
-import { keyedTableInput } from '../../lambda/effects/ledger.ts';
+import { keyedTableInput } from '../../lambda/effects/dynamodb-ledger.ts';
 import { DynamoDbHistory, historyTableInput } from '../../lambda/history/dynamodb-history.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';

@@ -10,7 +10,7 @@ import { mapWebhookDelivery } from '../../lambda/core/gemini-webhook.ts';
 import { parseProviderJson, providerNumber } from '../../lambda/core/provider-values.ts';
 import { type OperationRecord, trackedRecord } from '../../lambda/core/reducer.ts';
 import { DynamoDbDeadLetters, deadLetterTableInput } from '../../lambda/effects/dynamodb-dead-letters.ts';
-import { keyedTableInput } from '../../lambda/effects/ledger.ts';
+import { keyedTableInput } from '../../lambda/effects/dynamodb-ledger.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
 import type { EffectSink } from '../../lambda/effects/sinks.ts';
 import type { Transition } from '../../lambda/effects/transition.ts';

@@ -7,7 +7,7 @@ import { DescribeTableCommand } from '@aws-sdk/client-dynamodb';
 import { GetCommand } from '@aws-sdk/lib-dynamodb';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { OperationEvent } from '../../lambda/core/reducer.ts';
-import { keyedTableInput } from '../../lambda/effects/ledger.ts';
+import { keyedTableInput } from '../../lambda/effects/dynamodb-ledger.ts';
 import { type EffectSink, SinkError } from '../../lambda/effects/sinks.ts';
 import { type Transition, transitionFromRecord } from '../../lambda/effects/transition.ts';
 import { ingest } from '../../lambda/ingest.ts';
