@@ -1,8 +1,9 @@
 /**
  * The operations store on SQLite: every event is read, reduced by the pure
  * reducer and written in one write transaction, so no race can exist and a
- * discard writes nothing. Each applied write appends its change to the outbox
- * (`changes`) in the same transaction: this engine's table stream.
+ * discard changes no record (it leaves only its decision, see `decisions`).
+ * Each applied write appends its change to the outbox (`changes`) in the same
+ * transaction: this engine's table stream.
  *
  * The same ports as the DynamoDB store (lambda/store/dynamodb-operation-store.ts),
  * held to the same contract tests.
