@@ -39,7 +39,7 @@ import { Receiver } from '../test/support/receiver.ts';
 import { silentLogger } from '../test/support/silent-logger.ts';
 import { buildBundles, buildBundlesAt, coldStart, FUNCTIONS, type FunctionName, LAMBDA_NODE } from './cold-start.ts';
 import { CountingProxy } from './counting-proxy.ts';
-import { type Mix, mixes, playMix } from './mixes.ts';
+import { type Mix, mixes, percentile, playMix } from './mixes.ts';
 import { DynamoDbSeedStore, SeedBaseline } from './seed-baseline.ts';
 
 const SIZE = Number(process.env.BENCH_SIZE ?? 500);
@@ -135,7 +135,7 @@ for (let round = 0; round < ROUNDS; round++) {
     }
   }
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
+const median = (xs: number[]) => percentile(xs, 0.5);
 const of = (label: string, system: System, field: keyof Sample) => median((samples.get(`${label}|${system}`) ?? []).map((s) => s[field]));
 const sum = (label: string, system: System, field: keyof Sample) =>
   (samples.get(`${label}|${system}`) ?? []).reduce((n, s) => n + s[field], 0);

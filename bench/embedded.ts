@@ -19,7 +19,7 @@ import { Sqlite } from '../local/engine/sqlite.ts';
 import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.ts';
 import { Receiver } from '../test/support/receiver.ts';
 import { run } from './cold-start.ts';
-import { type Mix, mixes, playMix } from './mixes.ts';
+import { type Mix, mixes, percentile, playMix } from './mixes.ts';
 
 type System = 'ratchet' | 'ingest' | 'seed' | 'floor' | 'ref';
 interface Sample {
@@ -35,8 +35,7 @@ interface Started {
   readyMs: number;
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] as number;
-const percentile = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(xs.length * p))] as number;
+const median = (xs: number[]) => percentile(xs, 0.5);
 
 /** Spawns a server and waits for the line that gives its URL. */
 function startProcess(command: string[], env: Record<string, string>, ready: RegExp, cwd: string): Promise<Started> {

@@ -123,13 +123,7 @@ describe('npm start', () => {
   });
 
   it('refuses a second process on the same data folder with one line naming the holder; the first goes on', async () => {
-    const { code, output } = await runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/start.ts')], {
-      PATH: process.env.PATH ?? '',
-      HOME: process.env.HOME ?? '/tmp',
-      DATA_DIR: dataDir,
-      PORT: '0',
-      POWERTOOLS_LOG_LEVEL: 'ERROR',
-    });
+    const { code, output } = await startOn(dataDir);
     expect(code).toBe(1);
     expect(output.trim().split('\n')).toEqual([
       `ratchet: ${dataDir} is in use by another Ratchet (pid ${readHolder().pid}, ${ratchet.url}, since ${readHolder().since}); stop it, or set DATA_DIR to another folder`,
@@ -138,6 +132,16 @@ describe('npm start', () => {
     expect((await deliver(envelope('batch.succeeded', { id: 'batches/after-refusal' }))).status).toBe(200);
   });
 });
+
+/** The runtime started on `dir` as a plain process, to its end (for starts that must refuse). */
+const startOn = (dir: string) =>
+  runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/start.ts')], {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '/tmp',
+    DATA_DIR: dir,
+    PORT: '0',
+    POWERTOOLS_LOG_LEVEL: 'ERROR',
+  });
 
 const readHolder = () => JSON.parse(readFileSync(join(dataDir, 'ratchet.pid'), 'utf8')) as { pid: number; since: string };
 
@@ -165,13 +169,7 @@ describe('npm start on a data folder from another version', () => {
     const dir = mkdtempSync(join(tmpdir(), 'ratchet-newer-'));
     try {
       withConnection(join(dir, DB_FILE), (db) => db.connection.exec(`PRAGMA user_version = ${SCHEMA_VERSION + 1}`));
-      const { code, output } = await runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/start.ts')], {
-        PATH: process.env.PATH ?? '',
-        HOME: process.env.HOME ?? '/tmp',
-        DATA_DIR: dir,
-        PORT: '0',
-        POWERTOOLS_LOG_LEVEL: 'ERROR',
-      });
+      const { code, output } = await startOn(dir);
       expect(code).toBe(1);
       expect(output.trim().split('\n')).toEqual([
         `ratchet: ${join(dir, DB_FILE)} has schema version ${SCHEMA_VERSION + 1}, written by a newer Ratchet (this one knows up to ${SCHEMA_VERSION}); run that version, or set DATA_DIR to another folder`,

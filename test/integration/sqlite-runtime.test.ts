@@ -42,9 +42,9 @@ const interactionArb = fc
   })
   .filter((i) => i.waits.length > 0 || i.end !== undefined);
 
-describe('the embedded engine behind its HTTP API', () => {
-  const secret = newSecret();
-  const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-sqlite-http-'));
+/** A runtime of its own for the enclosing describe, on a fresh data folder: read `.url` inside its tests. */
+function runtimeFor(secret: string): { readonly url: string } {
+  const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-sqlite-runtime-'));
   let runtime: LocalRuntime;
   beforeAll(async () => {
     runtime = await startLocalRuntime(loadConfig({ DATA_DIR: dataDir, PORT: '0', WEBHOOK_SIGNING_SECRETS: secret }));
@@ -53,6 +53,16 @@ describe('the embedded engine behind its HTTP API', () => {
     await runtime.stop();
     rmSync(dataDir, { recursive: true, force: true });
   });
+  return {
+    get url() {
+      return runtime.url;
+    },
+  };
+}
+
+describe('the embedded engine behind its HTTP API', () => {
+  const secret = newSecret();
+  const runtime = runtimeFor(secret);
 
   it('concurrent shuffled, duplicated signed deliveries end every operation at its maximum, with no more versions than distinct events', async () => {
     let run = 0;
@@ -114,15 +124,7 @@ describe('the embedded engine behind its HTTP API', () => {
 
 describe('the decisions log', () => {
   const secret = newSecret();
-  const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-decisions-'));
-  let runtime: LocalRuntime;
-  beforeAll(async () => {
-    runtime = await startLocalRuntime(loadConfig({ DATA_DIR: dataDir, PORT: '0', WEBHOOK_SIGNING_SECRETS: secret }));
-  });
-  afterAll(async () => {
-    await runtime.stop();
-    rmSync(dataDir, { recursive: true, force: true });
-  });
+  const runtime = runtimeFor(secret);
   type Decisions = {
     name: string;
     decisions: Array<{ eventId: string; verdict: string; version?: number; reason?: string; scheme?: string; source: string }>;
