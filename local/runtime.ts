@@ -86,7 +86,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       health: writeProbe(db),
       extraRoutes: (routes, { sameOriginJson, fail }) => {
         effectsAdminRoutes(routes, { sameOriginJson, fail, effects });
-        consoleRoutes(routes, { queries: store, history, effects: () => effects });
+        consoleRoutes(routes, { store, history, effects: () => effects, reconcileOn: Boolean(config.GEMINI_API_KEY) });
       },
     });
     if (effects) {

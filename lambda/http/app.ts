@@ -13,7 +13,7 @@ import { MalformedEventError, mapWebhookDelivery } from '../core/gemini-webhook.
 import { OPERATION_KINDS, OPERATION_STATES, type OperationKind } from '../core/lifecycle.ts';
 import { InvalidNameError, kindOfName, normalizeOperationName } from '../core/names.ts';
 import { parseProviderJson } from '../core/provider-values.ts';
-import { trackedRecord } from '../core/reducer.ts';
+import { type OperationEvent, trackedRecord } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
 import type { HistoryLog } from '../history/history.ts';
 import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
@@ -186,7 +186,7 @@ export function createApp(deps: AppDeps): Hono {
       return c.json({ applied: false, reason: 'unknown-event-type' });
     }
     const { event } = mapping;
-    if (verification.scheme === 'jwt') return verifyByPoll({ name: event.name, kind: event.kind }, deliveryId);
+    if (verification.scheme === 'jwt') return verifyByPoll(event, deliveryId);
     try {
       const result = await ingest({ ...event, scheme: verification.scheme }, { hints, ...deps.ingest, store, clock });
       const log = {
@@ -242,14 +242,26 @@ export function createApp(deps: AppDeps): Hono {
   });
 
   /** The body named the operation, nothing more: what Gemini answers a poll is what gets recorded. */
-  async function verifyByPoll(event: { name: string; kind: OperationKind }, deliveryId: string): Promise<Response> {
+  async function verifyByPoll(event: OperationEvent, deliveryId: string): Promise<Response> {
     if (!deps.pollNow) {
       count('WebhookNotConfigured');
       return fail('not-configured', 'a JWT-signed delivery is verified by polling Gemini, and polling is not configured here; retry later');
     }
     try {
-      const outcome = await deps.pollNow(event);
+      const at = timeFromDate(clock());
+      const outcome = await deps.pollNow({ name: event.name, kind: event.kind });
       count('WebhookVerifyingByPoll');
+      await deps.decisions
+        ?.note?.(event.name, {
+          at,
+          source: 'webhook',
+          eventId: deliveryId,
+          state: event.state,
+          updateTime: event.updateTime ?? null,
+          verdict: 'verifying-by-poll',
+          scheme: 'jwt',
+        })
+        .catch((error: Error) => logger.warn('decision not noted', { webhookId: deliveryId, detail: error.message }));
       logger.info('webhook verified by poll', { decision: 'verifying-by-poll', webhookId: deliveryId, operation: event.name, outcome });
       return Response.json({ applied: false, reason: 'verifying-by-poll' });
     } catch (error) {

@@ -47,8 +47,9 @@ export interface OperationStore {
 
 /**
  * One event's fate, kept per operation by the embedded engine (in AWS each is a
- * structured log line): applied with the version it made, or discarded with
- * the reducer's reason.
+ * structured log line): applied with the version it made, discarded with the
+ * reducer's reason, or (a delivery signed by a JWT only, whose body is not
+ * signed) `verifying-by-poll`: it asked for a poll, whose decision follows.
  */
 export interface Decision {
   at: string;
@@ -56,7 +57,7 @@ export interface Decision {
   eventId: string | null;
   state: OperationState | null;
   updateTime: string | null;
-  verdict: 'applied' | 'discarded';
+  verdict: 'applied' | 'discarded' | 'verifying-by-poll';
   version?: number;
   reason?: DiscardReason;
   /** Webhooks: how the delivery was signed. */
@@ -66,6 +67,8 @@ export interface Decision {
 export interface DecisionLog {
   /** Oldest first; the last 200 and at most 30 days. */
   decisions(name: string): Promise<Decision[]>;
+  /** A decision no write made (a JWT-only delivery's request for a poll). */
+  note?(name: string, decision: Decision): Promise<void>;
 }
 
 /** A verified delivery Ratchet does not map to an operation (Gemini's ping, a future event type). */

@@ -149,7 +149,8 @@ try {
   await until(() => received.includes(`${outage}#2`), 'the effects after the outage');
 
   say(`\nDone: ${new Set(received).size} state changes, each delivered once, in order per operation.`);
-  say(`The console keeps showing it all at ${runtime.url}/ — Ctrl-C stops the demo.`);
+  say(`See the refused poll and the duplicate, each with its reason: ${runtime.url}/console/operations/${batch}`);
+  say(`All operations: ${runtime.url}/ — Ctrl-C stops the demo.`);
 } catch (error) {
   console.error((error as Error).message);
   await stop(1);

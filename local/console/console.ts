@@ -1,61 +1,97 @@
 /**
- * The local console: plain server-rendered HTML, no framework, no CDN, no
- * script but the one redrive button's fetch (same origin, JSON, so the API's
- * cross-site guard admits it).
+ * The local console: plain server-rendered HTML, no framework, nothing from
+ * the internet, no script but the one redrive button's fetch (same origin,
+ * JSON, so the API's cross-site guard admits it). `?refresh=N` reloads the
+ * page every N seconds.
  *
- *   GET /                           operations, newest first, filtered by state and kind
- *   GET /console/operations/{name}  one operation: its timeline (history) and its effects
+ *   GET /                           operations, open first, with counts per state and kind as filter links
+ *   GET /console/operations/{name}  one operation: every event it received (applied or refused, and why),
+ *                                   each effect beside the write it came from, its polling status
  */
-import type { Hono } from 'hono';
-import { OPERATION_KINDS, OPERATION_STATES } from '../../lambda/core/lifecycle.ts';
+import type { Context, Hono } from 'hono';
+import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
 import { normalizeOperationName } from '../../lambda/core/names.ts';
-import type { DeadLetters } from '../../lambda/effects/dead-letters.ts';
+import type { DeadLetter, DeadLetters } from '../../lambda/effects/dead-letters.ts';
 import type { EffectLedger } from '../../lambda/effects/ledger.ts';
 import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
-import type { OperationQueries } from '../../lambda/store/operation-store.ts';
+import type { Decision, OperationView } from '../../lambda/store/operation-store.ts';
 import type { SqliteEffectsQueue } from '../engine/effects-queue.ts';
+import type { SqliteOperationStore } from '../engine/operation-store.ts';
+import { escapeHtml, page, pollingInWords, reasonInWords, when } from './view.ts';
 
 export interface ConsoleDeps {
-  queries: OperationQueries;
+  store: Pick<SqliteOperationStore, 'counts' | 'consoleList' | 'describe' | 'decisions'>;
   history: Pick<HistoryLog, 'list'>;
   effects: () => { deadLetters: DeadLetters; queue: Pick<SqliteEffectsQueue, 'pending'>; ledger: EffectLedger } | undefined;
+  /** Whether reconcile polls here (a Gemini API key is set). */
+  reconcileOn: boolean;
 }
 
-const escapeHtml = (value: unknown) =>
-  String(value ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string);
+const PAGE_SIZE = 100;
 
-function page(title: string, body: string): string {
-  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><title>${escapeHtml(title)} · Ratchet</title>
-<style>body{font:14px system-ui,sans-serif;margin:2rem;color:#222}table{border-collapse:collapse}td,th{padding:.3rem .6rem;border-bottom:1px solid #ddd;text-align:left}
-.SUCCEEDED{color:#176f2c}.FAILED,.EXPIRED,.dead-lettered{color:#b00020}.RUNNING,.REQUIRES_ACTION,.retrying{color:#8a5a00}code{font-size:13px}</style>
-</head><body><h1><a href="/">Ratchet</a> · ${escapeHtml(title)}</h1>${body}</body></html>`;
+/** `open`, `tracked` (nothing observed yet) or a state; `dead-lettered` selects operations with a dead-lettered effect. */
+interface Filter {
+  state?: OperationState | 'open' | 'tracked';
+  kind?: OperationKind;
+  deadLettered: boolean;
+  page: number;
+  refresh?: number;
 }
 
-const options = (values: readonly string[], selected: string | undefined) =>
-  ['', ...values].map((v) => `<option value="${v}"${v === (selected ?? '') ? ' selected' : ''}>${v || 'any'}</option>`).join('');
+function filterOf(c: Context): Filter {
+  const state = c.req.query('state');
+  const refresh = Number(c.req.query('refresh'));
+  return {
+    state: state === 'open' || state === 'tracked' ? state : OPERATION_STATES.find((s) => s === state),
+    kind: OPERATION_KINDS.find((k) => k === c.req.query('kind')),
+    deadLettered: c.req.query('effects') === 'dead-lettered',
+    page: Math.max(0, Math.trunc(Number(c.req.query('page')) || 0)),
+    ...(refresh >= 1 && refresh <= 3600 && { refresh: Math.trunc(refresh) }),
+  };
+}
+
+function linkTo(filter: Filter, change: Partial<Filter>): string {
+  const next = { ...filter, page: 0, ...change };
+  const query = new URLSearchParams({
+    ...(next.state && { state: next.state }),
+    ...(next.kind && { kind: next.kind }),
+    ...(next.deadLettered && { effects: 'dead-lettered' }),
+    ...(next.page && { page: String(next.page) }),
+    ...(next.refresh && { refresh: String(next.refresh) }),
+  }).toString();
+  return query ? `/?${query}` : '/';
+}
+
+const refreshLink = (href: (refresh: number | undefined) => string, refresh: number | undefined) =>
+  refresh ? `<a href="${href(undefined)}">stop refreshing</a>` : `<a href="${href(5)}">refresh every 5 s</a>`;
 
 export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
   app.get('/', async (c) => {
-    const state = OPERATION_STATES.find((s) => s === c.req.query('state'));
-    const kind = OPERATION_KINDS.find((k) => k === c.req.query('kind'));
-    const { operations, nextCursor } = await deps.queries.list({ state, kind, limit: 100, cursor: c.req.query('cursor') || undefined });
-    const rows = operations
-      .map(
-        (
-          o,
-        ) => `<tr data-name="${escapeHtml(o.name)}"><td><a href="/console/operations/${escapeHtml(o.name)}">${escapeHtml(o.name)}</a></td><td>${o.kind}</td>
-<td class="${escapeHtml(o.state)}">${escapeHtml(o.state ?? 'tracked')}</td><td>${o.version}</td><td>${escapeHtml(o.recordedAt)}</td><td>${escapeHtml(o.polling.note ?? (o.polling.nextPollAt ? `next poll ${o.polling.nextPollAt}` : ''))}</td></tr>`,
-      )
-      .join('');
-    const filter = `<form method="get">state <select name="state">${options(OPERATION_STATES, state)}</select>
-kind <select name="kind">${options(OPERATION_KINDS, kind)}</select> <button>filter</button></form>`;
-    const more = nextCursor
-      ? `<p><a href="/?${new URLSearchParams({ ...(state && { state }), ...(kind && { kind }), cursor: nextCursor })}">older</a></p>`
-      : '';
-    const table = operations.length
-      ? `<table><thead><tr><th>operation</th><th>kind</th><th>state</th><th>version</th><th>recorded</th><th>polling</th></tr></thead><tbody>${rows}</tbody></table>`
-      : '<p>No operations yet: send a webhook (<code>npm run webhook</code>) or track one (<code>POST /operations</code>).</p>';
-    return c.html(page('operations', filter + table + more));
+    const now = Date.now();
+    const filter = filterOf(c);
+    const effects = deps.effects();
+    const deadLetters = effects ? await effects.deadLetters.list() : [];
+    const deadNames = new Set(deadLetters.filter((letter) => letter.status !== 'redriving').map((letter) => letter.name));
+    const operations = deps.store.consoleList({
+      ...(filter.state === 'open' ? { open: true } : filter.state === 'tracked' ? { state: null } : { state: filter.state }),
+      kind: filter.kind,
+      ...(filter.deadLettered && { names: [...deadNames] }),
+      limit: PAGE_SIZE + 1,
+      offset: filter.page * PAGE_SIZE,
+    });
+    const rows = operations.slice(0, PAGE_SIZE).map((o) => operationRow(o, now, deps.reconcileOn, deadNames.has(o.name)));
+    const table = rows.length
+      ? `<div class="scroll"><table id="operations"><thead><tr><th>operation</th><th class="wide">kind</th><th>state</th><th class="wide">version</th>
+<th>last write</th><th>polling</th><th>effects</th></tr></thead><tbody>${rows.join('')}</tbody></table></div>`
+      : deps.store.counts().length
+        ? '<p>No operation matches this filter.</p>'
+        : '<p>No operations yet: send a webhook (<code>npm run webhook</code>) or track one (<code>POST /operations</code>).</p>';
+    const pages = [
+      filter.page > 0 && `<a href="${linkTo(filter, { page: filter.page - 1 })}">newer</a>`,
+      operations.length > PAGE_SIZE && `<a href="${linkTo(filter, { page: filter.page + 1 })}">more</a>`,
+    ].filter(Boolean);
+    const footer = `<p>${pages.join(' · ')}${pages.length ? ' · ' : ''}${refreshLink((refresh) => linkTo(filter, { refresh, page: filter.page }), filter.refresh)}</p>`;
+    return c.html(page('operations', countsNav(deps, filter, deadNames.size) + table + footer, filter.refresh));
   });
 
   app.get('/console/operations/:name{.+}', async (c) => {
@@ -65,49 +101,151 @@ kind <select name="kind">${options(OPERATION_KINDS, kind)}</select> <button>filt
     } catch (error) {
       return c.html(page('not an operation', `<p>${escapeHtml((error as Error).message)}</p>`), 400);
     }
-    const record = await deps.queries.describe(name);
-    if (!record) return c.html(page('unknown', `<p>No operation named <code>${escapeHtml(name)}</code>.</p>`), 404);
-    const history = await deps.history.list(name);
-    const timeline = history
-      .map(
-        (
-          e,
-        ) => `<tr><td>${e.version}</td><td>${escapeHtml(e.recordedAt)}</td><td class="${escapeHtml(e.state)}">${escapeHtml(e.previousState ?? '–')} → ${escapeHtml(e.state ?? 'tracked')}</td>
-<td>${e.stateChanged ? 'state change' : e.source === 'track' ? 'tracked' : 'refresh'}</td><td>${escapeHtml(e.source)}</td><td><code>${escapeHtml(e.eventId)}</code></td><td>${escapeHtml(e.updateTime)}</td></tr>`,
-      )
-      .join('');
-    const body = `<p class="${escapeHtml(record.state)}"><strong>${escapeHtml(record.state ?? 'tracked')}</strong>, version ${record.version}${record.polling.note ? `; polling: ${escapeHtml(record.polling.note)}` : ''}</p>
-<h2>Timeline</h2><table id="timeline"><thead><tr><th>version</th><th>recorded</th><th>state</th><th>write</th><th>source</th><th>event</th><th>event time</th></tr></thead><tbody>${timeline}</tbody></table>
-<h2>Effects</h2>${await effectsTable(deps, name, history)}`;
-    return c.html(page(name, body));
+    const view = await deps.store.describe(name);
+    if (!view) return c.html(page('unknown', `<p>No operation named <code>${escapeHtml(name)}</code>.</p>`), 404);
+    const now = Date.now();
+    const { refresh } = filterOf(c);
+    const here = (r: number | undefined) => `/console/operations/${escapeHtml(name)}${r ? `?refresh=${r}` : ''}`;
+    const summary = `<p><strong class="${escapeHtml(view.state)}">${escapeHtml(view.state ?? 'tracked')}</strong> · ${view.kind} · version ${view.version}
+· last write ${when(view.recordedAt, now)} · first seen ${when(view.createdAt, now)}</p>
+<p id="polling">Polling: ${pollingInWords(view, now, deps.reconcileOn)}</p>`;
+    const body = `${summary}<h2>Timeline</h2>
+<p><small>Every event this operation received, oldest first: applied writes, and refused events greyed with the reason.</small></p>
+${await timeline(deps, view, now)}<p>${refreshLink(here, refresh)} · <a href="/operations/${escapeHtml(name)}/decisions">decisions as JSON</a></p>`;
+    return c.html(page(name, body, refresh));
   });
 }
 
-async function effectsTable(deps: ConsoleDeps, name: string, history: HistoryEntry[]): Promise<string> {
-  const effects = deps.effects();
-  if (!effects) return '<p>The outbound sink is off (<code>EFFECTS_WEBHOOK_URL</code> is not set).</p>';
-  const dead = (await effects.deadLetters.list()).filter((letter) => letter.name === name);
-  const pending = effects.queue.pending(name);
-  const rows: string[] = [];
-  for (const entry of history.filter((e) => e.stateChanged)) {
-    const key = `${name}#${entry.version}`;
-    const letter = dead.find((d) => d.version === entry.version);
-    const waiting = pending.find((p) => p.version === entry.version);
-    let status: string;
-    if (letter)
-      status = `<span class="dead-lettered">dead-lettered</span> (${escapeHtml(letter.reason)}: ${escapeHtml(letter.lastError)}, ${letter.attempts} attempts)`;
-    else if (await effects.ledger.isDelivered('webhook', key)) status = 'delivered';
-    else if (waiting && waiting.receiveCount > 0)
-      status = `<span class="retrying">retrying</span> (attempt ${waiting.receiveCount}, next ${waiting.retryAt ? new Date(waiting.retryAt).toISOString() : 'now'})`;
-    else status = 'queued';
-    rows.push(
-      `<tr><td><code>${escapeHtml(key)}</code></td><td class="${escapeHtml(entry.state)}">${escapeHtml(entry.state)}</td><td>${status}</td></tr>`,
-    );
+function operationRow(o: OperationView, now: number, reconcileOn: boolean, deadLettered: boolean): string {
+  const status = isTerminal(o.state) ? 'done' : 'open';
+  return `<tr data-name="${escapeHtml(o.name)}" class="${status}"><td><a href="/console/operations/${escapeHtml(o.name)}">${escapeHtml(o.name)}</a></td>
+<td class="wide">${o.kind}</td><td class="${escapeHtml(o.state)}">${escapeHtml(o.state ?? 'tracked')}</td><td class="wide">${o.version}</td>
+<td>${when(o.recordedAt, now)}</td><td>${pollingInWords(o, now, reconcileOn)}</td>
+<td>${deadLettered ? '<span class="dead-lettered">dead-lettered</span>' : ''}</td></tr>`;
+}
+
+/** Counts per state and per kind, each a link that filters the list (the other filter kept). */
+function countsNav(deps: ConsoleDeps, filter: Filter, deadLettered: number): string {
+  const counts = deps.store.counts();
+  const sum = (rows: typeof counts) => rows.reduce((total, row) => total + row.count, 0);
+  const inKind = counts.filter((row) => !filter.kind || row.kind === filter.kind);
+  const inState = counts.filter((row) =>
+    filter.state === 'open'
+      ? !isTerminal(row.state)
+      : filter.state === 'tracked'
+        ? row.state === null
+        : !filter.state || row.state === filter.state,
+  );
+  const chip = (label: string, count: number, href: string, current: boolean, cls = '') =>
+    `<a href="${href}" class="${[cls, current ? 'current' : ''].join(' ').trim()}" data-filter="${escapeHtml(label)}">${escapeHtml(label)} <span class="count">${count}</span></a>`;
+  const states = [
+    chip('all', sum(inKind), linkTo(filter, { state: undefined }), !filter.state),
+    chip('open', sum(inKind.filter((row) => !isTerminal(row.state))), linkTo(filter, { state: 'open' }), filter.state === 'open'),
+    ...[null, ...OPERATION_STATES].flatMap((state) => {
+      const count = sum(inKind.filter((row) => row.state === state));
+      const label = state ?? 'tracked';
+      return count ? [chip(label, count, linkTo(filter, { state: label as Filter['state'] }), filter.state === label, state ?? '')] : [];
+    }),
+  ];
+  const kinds = [
+    chip('any kind', sum(inState), linkTo(filter, { kind: undefined }), !filter.kind),
+    ...OPERATION_KINDS.flatMap((kind) => {
+      const count = sum(inState.filter((row) => row.kind === kind));
+      return count ? [chip(kind, count, linkTo(filter, { kind }), filter.kind === kind)] : [];
+    }),
+  ];
+  const effects =
+    deadLettered || filter.deadLettered
+      ? `<p>effects: ${chip('dead-lettered', deadLettered, linkTo(filter, { deadLettered: !filter.deadLettered }), filter.deadLettered, 'dead-lettered')}</p>`
+      : '';
+  return `<nav id="counts"><p>state: ${states.join('')}</p><p>kind: ${kinds.join('')}</p>${effects}</nav>`;
+}
+
+type TimelineItem = { at: string; write?: HistoryEntry; decision?: Decision };
+
+/**
+ * Applied writes from the history (complete past the decisions' retention),
+ * each with its decision when kept (for the signature scheme), and the
+ * decisions no write came from, merged by time.
+ */
+async function timeline(deps: ConsoleDeps, view: OperationView, now: number): Promise<string> {
+  const [history, decisions] = await Promise.all([deps.history.list(view.name), deps.store.decisions(view.name)]);
+  const items: TimelineItem[] = history.map((write) => ({ at: write.recordedAt, write }));
+  for (const decision of decisions) {
+    const write = decision.verdict === 'applied' ? items.find((item) => item.write?.version === decision.version) : undefined;
+    if (write) write.decision = decision;
+    else items.push({ at: decision.at, decision }); // a refusal, or a write the history has not caught up with
   }
-  const redrive = dead.length
-    ? `<p><button id="redrive" onclick="fetch('/effects/redrive',{method:'POST',headers:{'content-type':'application/json'},body:JSON.stringify({name:${escapeHtml(JSON.stringify(name))}})}).then(r=>r.json()).then(r=>{this.textContent='redriven: '+JSON.stringify(r);})">redrive</button></p>`
+  items.sort((a, b) => (a.at < b.at ? -1 : a.at > b.at ? 1 : (a.write?.version ?? 0) - (b.write?.version ?? 0)));
+  const effectOf = await effectStatuses(deps, view.name, history);
+  const rows = items.map((item) => timelineRow(item, now, effectOf));
+  const sinkOff = deps.effects()
+    ? ''
+    : '<p><small>The outbound sink is off (<code>EFFECTS_WEBHOOK_URL</code> is not set): no effects.</small></p>';
+  const dead = effectOf.deadLetters.length
+    ? `<p><button id="redrive" onclick="fetch('/effects/redrive',{method:'POST',headers:{'content-type':'application/json'},body:JSON.stringify({name:${escapeHtml(JSON.stringify(view.name))}})}).then(r=>r.json()).then(r=>{this.textContent='redriven: '+JSON.stringify(r);})">redrive</button></p>`
     : '';
-  return rows.length
-    ? `<table id="effects"><thead><tr><th>effect</th><th>state</th><th>delivery</th></tr></thead><tbody>${rows.join('')}</tbody></table>${redrive}`
-    : '<p>No state change yet.</p>';
+  return `<div class="scroll"><table id="timeline"><thead><tr><th>when</th><th>source</th><th>event</th><th>what Ratchet did</th><th>effect</th></tr></thead>
+<tbody>${rows.join('')}</tbody></table></div>${sinkOff}${dead}`;
+}
+
+function timelineRow(item: TimelineItem, now: number, effectOf: EffectStatuses): string {
+  const { write, decision } = item;
+  const source = `${escapeHtml(write?.source ?? decision?.source)}${decision?.scheme ? ` <small>${escapeHtml(decision.scheme)}</small>` : ''}`;
+  const eventId = write?.eventId ?? decision?.eventId;
+  const updateTime = write?.updateTime ?? decision?.updateTime;
+  const event = `${eventId ? `<code>${escapeHtml(eventId)}</code><br>` : ''}${escapeHtml(write?.state ?? decision?.state ?? '')}${updateTime ? ` <small title="the event's own time">at ${escapeHtml(updateTime)}</small>` : ''}`;
+  let verdict: string;
+  let cls: string;
+  let effect = '';
+  if (write) {
+    cls = 'applied';
+    verdict =
+      write.source === 'track'
+        ? `v${write.version} tracked`
+        : write.stateChanged
+          ? `v${write.version} <span class="${escapeHtml(write.previousState)}">${escapeHtml(write.previousState ?? '–')}</span> → <strong class="${escapeHtml(write.state)}">${escapeHtml(write.state)}</strong>`
+          : `v${write.version} same state, newer time`;
+    if (write.stateChanged) effect = effectOf.status(write.version);
+  } else if (decision?.verdict === 'applied') {
+    cls = 'applied';
+    verdict = `v${decision.version} ${escapeHtml(decision.state)}`;
+    effect = effectOf.status(decision.version ?? 0);
+  } else if (decision?.verdict === 'verifying-by-poll') {
+    cls = 'noted';
+    verdict = 'signed by a JWT only: its body is not trusted, a poll of Gemini was asked for';
+  } else {
+    cls = 'refused';
+    verdict = `refused: <span class="reason">${escapeHtml(reasonInWords(decision?.reason))}</span> <small>(${escapeHtml(decision?.reason)})</small>`;
+  }
+  return `<tr class="${cls}"><td>${when(item.at, now)}</td><td>${source}</td><td>${event}</td><td>${verdict}</td><td class="effect">${effect}</td></tr>`;
+}
+
+interface EffectStatuses {
+  deadLetters: DeadLetter[];
+  status(version: number): string;
+}
+
+/** Each state change's effect: delivered, retrying, queued or dead-lettered (with why). */
+async function effectStatuses(deps: ConsoleDeps, name: string, history: HistoryEntry[]): Promise<EffectStatuses> {
+  const effects = deps.effects();
+  if (!effects) return { deadLetters: [], status: () => '' };
+  const deadLetters = (await effects.deadLetters.list()).filter((letter) => letter.name === name);
+  const pending = effects.queue.pending(name);
+  const delivered = new Set<number>();
+  for (const { version } of history.filter((entry) => entry.stateChanged))
+    if (await effects.ledger.isDelivered('webhook', `${name}#${version}`)) delivered.add(version);
+  return {
+    deadLetters,
+    status(version) {
+      const letter = deadLetters.find((d) => d.version === version);
+      if (letter && letter.status !== 'redriving')
+        return `<span class="dead-lettered">dead-lettered</span> <small>${escapeHtml(letter.reason)}: ${escapeHtml(letter.lastError)}, ${letter.attempts} attempts</small>`;
+      if (delivered.has(version)) return 'delivered';
+      const waiting = pending.find((p) => p.version === version);
+      if (waiting && waiting.receiveCount > 0)
+        return `<span class="retrying">retrying</span> <small>attempt ${waiting.receiveCount}, next ${when(new Date(waiting.retryAt || Date.now()).toISOString(), Date.now())}</small>`;
+      return 'queued';
+    },
+  };
 }

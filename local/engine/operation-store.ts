@@ -8,7 +8,7 @@
  * The same ports as the DynamoDB store (lambda/store/dynamodb-operation-store.ts),
  * held to the same contract tests.
  */
-import { isTerminal, type OperationKind } from '../../lambda/core/lifecycle.ts';
+import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
 import {
   type ApplyOutcome,
@@ -133,9 +133,23 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
     );
   }
 
-  /** A discard decided on the record at hand, with no transaction of the write's: one short write of its own. */
-  async noteDiscard(event: OperationEvent, reason: DiscardReason, now: string): Promise<void> {
-    await this.db.writeGrouped(() => this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason })));
+  /**
+   * A discard decided on the record at hand (ingest's or reconcile's, maybe
+   * older than the stored one): one short write of its own, with the reason
+   * the stored record gives (a poll of RUNNING refused by a held RUNNING is,
+   * once SUCCEEDED is stored, "after the job ended").
+   */
+  async noteDiscard(event: OperationEvent, heldReason: DiscardReason, now: string): Promise<void> {
+    await this.db.writeGrouped(() => {
+      const row = this.row(event.name);
+      const stored = row && applyEvent(JSON.parse(row.record) as OperationRecord, event, now);
+      const reason = stored && !stored.applied ? stored.reason : heldReason;
+      this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason }));
+    });
+  }
+
+  async note(name: string, decision: Decision): Promise<void> {
+    await this.db.writeGrouped(() => this.decide(name, decision));
   }
 
   /** One decision, in the caller's transaction; the operation keeps its last DECISIONS_KEPT. */
@@ -200,6 +214,53 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
     };
   }
 
+  /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind. */
+  counts(): Array<{ state: OperationState | null; kind: OperationKind; count: number }> {
+    return this.db.all('SELECT state, kind, COUNT(*) AS count FROM operations GROUP BY state, kind');
+  }
+
+  /**
+   * The console's list: open operations first, then the newest; `state: null`
+   * selects the tracked ones. Paged by offset (a page for people, not a feed).
+   */
+  consoleList(filter: {
+    state?: OperationState | null;
+    open?: boolean;
+    kind?: OperationKind;
+    names?: string[];
+    limit: number;
+    offset: number;
+  }): OperationView[] {
+    const terminal = OPERATION_STATES.filter(isTerminal)
+      .map((state) => `'${state}'`)
+      .join(', ');
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.open) where.push(`coalesce(state NOT IN (${terminal}), 1)`);
+    if (filter.state === null) where.push('state IS NULL');
+    else if (filter.state) {
+      where.push('state = ?');
+      params.push(filter.state);
+    }
+    if (filter.kind) {
+      where.push('kind = ?');
+      params.push(filter.kind);
+    }
+    if (filter.names) {
+      where.push(`name IN (SELECT value FROM json_each(?))`);
+      params.push(JSON.stringify(filter.names));
+    }
+    return this.db
+      .all<OperationRow>(
+        `SELECT * FROM operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+         ORDER BY coalesce(state IN (${terminal}), 0), recorded_at DESC, name DESC LIMIT ? OFFSET ?`,
+        ...params,
+        filter.limit,
+        filter.offset,
+      )
+      .map(viewOf);
+  }
+
   async dueForPoll(bucket: string, now: string, limit: number): Promise<PollCandidate[]> {
     return this.db
       .all<OperationRow>(
@@ -248,7 +309,7 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
 
   async recordUnmapped(delivery: UnmappedDelivery): Promise<void> {
     this.db.write(() => {
-      const received = ((JSON.parse(this.note(UNMAPPED_NOTE) ?? '{}') as { received?: number }).received ?? 0) + 1;
+      const received = ((JSON.parse(this.noteValue(UNMAPPED_NOTE) ?? '{}') as { received?: number }).received ?? 0) + 1;
       this.db.run(
         'INSERT INTO notes (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
         UNMAPPED_NOTE,
@@ -258,11 +319,11 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
   }
 
   async lastUnmapped(): Promise<(UnmappedDelivery & { received: number }) | undefined> {
-    const value = this.note(UNMAPPED_NOTE);
+    const value = this.noteValue(UNMAPPED_NOTE);
     return value === undefined ? undefined : JSON.parse(value);
   }
 
-  private note(key: string): string | undefined {
+  private noteValue(key: string): string | undefined {
     return this.db.get<{ value: string }>('SELECT value FROM notes WHERE key = ?', key)?.value;
   }
 }

@@ -1,24 +1,26 @@
 /**
  * The console in headless Chromium (Debian's `chromium`, driven by
- * playwright-core): operations just ingested are listed and filtered, an
- * operation's timeline opens, a dead-lettered effect shows and is re-driven.
+ * playwright-core): counts per state and kind that filter the list, open
+ * operations first, times people read, every event of an operation (refused
+ * ones with their reason) with each effect beside its write, a dead-lettered
+ * effect flagged and re-driven; nothing requested beyond 127.0.0.1; readable
+ * on a phone.
  */
-import { existsSync } from 'node:fs';
-import { type Browser, chromium } from 'playwright-core';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import type { Browser } from 'playwright-core';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { hostsBeyondLoopback, launchChromium, recordingPage } from '../support/browser.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
 
-const CHROMIUM = '/usr/bin/chromium';
 const inbound = newSecret();
 const outbound = newSecret();
 let receiver: Receiver;
 let ratchet: RatchetProcess;
 let browser: Browser;
+const requested: string[] = [];
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
   receiver = await new Receiver(outbound).start();
   ratchet = await startRatchet({
     DATA_DIR: ':memory:',
@@ -27,71 +29,128 @@ beforeAll(async () => {
     EFFECTS_SIGNING_SECRET: outbound,
     EFFECTS_RETRY_BASE_MS: '100',
   });
-  browser = await chromium.launch({ executablePath: CHROMIUM, headless: true, args: ['--no-sandbox', '--disable-background-networking'] });
+  browser = await launchChromium();
 });
 afterAll(async () => {
   await browser?.close();
   await ratchet?.stop();
   await receiver?.stop();
 });
+afterEach(() => {
+  expect(hostsBeyondLoopback(requested.splice(0)).map(String)).toEqual([]);
+});
 
-async function deliver(type: string, id: string, time: string) {
-  const { body, headers } = signedDelivery(inbound, envelope(type, { id }, time));
+async function open(path: string, viewport?: { width: number; height: number }) {
+  const { page, requests } = await recordingPage(browser, viewport);
+  page.on('close', () => requested.push(...requests));
+  await page.goto(`${ratchet.url}${path}`);
+  return page;
+}
+async function deliver(type: string, id: string, time: string, webhookId?: string) {
+  const { body, headers } = signedDelivery(inbound, envelope(type, { id }, time), { id: webhookId });
   expect((await fetch(`${ratchet.url}/webhooks/gemini`, { method: 'POST', body, headers })).status).toBe(200);
 }
 const historyLength = async (name: string) =>
   ((await (await fetch(`${ratchet.url}/operations/${name}/history`)).json()) as { history: unknown[] }).history.length;
 
+const rowNames = (page: Awaited<ReturnType<typeof open>>) =>
+  page.locator('#operations tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-name')));
+const countOf = async (page: Awaited<ReturnType<typeof open>>, filter: string) =>
+  Number(await page.locator(`#counts a[data-filter="${filter}"] .count`).textContent());
+
 describe('the console', () => {
-  it('lists the operations just ingested, filters them, and opens a timeline', async () => {
+  it('counts operations per state and kind, each count a filter link, open operations first, times as "ago"', async () => {
+    await fetch(`${ratchet.url}/operations`, {
+      method: 'POST',
+      body: JSON.stringify({ name: 'batches/c0' }),
+      headers: { 'content-type': 'application/json' },
+    });
     await deliver('interaction.requires_action', 'interactions/c1', '2026-11-30T10:00:01Z');
     await deliver('interaction.completed', 'interactions/c1', '2026-11-30T10:00:02Z');
     await deliver('batch.succeeded', 'batches/c2', '2026-11-30T10:00:03Z');
     await eventually(async () => (await historyLength('interactions/c1')) === 2, 15_000, 'history');
     await eventually(() => receiver.applied().length >= 3, 15_000, 'effects');
 
-    const page = await browser.newPage();
-    await page.goto(`${ratchet.url}/`);
-    expect(await page.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-name')))).toEqual([
-      'batches/c2',
-      'interactions/c1',
-    ]);
-    await page.selectOption('select[name=kind]', 'interaction');
-    await page.click('button');
-    await page.waitForURL(/kind=interaction/);
-    expect(await page.locator('tbody tr').count()).toBe(1);
+    const page = await open('/');
+    // The tracked batch is the oldest, and open: it comes first.
+    expect(await rowNames(page)).toEqual(['batches/c0', 'batches/c2', 'interactions/c1']);
+    const counts = Object.fromEntries(
+      await Promise.all(
+        ['all', 'open', 'tracked', 'SUCCEEDED', 'any kind', 'batch', 'interaction'].map(async (f) => [f, await countOf(page, f)]),
+      ),
+    );
+    expect(counts).toEqual({ all: 3, open: 1, tracked: 1, SUCCEEDED: 2, 'any kind': 3, batch: 2, interaction: 1 });
+    expect(await page.locator('tr[data-name="batches/c0"]').textContent()).toContain('not polled here');
+    const time = page.locator('tr[data-name="batches/c2"] time');
+    expect(await time.textContent()).toMatch(/^(now|\d+ s ago)$/);
+    expect(await time.getAttribute('title')).toMatch(/^\d{4}-\d\d-\d\d \d\d:\d\d:\d\d UTC$/);
 
-    await page.click('a[href="/console/operations/interactions/c1"]');
-    const timeline = await page.locator('#timeline tbody tr').allInnerTexts();
-    expect(timeline).toHaveLength(2);
-    expect(timeline[0]).toContain('– → REQUIRES_ACTION');
-    expect(timeline[1]).toContain('REQUIRES_ACTION → SUCCEEDED');
-    expect(await page.locator('#effects tbody tr').allInnerTexts()).toEqual([
-      expect.stringMatching(/interactions\/c1#1\s+REQUIRES_ACTION\s+delivered/),
-      expect.stringMatching(/interactions\/c1#2\s+SUCCEEDED\s+delivered/),
-    ]);
+    await page.click('#counts a[data-filter="SUCCEEDED"]');
+    await page.waitForURL(/state=SUCCEEDED/);
+    expect(await rowNames(page)).toEqual(['batches/c2', 'interactions/c1']);
+    expect(await countOf(page, 'batch')).toBe(1); // the kinds count within the state chosen
+    await page.click('#counts a[data-filter="interaction"]');
+    await page.waitForURL(/state=SUCCEEDED&kind=interaction/);
+    expect(await rowNames(page)).toEqual(['interactions/c1']);
+    await page.click('#counts a[data-filter="open"]');
+    await page.waitForURL(/state=open&kind=interaction/);
+    expect(await rowNames(page)).toEqual([]);
+    expect(await page.locator('body').textContent()).toContain('No operation matches this filter.');
     await page.close();
   });
 
-  it('shows a dead-lettered effect, and its redrive button delivers it', async () => {
+  it("shows an operation's every event: applied writes with their effect beside them, refused ones greyed with the reason", async () => {
+    await deliver('interaction.requires_action', 'interactions/c1', '2026-11-30T10:00:00Z'); // after the end
+    const page = await open('/');
+    await page.click('a[href="/console/operations/interactions/c1"]');
+    const rows = page.locator('#timeline tbody tr');
+    expect(await rows.evaluateAll((trs) => trs.map((tr) => tr.className))).toEqual(['applied', 'applied', 'refused']);
+    const texts = await rows.allInnerTexts();
+    expect(texts[0]).toMatch(/webhook\s+hmac[\s\S]*v1 – → REQUIRES_ACTION\s+delivered/);
+    expect(texts[1]).toMatch(/v2 REQUIRES_ACTION → SUCCEEDED\s+delivered/);
+    expect(texts[2]).toMatch(/REQUIRES_ACTION[\s\S]*refused: after the job ended \(regress-from-terminal\)/);
+    // Greyed: the refused row's colour is not the applied rows'.
+    const colours = (await page.evaluate(
+      "[...document.querySelectorAll('#timeline tbody tr')].map((tr) => getComputedStyle(tr).color)",
+    )) as string[];
+    expect(colours[2]).not.toBe(colours[1]);
+    expect(await page.locator('#polling').textContent()).toBe('Polling: done');
+    await page.close();
+  });
+
+  it('flags a dead-lettered effect in the list and beside its write, and its redrive button delivers it', async () => {
     receiver.mode = 'gone'; // 410: dead-lettered at once
     await deliver('batch.failed', 'batches/c3', '2026-11-30T10:00:04Z');
-    const page = await browser.newPage();
+    const page = await open('/');
     await eventually(
       async () => {
-        await page.goto(`${ratchet.url}/console/operations/batches/c3`);
-        return ((await page.locator('#effects').textContent()) ?? '').includes('dead-lettered');
+        await page.goto(`${ratchet.url}/`);
+        return ((await page.locator('tr[data-name="batches/c3"]').textContent()) ?? '').includes('dead-lettered');
       },
       15_000,
-      'the dead letter on the page',
+      'the dead letter in the list',
     );
+    await page.click('#counts a[data-filter="dead-lettered"]');
+    await page.waitForURL(/effects=dead-lettered/);
+    expect(await rowNames(page)).toEqual(['batches/c3']);
+    await page.click('a[href="/console/operations/batches/c3"]');
+    expect(await page.locator('#timeline tbody tr td.effect').allInnerTexts()).toEqual([expect.stringMatching(/^dead-lettered gone/)]);
     receiver.mode = 'ok';
     await page.click('#redrive');
     await page.waitForFunction("document.querySelector('#redrive')?.textContent?.startsWith('redriven')");
     await eventually(() => receiver.applied().some((d) => d.body.data.name === 'batches/c3'), 15_000, 'the redriven effect');
     await page.reload();
-    expect(await page.locator('#effects').textContent()).toContain('delivered');
+    expect(await page.locator('#timeline td.effect').textContent()).toBe('delivered');
     await page.close();
+  });
+
+  it('is readable on a phone: nothing wider than the screen', async () => {
+    for (const path of ['/', '/console/operations/interactions/c1']) {
+      const page = await open(path, { width: 390, height: 844 });
+      const overflow = await page.evaluate('document.documentElement.scrollWidth - document.documentElement.clientWidth');
+      expect(overflow, path).toBeLessThanOrEqual(0);
+      await page.close();
+    }
   });
 
   it('answers 404 and 400 pages for an unknown operation and a bad name', async () => {

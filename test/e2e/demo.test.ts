@@ -1,9 +1,11 @@
 /**
  * `npm run demo` as a newcomer runs it: it starts, plays its story in plain
- * lines (each guarantee visible), serves the console, and Ctrl-C stops it with
- * no process left behind.
+ * lines (each guarantee visible), ends on the race's page in the console,
+ * where headless Chromium finds the refused poll and the duplicate with their
+ * reasons, and Ctrl-C stops it with no process left behind.
  */
 import { describe, expect, it } from 'vitest';
+import { hostsBeyondLoopback, launchChromium, recordingPage } from '../support/browser.ts';
 import { startRatchet } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -21,6 +23,23 @@ describe('npm run demo', () => {
       expect(output).not.toMatch(/\n\s+at /);
       const console = await (await fetch(`${demo.url}/`)).text();
       for (const name of ['batches/demo-race', 'interactions/demo-late', 'interactions/demo-outage']) expect(console).toContain(name);
+
+      const racePage = output.match(/See the refused poll and the duplicate, each with its reason: (http:\S+)/)?.[1];
+      expect(racePage).toBe(`${demo.url}/console/operations/batches/demo-race`);
+      const browser = await launchChromium();
+      try {
+        const { page, requests } = await recordingPage(browser);
+        await page.goto(racePage as string);
+        const refused = await page.locator('#timeline tr.refused').allTextContents();
+        expect(refused).toEqual([
+          expect.stringMatching(/^.*ago\s*poll.*RUNNING.*refused: after the job ended \(regress-from-terminal\)/),
+          expect.stringMatching(/^.*ago\s*webhook\s*hmac\s*msg_race.*SUCCEEDED.*refused: same delivery again \(duplicate\)/),
+        ]);
+        expect(await page.locator('#timeline tr.applied').count()).toBe(3); // tracked, RUNNING, SUCCEEDED
+        expect(hostsBeyondLoopback(requests).map(String)).toEqual([]);
+      } finally {
+        await browser.close();
+      }
     } finally {
       await demo.stop('SIGINT'); // throws if any process of its group is left
     }

@@ -98,6 +98,13 @@ describe('dynamic webhooks through npm start', () => {
     await eventually(async () => (await read(name)).state === 'SUCCEEDED', 20_000, 'the poll');
     expect(await read(name)).toMatchObject({ state: 'SUCCEEDED', source: 'poll', providerState: 'JOB_STATE_SUCCEEDED' }); // the SDK's spelling
     expect(gemini.requests).toContain(name);
+    // Its decision says so: tracked (the poll it asks for), the delivery, then the poll's own.
+    const { decisions } = (await (await fetch(`${ratchet.url}/operations/${name}/decisions`)).json()) as { decisions: unknown[] };
+    expect(decisions).toEqual([
+      expect.objectContaining({ source: 'track', verdict: 'applied', version: 1 }),
+      expect.objectContaining({ source: 'webhook', verdict: 'verifying-by-poll', scheme: 'jwt', state: 'FAILED' }),
+      expect.objectContaining({ source: 'poll', verdict: 'applied', state: 'SUCCEEDED', version: 2 }),
+    ]);
   });
 
   it('refuses JWTs with a wrong audience, expired, with an unknown kid, alg none, or HS256 with the public key (401, nothing polled)', async () => {

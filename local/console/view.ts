@@ -1,0 +1,84 @@
+/**
+ * How the console says things: escaped HTML, times as "3 min ago" with the
+ * exact UTC time on hover, the reducer's reasons and reconcile's notes in
+ * words. Pure: the caller passes `now`.
+ */
+import { isTerminal } from '../../lambda/core/lifecycle.ts';
+import type { DiscardReason } from '../../lambda/core/reducer.ts';
+import type { OperationView } from '../../lambda/store/operation-store.ts';
+
+export const escapeHtml = (value: unknown) =>
+  String(value ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string);
+
+const STYLE = `body{font:14px/1.45 system-ui,sans-serif;margin:1.5rem;color:#222;max-width:80rem}
+h1{font-size:1.3rem}h1 a{color:inherit;text-decoration:none}h2{font-size:1.1rem;margin-top:1.5rem}
+.scroll{overflow-x:auto}table{border-collapse:collapse;width:100%}td,th{padding:.3rem .6rem;border-bottom:1px solid #ddd;text-align:left;vertical-align:top}
+th{font-weight:600;white-space:nowrap}time{white-space:nowrap}code{font-size:12px;word-break:break-all}
+nav p{margin:.3rem 0}nav a{display:inline-block;margin:0 .6rem .2rem 0;padding:.1rem .5rem;border:1px solid #ccc;border-radius:1rem;text-decoration:none;color:inherit}
+nav a.current{background:#222;color:#fff;border-color:#222}.count{font-weight:600}
+.SUCCEEDED{color:#176f2c}.FAILED,.EXPIRED,.CANCELLED,.dead-lettered{color:#b00020}.RUNNING,.REQUIRES_ACTION,.PENDING,.retrying{color:#8a5a00}
+tr.refused,tr.noted{color:#888}tr.refused td,tr.noted td{font-style:italic}.reason{color:#555}small{color:#777}
+@media (max-width:640px){body{margin:.6rem}td,th{padding:.25rem .3rem}.wide{display:none}}`;
+
+export function page(title: string, body: string, refreshSeconds?: number): string {
+  return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
+${refreshSeconds ? `<meta http-equiv="refresh" content="${refreshSeconds}">` : ''}<title>${escapeHtml(title)} · Ratchet</title><style>${STYLE}</style>
+</head><body><h1><a href="/">Ratchet</a> · ${escapeHtml(title)}</h1>${body}</body></html>`;
+}
+
+/** "12 s ago", "3 min ago", "in 40 s"; the exact UTC time on hover. */
+export function when(iso: string | null | undefined, now: number): string {
+  if (!iso) return '';
+  const at = Date.parse(iso);
+  if (Number.isNaN(at)) return escapeHtml(iso);
+  const exact = `${new Date(at)
+    .toISOString()
+    .replace('T', ' ')
+    .replace(/\.\d+Z$/, '')} UTC`;
+  return `<time datetime="${escapeHtml(iso)}" title="${exact}">${relative(at - now)}</time>`;
+}
+
+function relative(deltaMs: number): string {
+  const seconds = Math.round(Math.abs(deltaMs) / 1000);
+  const [amount, unit] =
+    seconds < 60
+      ? [seconds, 's']
+      : seconds < 3600
+        ? [Math.round(seconds / 60), 'min']
+        : seconds < 86_400
+          ? [Math.round(seconds / 3600), 'h']
+          : [Math.round(seconds / 86_400), 'd'];
+  if (seconds < 1) return 'now';
+  return deltaMs > 0 ? `in ${amount} ${unit}` : `${amount} ${unit} ago`;
+}
+
+const REASONS: Record<DiscardReason, string> = {
+  duplicate: 'same delivery again',
+  'regress-from-terminal': 'after the job ended',
+  'lower-rank': 'older than what is stored',
+  'stale-or-equal-update-time': 'not newer than what is stored',
+  'terminal-conflict': 'a second, different end (a provider anomaly, kept out)',
+};
+
+export const reasonInWords = (reason: string | undefined) => REASONS[reason as DiscardReason] ?? reason ?? 'refused';
+
+function noteInWords(note: string): string {
+  if (note === 'not-found') return 'Gemini does not know it';
+  if (note === 'invalid-name') return 'not a name Gemini answers for';
+  if (note === 'unstorable') return "Gemini's answer could not be stored";
+  if (note.startsWith('unknown-state:')) return `Gemini answered a state Ratchet does not know (${note.slice('unknown-state:'.length)})`;
+  return note;
+}
+
+/** Reconcile's side of an operation: when it polls next, what failed, or why it stopped. */
+export function pollingInWords(view: OperationView, now: number, reconcileOn: boolean): string {
+  if (isTerminal(view.state)) return 'done';
+  if (!reconcileOn) return 'not polled here (no <code>GEMINI_API_KEY</code>)';
+  const { nextPollAt, failedPolls, notFoundPolls, note } = view.polling;
+  if (!nextPollAt) return `<span class="dead-lettered">stopped</span>: ${escapeHtml(noteInWords(note ?? 'unknown'))}`;
+  const problems = [
+    failedPolls > 0 && `${failedPolls} failed in a row${note ? ` (${escapeHtml(noteInWords(note))})` : ''}`,
+    notFoundPolls > 0 && `not found ${notFoundPolls}×`,
+  ].filter(Boolean);
+  return `next poll ${when(nextPollAt, now)}${problems.length ? `; <span class="retrying">${problems.join('; ')}</span>` : ''}`;
+}

@@ -1,0 +1,41 @@
+/** How the console words times, reasons and polling (pure). */
+import { describe, expect, it } from 'vitest';
+import type { OperationView } from '../../lambda/store/operation-store.ts';
+import { pollingInWords, reasonInWords, when } from '../../local/console/view.ts';
+
+const NOW = Date.parse('2026-12-03T12:00:00Z');
+const text = (html: string) => html.replace(/<[^>]+>/g, '');
+
+describe('the console view', () => {
+  it('says times relative to now, with the exact UTC time on hover', () => {
+    expect(text(when('2026-12-03T11:57:00.000000000Z', NOW))).toBe('3 min ago');
+    expect(text(when('2026-12-03T11:59:48Z', NOW))).toBe('12 s ago');
+    expect(text(when('2026-12-03T12:00:40Z', NOW))).toBe('in 40 s');
+    expect(text(when('2026-12-01T12:00:00Z', NOW))).toBe('2 d ago');
+    expect(text(when('2026-12-03T12:00:00.300Z', NOW))).toBe('now');
+    expect(when('2026-12-03T09:00:00Z', NOW)).toContain('title="2026-12-03 09:00:00 UTC"');
+    expect(when(null, NOW)).toBe('');
+    expect(when('<not a time>', NOW)).toBe('&lt;not a time&gt;');
+  });
+
+  it("words the reducer's reasons, and keeps an unknown one as it is", () => {
+    expect(reasonInWords('duplicate')).toBe('same delivery again');
+    expect(reasonInWords('regress-from-terminal')).toBe('after the job ended');
+    expect(reasonInWords('lower-rank')).toBe('older than what is stored');
+    expect(reasonInWords('something-new')).toBe('something-new');
+  });
+
+  it('says when reconcile polls next, what failed, or why it stopped', () => {
+    const view = (state: OperationView['state'], polling: Partial<OperationView['polling']>) =>
+      ({ state, polling: { nextPollAt: null, failedPolls: 0, notFoundPolls: 0, note: null, ...polling } }) as OperationView;
+    expect(pollingInWords(view('SUCCEEDED', {}), NOW, true)).toBe('done');
+    expect(text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z' }), NOW, false))).toBe(
+      'not polled here (no GEMINI_API_KEY)',
+    );
+    expect(text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z' }), NOW, true))).toBe('next poll in 1 min');
+    expect(
+      text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z', failedPolls: 2, note: 'Gemini answered 429' }), NOW, true)),
+    ).toBe('next poll in 1 min; 2 failed in a row (Gemini answered 429)');
+    expect(text(pollingInWords(view(null, { note: 'not-found', notFoundPolls: 3 }), NOW, true))).toBe('stopped: Gemini does not know it');
+  });
+});
