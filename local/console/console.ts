@@ -17,7 +17,7 @@ import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
 import type { Decision, OperationView } from '../../lambda/store/operation-store.ts';
 import type { SqliteEffectsQueue } from '../engine/effects-queue.ts';
 import type { SqliteOperationStore } from '../engine/operation-store.ts';
-import { escapeHtml, page, pollingInWords, reasonInWords, when } from './view.ts';
+import { escapeHtml, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
 
 export interface ConsoleDeps {
   store: Pick<SqliteOperationStore, 'counts' | 'consoleList' | 'describe' | 'decisions'>;
@@ -185,7 +185,7 @@ async function timeline(deps: ConsoleDeps, view: OperationView, now: number): Pr
   const dead = effectOf.deadLetters.length
     ? `<p><button id="redrive" onclick="fetch('/effects/redrive',{method:'POST',headers:{'content-type':'application/json'},body:JSON.stringify({name:${escapeHtml(JSON.stringify(view.name))}})}).then(r=>r.json()).then(r=>{this.textContent='redriven: '+JSON.stringify(r);})">redrive</button></p>`
     : '';
-  return `<div class="scroll"><table id="timeline"><thead><tr><th>when</th><th>source</th><th>event</th><th>what Ratchet did</th><th>effect</th></tr></thead>
+  return `<div class="scroll"><table id="timeline"><thead><tr><th>when</th><th>source</th><th class="wide">event</th><th>what Ratchet did</th><th>effect</th></tr></thead>
 <tbody>${rows.join('')}</tbody></table></div>${sinkOff}${dead}`;
 }
 
@@ -194,7 +194,7 @@ function timelineRow(item: TimelineItem, now: number, effectOf: EffectStatuses):
   const source = `${escapeHtml(write?.source ?? decision?.source)}${decision?.scheme ? ` <small>${escapeHtml(decision.scheme)}</small>` : ''}`;
   const eventId = write?.eventId ?? decision?.eventId;
   const updateTime = write?.updateTime ?? decision?.updateTime;
-  const event = `${eventId ? `<code>${escapeHtml(eventId)}</code><br>` : ''}${escapeHtml(write?.state ?? decision?.state ?? '')}${updateTime ? ` <small title="the event's own time">at ${escapeHtml(updateTime)}</small>` : ''}`;
+  const event = `${eventId ? `<code>${escapeHtml(eventId)}</code>` : ''}${updateTime ? `<br><small title="the event's own time: ${escapeHtml(updateTime)}">at ${escapeHtml(shortTime(updateTime))}</small>` : ''}`;
   let verdict: string;
   let cls: string;
   let effect = '';
@@ -213,12 +213,12 @@ function timelineRow(item: TimelineItem, now: number, effectOf: EffectStatuses):
     effect = effectOf.status(decision.version ?? 0);
   } else if (decision?.verdict === 'verifying-by-poll') {
     cls = 'noted';
-    verdict = 'signed by a JWT only: its body is not trusted, a poll of Gemini was asked for';
+    verdict = `${escapeHtml(decision.state)} claimed, signed by a JWT only: not trusted, a poll of Gemini was asked for`;
   } else {
     cls = 'refused';
-    verdict = `refused: <span class="reason">${escapeHtml(reasonInWords(decision?.reason))}</span> <small>(${escapeHtml(decision?.reason)})</small>`;
+    verdict = `${escapeHtml(decision?.state)} refused: <span class="reason">${escapeHtml(reasonInWords(decision?.reason))}</span> <small>(${escapeHtml(decision?.reason)})</small>`;
   }
-  return `<tr class="${cls}"><td>${when(item.at, now)}</td><td>${source}</td><td>${event}</td><td>${verdict}</td><td class="effect">${effect}</td></tr>`;
+  return `<tr class="${cls}"><td>${when(item.at, now)}</td><td>${source}</td><td class="wide">${event}</td><td>${verdict}</td><td class="effect">${effect}</td></tr>`;
 }
 
 interface EffectStatuses {

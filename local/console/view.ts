@@ -38,6 +38,14 @@ export function when(iso: string | null | undefined, now: number): string {
   return `<time datetime="${escapeHtml(iso)}" title="${exact}">${relative(at - now)}</time>`;
 }
 
+/** `2026-11-30T10:00:00.000000000Z` → `2026-11-30 10:00:00 UTC` (the fraction kept when it says something). */
+export const shortTime = (time: string) =>
+  `${time
+    .replace('T', ' ')
+    .replace(/Z$/, '')
+    .replace(/(\.\d*?)0+$/, '$1')
+    .replace(/\.$/, '')} UTC`;
+
 function relative(deltaMs: number): string {
   const seconds = Math.round(Math.abs(deltaMs) / 1000);
   const [amount, unit] =

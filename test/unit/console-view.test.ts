@@ -1,7 +1,7 @@
 /** How the console words times, reasons and polling (pure). */
 import { describe, expect, it } from 'vitest';
 import type { OperationView } from '../../lambda/store/operation-store.ts';
-import { pollingInWords, reasonInWords, when } from '../../local/console/view.ts';
+import { pollingInWords, reasonInWords, shortTime, when } from '../../local/console/view.ts';
 
 const NOW = Date.parse('2026-12-03T12:00:00Z');
 const text = (html: string) => html.replace(/<[^>]+>/g, '');
@@ -16,6 +16,8 @@ describe('the console view', () => {
     expect(when('2026-12-03T09:00:00Z', NOW)).toContain('title="2026-12-03 09:00:00 UTC"');
     expect(when(null, NOW)).toBe('');
     expect(when('<not a time>', NOW)).toBe('&lt;not a time&gt;');
+    expect(shortTime('2026-11-30T10:00:00.000000000Z')).toBe('2026-11-30 10:00:00 UTC');
+    expect(shortTime('2026-11-30T10:00:10.120000000Z')).toBe('2026-11-30 10:00:10.12 UTC');
   });
 
   it("words the reducer's reasons, and keeps an unknown one as it is", () => {
