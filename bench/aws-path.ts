@@ -2,7 +2,7 @@
  * The AWS path's part of `npm run bench`: the API as its Lambda composes it
  * (the HTTP app over the DynamoDB store), served over HTTP, against the seed
  * article's receiver (bench/seed-baseline.ts) on DynamoDB, side by side in
- * one run, interleaved rounds, same DynamoDB Local, same signed deliveries
+ * one run, interleaved rounds, same moto, same signed deliveries
  * over HTTP, for the three mixes of bench/mixes.ts. DynamoDB
  * requests are counted by a proxy (bench/counting-proxy.ts). Then each Lambda
  * bundle's size and cold start (bench/cold-start.ts), optionally beside another
@@ -11,8 +11,8 @@
  *
  * BENCH_SIZE (deliveries per mix, default 500), BENCH_ROUNDS (3),
  * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset),
- * BENCH_DYNAMODB_LATENCY_MS (0: DynamoDB Local as it is; e.g. 4 models the
- * network round trip to DynamoDB, which DynamoDB Local on loopback does not have).
+ * BENCH_DYNAMODB_LATENCY_MS (0: moto as it is; e.g. 4 models the
+ * network round trip to DynamoDB, which moto on loopback does not have).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -31,7 +31,7 @@ import { createDocumentClient, createDynamoDbClient } from '../lambda/store/dyna
 import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../lambda/store/table.ts';
 import { httpApiEvent } from '../test/support/api-gateway.ts';
-import { startDynamoDbLocal } from '../test/support/aws/dynamodb-local.ts';
+import { startMoto } from '../test/support/aws/moto.ts';
 import { ensureTable } from '../test/support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.ts';
 import { FakeGemini } from '../test/support/fake-gemini.ts';
@@ -46,14 +46,14 @@ const SIZE = Number(process.env.BENCH_SIZE ?? 500);
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 3);
 const COLD_RUNS = Number(process.env.BENCH_COLD_RUNS ?? 5);
 const COMPARE_REF = process.env.BENCH_COMPARE_REF;
-/** Added to every DynamoDB request: 0 measures DynamoDB Local as it is; a few ms model DynamoDB's round trip. */
+/** Added to every DynamoDB request: 0 measures moto as it is; a few ms model DynamoDB's round trip. */
 const LATENCY_MS = Number(process.env.BENCH_DYNAMODB_LATENCY_MS ?? 0);
 const ROOT = resolve(import.meta.dirname, '..');
 const TABLES = { ratchet: 'bench-ratchet', seed: 'bench-seed' } as const;
 type System = keyof typeof TABLES;
 
-const db = await startDynamoDbLocal();
-// Ctrl-C: no java left behind.
+const db = await startMoto();
+// Ctrl-C: no moto_server left behind.
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void db.stop().finally(() => process.exit(130)));
 const proxy = await new CountingProxy(db.endpoint, LATENCY_MS).start();
 const secret = newSecret();
@@ -117,7 +117,7 @@ async function wrongFinalStates(system: System, mix: Mix): Promise<number> {
   return wrong;
 }
 
-// Warm up both paths with every mix: DynamoDB Local's JIT takes thousands of requests to settle.
+// Warm up both paths with every mix.
 for (let i = 0; i < 2; i++)
   for (const system of ['ratchet', 'seed'] as const) for (const mix of mixes(`warm-${system}-${i}`, SIZE)) await play(system, mix);
 
@@ -142,7 +142,7 @@ const sum = (label: string, system: System, field: keyof Sample) =>
 
 console.log(`\n## The AWS path: the API's ingest vs the seed receiver, both on DynamoDB\n`);
 console.log(
-  `${SIZE} deliveries per mix, ${ROUNDS} interleaved rounds (medians), signed webhooks over HTTP, DynamoDB Local${LATENCY_MS ? ` + ${LATENCY_MS} ms per request` : ''}, Node ${process.version}\n`,
+  `${SIZE} deliveries per mix, ${ROUNDS} interleaved rounds (medians), signed webhooks over HTTP, moto${LATENCY_MS ? ` + ${LATENCY_MS} ms per request` : ''}, Node ${process.version}\n`,
 );
 console.log(
   '| mix | DynamoDB requests per delivery, seed → Ratchet | throughput ×seed | p50 latency ×seed | p99 latency ×seed | lost (seed / Ratchet 503) | wrong final state (seed / Ratchet) |',
@@ -183,7 +183,7 @@ for (let i = 0; i < 50; i++) {
   }
 }
 console.log(
-  `\nWrite capacity per applied write (a first RUNNING, then SUCCEEDED; as DynamoDB Local reports it): table ${(cost.table / cost.writes).toFixed(2)}, open-by-due ${(cost['open-by-due'] / cost.writes).toFixed(2)}, recent-by-recorded (GET /operations) ${(cost['recent-by-recorded'] / cost.writes).toFixed(2)}`,
+  `\nWrite capacity per applied write (a first RUNNING, then SUCCEEDED; as moto reports it): table ${(cost.table / cost.writes).toFixed(2)}, open-by-due ${(cost['open-by-due'] / cost.writes).toFixed(2)}, recent-by-recorded (GET /operations) ${(cost['recent-by-recorded'] / cost.writes).toFixed(2)}`,
 );
 
 (server as import('node:http').Server).closeAllConnections();
@@ -276,7 +276,7 @@ const before = COMPARE_REF
 const lambdaNode = (await import('node:child_process')).execFileSync(LAMBDA_NODE, ['--version']).toString().trim();
 console.log(`\n## Lambda bundles: size and cold start\n`);
 console.log(
-  `esbuild as the stack bundles them; cold start = a new Node ${lambdaNode} process loading the bundle, then its first invocation against DynamoDB Local; median of ${COLD_RUNS}${before ? `; ratios to ${COMPARE_REF}` : ''}\n`,
+  `esbuild as the stack bundles them; cold start = a new Node ${lambdaNode} process loading the bundle, then its first invocation against moto; median of ${COLD_RUNS}${before ? `; ratios to ${COMPARE_REF}` : ''}\n`,
 );
 console.log(`| function | minified KB | load ms | load + first invocation ms |${before ? ' KB ×ref | load ×ref | cold start ×ref |' : ''}`);
 console.log(`|---|---:|---:|---:|${before ? '---:|---:|---:|' : ''}`);

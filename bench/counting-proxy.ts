@@ -1,5 +1,5 @@
 /**
- * An HTTP proxy in front of DynamoDB Local that counts the item requests
+ * An HTTP proxy in front of moto that counts the item requests
  * (GetItem, PutItem, UpdateItem, …) per table: DynamoDB requests per event are
  * counted, not estimated. Stream reads and table admin pass uncounted. It
  * can add a delay per request, as the network to DynamoDB would.
@@ -14,7 +14,7 @@ export class CountingProxy {
   readonly counts = new Map<string, number>();
   private server?: Server;
 
-  /** `delayMs`: added before each forwarded request, to model DynamoDB's network round trip (DynamoDB Local answers on loopback). */
+  /** `delayMs`: added before each forwarded request, to model DynamoDB's network round trip (moto answers on loopback). */
   constructor(
     private readonly target: string,
     private readonly delayMs = 0,

@@ -6,7 +6,7 @@
  *    SQLite, the floor, and with BENCH_COMPARE_REF the runtime at that ref;
  *    effect lag at BENCH_LAG_RATE deliveries/s; time to the ready line.
  * 2. The AWS path (bench/aws-path.ts): DynamoDB requests per delivery and
- *    throughput against the seed on DynamoDB Local, the indexes' write cost,
+ *    throughput against the seed on moto, the indexes' write cost,
  *    then each Lambda bundle's size and cold start.
  *
  * BENCH_SECTIONS (embedded,aws), BENCH_SIZE (deliveries per mix, 500),

@@ -3,7 +3,7 @@ import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 
 export interface DynamoDbSettings {
-  /** Use this DynamoDB (DynamoDB Local) instead of the regional endpoint. */
+  /** Use this DynamoDB endpoint (moto in the tests) instead of the regional one. */
   endpoint?: string;
   region?: string;
   /** Per-request timeout; the webhook must answer Gemini within a few seconds. */
@@ -17,7 +17,7 @@ export function createDynamoDbClient(settings: DynamoDbSettings = {}): DynamoDBC
   return new DynamoDBClient({
     ...(local && {
       endpoint: settings.endpoint,
-      // DynamoDB Local accepts any credentials; fixed dummies keep one shared database.
+      // A local endpoint accepts any credentials; fixed dummies keep one shared account.
       credentials: { accessKeyId: 'local', secretAccessKey: 'local' },
     }),
     region: settings.region ?? process.env.AWS_REGION ?? 'us-east-1',

@@ -1,7 +1,7 @@
 /**
  * `npm run connect` end to end, as against a deployed stack: the CLI process
  * with the real AWS SDK clients (CloudFormation and Secrets Manager faked on
- * 127.0.0.1, DynamoDB Local) and the real @google/genai SDK (fake Gemini with
+ * 127.0.0.1, moto) and the real @google/genai SDK (fake Gemini with
  * the webhooks API). "The deployed API" is the API Lambda handler itself,
  * served over HTTP, reading its signing secret from that Secrets Manager; the
  * fake Gemini delivers its ping there, signed, retrying non-2xx as Gemini does.
@@ -75,7 +75,7 @@ beforeAll(async () => {
     DYNAMODB_ENDPOINT: inject('dynamodbEndpoint'),
     WEBHOOK_SIGNING_SECRETS_ARN: arns.WebhookSigningSecretArn,
     AWS_ENDPOINT_URL_SECRETS_MANAGER: aws.endpoint,
-    AWS_REGION: 'eu-west-1',
+    AWS_REGION: 'us-east-1',
     AWS_ACCESS_KEY_ID: 'test',
     AWS_SECRET_ACCESS_KEY: 'test',
   });
@@ -104,7 +104,7 @@ async function runConnect(args: string[], env: Record<string, string> = {}): Pro
       cwd: PROJECT_ROOT,
       env: {
         PATH: process.env.PATH,
-        AWS_REGION: 'eu-west-1',
+        AWS_REGION: 'us-east-1',
         AWS_ACCESS_KEY_ID: 'test',
         AWS_SECRET_ACCESS_KEY: 'test',
         AWS_CONFIG_FILE: '/dev/null',

@@ -1,7 +1,7 @@
 /**
  * The one test with bundling on: synthesize the stack with the local esbuild,
  * then run both bundled functions (as Lambda loads them, CommonJS on Node)
- * against DynamoDB Local: the API with a signed webhook, the effects handler
+ * against moto: the API with a signed webhook, the effects handler
  * with a stream event whose transition goes to a test receiver.
  */
 import { execFile } from 'node:child_process';
@@ -35,7 +35,7 @@ let bundles: Record<'Api' | 'Effects' | 'Reconcile' | 'HistoryWriter', string>;
 
 beforeAll(() => {
   const app = new App({ outdir });
-  const stack = new RatchetStack(app, 'Ratchet', { env: { account: '123456789012', region: 'eu-west-1' } });
+  const stack = new RatchetStack(app, 'Ratchet', { env: { account: '123456789012', region: 'us-east-1' } });
   const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
   app.synth();
   const bundleOf = (prefix: string) => {
@@ -68,7 +68,7 @@ async function runBundle(bundle: string, events: unknown[], env: Record<string, 
     env: {
       PATH: process.env.PATH,
       DYNAMODB_ENDPOINT: inject('dynamodbEndpoint'),
-      AWS_REGION: 'eu-west-1',
+      AWS_REGION: 'us-east-1',
       POWERTOOLS_LOG_LEVEL: 'SILENT',
       POWERTOOLS_METRICS_DISABLED: 'true',
       AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',

@@ -1,6 +1,6 @@
 /**
  * The one-request write is the reducer: for arbitrary stored records and
- * events, DynamoDB Local's verdict on the compiled ConditionExpression (and the
+ * events, moto's verdict on the compiled ConditionExpression (and the
  * item it writes) equals applyEvent's, for both variants.
  */
 import { PutCommand } from '@aws-sdk/lib-dynamodb';
@@ -52,7 +52,7 @@ const event = fc.record({
 let run = 0;
 
 describe('the compiled conditional write', () => {
-  it("DynamoDB Local's verdict and written item equal applyEvent's, for every stored record, event and variant", async () => {
+  it("moto's verdict and written item equal applyEvent's, for every stored record, event and variant", async () => {
     let applied = 0;
     let refused = 0;
     await fc.assert(

@@ -1,4 +1,4 @@
-/** The filter criteria against real stream records from DynamoDB Local. */
+/** The filter criteria against real stream records from moto. */
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { OperationEvent, OperationRecord } from '../../lambda/core/reducer.ts';
@@ -15,7 +15,7 @@ const client = createDynamoDbClient({ endpoint });
 const store = new DynamoDbOperationStore(createDocumentClient(client), tableName);
 afterAll(() => client.destroy());
 
-describe('STATE_CHANGE_FILTER on DynamoDB Local stream records', () => {
+describe('STATE_CHANGE_FILTER on moto stream records', () => {
   it('passes exactly the writes that changed state', async () => {
     const tracked = `batches/filter-${Date.now()}`;
     const direct = `${tracked}-direct`;

@@ -1,5 +1,5 @@
 /**
- * History from the table's real stream (DynamoDB Local): every applied write
+ * History from the table's real stream (moto): every applied write
  * in version order, idempotent per name#version when stream records come
  * again, shuffled or duplicated; served by GET /operations/{name}/history.
  */

@@ -1,5 +1,5 @@
 /**
- * Many concurrent ingesters race on the same operations in DynamoDB Local with
+ * Many concurrent ingesters race on the same operations in moto with
  * shuffled, duplicated events. Checked against the table and its stream.
  */
 import { unmarshall } from '@aws-sdk/util-dynamodb';
@@ -27,7 +27,7 @@ afterAll(() => {
 const OPERATIONS = 25;
 const INGESTERS = 16;
 
-describe('ingest against DynamoDB Local', () => {
+describe('ingest against moto', () => {
   it('concurrent shuffled deliveries end every operation at its maximum, with one write per forward step', async () => {
     let run = 0;
     let lostRaces = 0;

@@ -1,6 +1,6 @@
 /**
  * The deployed entry point itself (lambda/handlers/api.ts), fed API Gateway
- * HTTP API (payload v2) events, against DynamoDB Local.
+ * HTTP API (payload v2) events, against moto.
  */
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, Context } from 'aws-lambda';
 import { beforeAll, describe, expect, inject, it } from 'vitest';

@@ -1,5 +1,5 @@
 /**
- * Reconcile against each engine's store (a SQLite file, a DynamoDB Local table
+ * Reconcile against each engine's store (a SQLite file, a moto table
  * of its own) and a fake Gemini on 127.0.0.1, through the real @google/genai SDK.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';

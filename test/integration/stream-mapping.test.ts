@@ -1,5 +1,5 @@
 /**
- * The local stream mapping against DynamoDB Local's real stream: Lambda's
+ * The local stream mapping against moto's real stream: Lambda's
  * retry-from-the-failed-record semantics, bounded retries, the dead-letter
  * store, and moving on after it.
  */

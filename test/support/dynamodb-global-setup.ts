@@ -1,13 +1,13 @@
 import type { TestProject } from 'vitest/node';
 import { createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
-import { startDynamoDbLocal } from './aws/dynamodb-local.ts';
+import { startMoto } from './aws/moto.ts';
 import { ensureTable } from './aws/tables.ts';
 
 export const TEST_TABLE = 'ratchet-test-operations';
 
 export default async function setup(project: TestProject) {
-  const db = await startDynamoDbLocal();
+  const db = await startMoto();
   const client = createDynamoDbClient({ endpoint: db.endpoint });
   await ensureTable(client, createTableInput(TEST_TABLE));
   client.destroy();

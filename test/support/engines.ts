@@ -1,7 +1,7 @@
 /**
  * The two engines' operation stores, for contract tests that run the same
  * cases against both: the embedded engine on a real SQLite file, and the
- * DynamoDB store on the run's DynamoDB Local (a table of its own).
+ * DynamoDB store on the run's moto (a table of its own).
  *
  * `changes()` reads what each engine hands to its consumers: the SQLite
  * outbox, or the DynamoDB table's stream.

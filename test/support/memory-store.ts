@@ -24,7 +24,7 @@ export class MemoryStore implements OperationStore, DeliveryReceipts {
 
   /**
    * The compiled condition's contract, simulated with the reducer (its
-   * equivalence with DynamoDB's verdict is proved against DynamoDB Local).
+   * equivalence with DynamoDB's verdict is proved against moto).
    */
   async apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome> {
     if (this.failReads) throw new Error('store unavailable');

@@ -1,4 +1,4 @@
-/** Reads every record of a table's stream from TRIM_HORIZON (test inspection only). */
+/** Reads every record of a table's stream from TRIM_HORIZON (test inspection only), without moto's key-only INSERTs. */
 import { DescribeTableCommand, type DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
   type _Record,
@@ -7,6 +7,7 @@ import {
   GetRecordsCommand,
   GetShardIteratorCommand,
 } from '@aws-sdk/client-dynamodb-streams';
+import { isMotoKeyOnlyInsert } from './aws/moto.ts';
 
 export async function readStream(client: DynamoDBClient, endpoint: string, tableName: string): Promise<_Record[]> {
   const { Table } = await client.send(new DescribeTableCommand({ TableName: tableName }));
@@ -24,7 +25,7 @@ export async function readStream(client: DynamoDBClient, endpoint: string, table
       );
       while (iterator) {
         const page = await streams.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1000 }));
-        records.push(...(page.Records ?? []));
+        records.push(...(page.Records ?? []).filter((record) => !isMotoKeyOnlyInsert(record)));
         iterator = page.Records?.length ? page.NextShardIterator : undefined;
       }
     }

@@ -7,7 +7,7 @@
  * visibility timeout; a message is deleted when the handler does not report
  * it failed.
  *
- * Persisted in a DynamoDB Local table (`group`, `seq`), so a restart resumes
+ * Persisted in a moto table (`group`, `seq`), so a restart resumes
  * where it stopped, backoffs included; a message in flight at a crash is
  * delivered again after the restart (the ledger skips what was delivered; the
  * window is a delivery whose ledger write did not happen).

@@ -24,6 +24,7 @@ import {
 import { type DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../../../lambda/effects/filter.ts';
+import { isMotoKeyOnlyInsert } from './moto.ts';
 
 /** What the mapping invokes, as Lambda would: a batch of stream records, partial failures back. */
 export type StreamHandler = (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse>;
@@ -108,7 +109,9 @@ export class LocalStreamMapping {
       );
       while (iterator) {
         const page = await this.streams.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1000 }));
-        count += (page.Records ?? []).filter((record) => matchesFilter(this.options.filter ?? STATE_CHANGE_FILTER, record)).length;
+        count += (page.Records ?? []).filter(
+          (record) => !isMotoKeyOnlyInsert(record) && matchesFilter(this.options.filter ?? STATE_CHANGE_FILTER, record),
+        ).length;
         iterator = page.Records?.length ? page.NextShardIterator : undefined;
       }
     }
@@ -153,7 +156,9 @@ export class LocalStreamMapping {
     while (iterator && !this.stopped) {
       const page = await this.streams.send(new GetRecordsCommand({ ShardIterator: iterator, Limit: 1000 }));
       const records = page.Records ?? [];
-      const passes = records.map((record) => matchesFilter(this.options.filter ?? STATE_CHANGE_FILTER, record));
+      const passes = records.map(
+        (record) => !isMotoKeyOnlyInsert(record) && matchesFilter(this.options.filter ?? STATE_CHANGE_FILTER, record),
+      );
       for (let start = 0; start < records.length && !this.stopped; ) {
         // A chunk ends after `batchSize` records that pass the filter; the ones it drops are passed over in it.
         let end = start;

@@ -1,5 +1,5 @@
 /**
- * Tables on DynamoDB Local for the AWS-path tests, described as the stack
+ * Tables on moto for the AWS-path tests, described as the stack
  * describes them (lambda/store/table.ts and its siblings).
  */
 import {
