@@ -3,7 +3,7 @@
  * operations routes. The composition root runs once per cold start.
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
-import { InvokeCommand, LambdaClient } from '@aws-sdk/client-lambda';
+import type { LambdaClient } from '@aws-sdk/client-lambda';
 import { handle } from 'hono/aws-lambda';
 import { loadConfig } from '../config.ts';
 import { DynamoDbHistory } from '../history/dynamodb-history.ts';
@@ -66,12 +66,19 @@ function parseSigningSecretsOrNotConfigured(value: string): string[] {
   }
 }
 
-const lambda = new LambdaClient({});
+/** Loaded on the first verify-by-poll only: most deliveries are signed with the shared secret and never need it. */
+let lambda: Promise<{ client: LambdaClient; sdk: typeof import('@aws-sdk/client-lambda') }> | undefined;
 /** Wakes the reconcile function (asynchronously: the delivery is answered at once; a busy reconcile is retried by Lambda). */
 async function wakeReconcile(): Promise<void> {
   if (!config.RECONCILE_FUNCTION_NAME) return; // the schedule picks the operation up on its next run
-  await lambda.send(
-    new InvokeCommand({ FunctionName: config.RECONCILE_FUNCTION_NAME, InvocationType: 'Event', Payload: '{"source":"verify-by-poll"}' }),
+  lambda ??= import('@aws-sdk/client-lambda').then((sdk) => ({ client: new sdk.LambdaClient({}), sdk }));
+  const { client, sdk } = await lambda;
+  await client.send(
+    new sdk.InvokeCommand({
+      FunctionName: config.RECONCILE_FUNCTION_NAME,
+      InvocationType: 'Event',
+      Payload: '{"source":"verify-by-poll"}',
+    }),
   );
 }
 

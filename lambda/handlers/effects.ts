@@ -5,7 +5,6 @@
  * invocation, and again whenever the outbound webhook's settings change.
  */
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
-import { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSEvent } from 'aws-lambda';
 import { ConfigError, loadConfig } from '../config.ts';
 import { DynamoDbDeadLetters } from '../effects/dynamodb-dead-letters.ts';
@@ -48,7 +47,7 @@ function compose(webhook: { url: string; secret: string } | undefined): EffectsH
   const ledger = new DynamoDbEffectLedger(documents, config.EFFECTS_LEDGER_TABLE);
   const deadLetters = new DynamoDbDeadLetters(documents, config.EFFECTS_DEAD_LETTER_TABLE);
   if (!config.EFFECTS_QUEUE_URL) throw new ConfigError('EFFECTS_QUEUE_URL is not set');
-  const queue = new SqsRetryScheduler(new SQSClient({}), config.EFFECTS_QUEUE_URL);
+  const queue = new SqsRetryScheduler(config.EFFECTS_QUEUE_URL);
   return createEffectsHandler({ sinks, ledger, deadLetters, queue, retry: retrySettings(config), logger, metrics: createMetrics() });
 }
 

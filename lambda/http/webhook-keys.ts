@@ -7,7 +7,7 @@
  * retries), never an acceptance.
  */
 import { createPublicKey, verify } from 'node:crypto';
-import { createLocalJWKSet, errors, type JSONWebKeySet, type JWK, jwtVerify } from 'jose';
+import type { JSONWebKeySet, JWK } from 'jose';
 
 export class KeysUnavailableError extends Error {
   override name = 'KeysUnavailableError';
@@ -100,7 +100,8 @@ export type JwtVerdict = { ok: true } | { ok: false; reason: string; unknownKey?
 /**
  * An RS256 JWT checked against the RSA keys: signature, `aud`, `iss`, and an
  * `exp` that must be present and not past. No other algorithm is accepted
- * (`none`, HS256 with the public key as secret, …).
+ * (`none`, HS256 with the public key as secret, …). jose loads on the first
+ * JWT: deliveries signed with the shared secret never need it.
  */
 export async function verifyJwt(
   keys: readonly JWK[],
@@ -108,6 +109,7 @@ export async function verifyJwt(
   expected: { audience: string; issuer: string; now: number },
 ): Promise<JwtVerdict> {
   const rsa = keys.filter((key) => key.kty === 'RSA' && (key.use === undefined || key.use === 'sig'));
+  const { createLocalJWKSet, errors, jwtVerify } = await import('jose');
   try {
     await jwtVerify(token, createLocalJWKSet({ keys: rsa }), {
       algorithms: ['RS256'],

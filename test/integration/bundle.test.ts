@@ -1,17 +1,14 @@
 /**
  * The one test with bundling on: synthesize the stack with the local esbuild,
- * then run both bundled functions (as Lambda loads them, CommonJS on Node)
+ * then run the bundled functions (as Lambda loads them: the ES module `index.mjs`, its chunks beside it)
  * against moto: the API with a signed webhook, the effects handler
  * with a stream event whose transition goes to a test receiver.
  */
 import { execFile } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { marshall } from '@aws-sdk/util-dynamodb';
-import { App } from 'aws-cdk-lib';
-import { Template } from 'aws-cdk-lib/assertions';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../lambda/core/reducer.ts';
 import { deadLetterTableInput } from '../../lambda/effects/dynamodb-dead-letters.ts';
@@ -20,8 +17,8 @@ import { DynamoDbHistory, historyTableInput } from '../../lambda/history/dynamod
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
-import { RatchetStack } from '../../lib/ratchet-stack.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
+import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
 import { ensureTable } from '../support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { FakeAws } from '../support/fake-aws.ts';
@@ -29,33 +26,26 @@ import { FakeGemini } from '../support/fake-gemini.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { Receiver } from '../support/receiver.ts';
 
-// Outside the project, whose package.json says "type": "module": Lambda has no such file either.
-const outdir = mkdtempSync(join(tmpdir(), 'ratchet-cdk-'));
+let synthesized: Synthesized;
+let outdir: string;
 let bundles: Record<'Api' | 'Effects' | 'Reconcile' | 'HistoryWriter', string>;
 
 beforeAll(() => {
-  const app = new App({ outdir });
-  const stack = new RatchetStack(app, 'Ratchet', { env: { account: '123456789012', region: 'us-east-1' } });
-  const functions = Template.fromStack(stack).findResources('AWS::Lambda::Function');
-  app.synth();
-  const bundleOf = (prefix: string) => {
-    const [, fn] = Object.entries(functions).find(([id]) => id.startsWith(prefix)) ?? [];
-    const hash = String(fn?.Properties.Code.S3Key).replace(/\.zip$/, '');
-    return join(outdir, `asset.${hash}`, 'index.js');
-  };
+  synthesized = synthesizeWithBundles();
+  outdir = synthesized.outdir;
   bundles = {
-    Api: bundleOf('Api'),
-    Effects: bundleOf('Effects'),
-    Reconcile: bundleOf('Reconcile'),
-    HistoryWriter: bundleOf('HistoryWriter'),
+    Api: synthesized.bundleOf('Api'),
+    Effects: synthesized.bundleOf('Effects'),
+    Reconcile: synthesized.bundleOf('Reconcile'),
+    HistoryWriter: synthesized.bundleOf('HistoryWriter'),
   };
 });
-afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+afterAll(() => synthesized.remove());
 
 const RUN_HANDLER = `
-const { handler } = require(process.argv[1]);
 const events = JSON.parse(process.argv[2]);
 (async () => {
+  const { handler } = await import(require('node:url').pathToFileURL(process.argv[1]).href);
   const results = [];
   for (const event of events) results.push(await handler(event, { awsRequestId: 'r', getRemainingTimeInMillis: () => 9000 }));
   console.log(JSON.stringify(results));
@@ -79,10 +69,34 @@ async function runBundle(bundle: string, events: unknown[], env: Record<string, 
 }
 
 describe('bundled functions', () => {
+  it('are four bundles, one per function (CDK caches a bundling by its JSON, blind to the build function)', () => {
+    expect(new Set(Object.values(bundles).map(dirname)).size).toBe(4);
+  });
+
+  it('load every chunk as an ES module on this Node, the lazily imported ones too (Lambda client, SQS, jose, the Gemini SDK)', async () => {
+    // The entries run in the tests below; here every other chunk, which a test might never reach.
+    for (const bundle of Object.values(bundles)) {
+      const chunks = readdirSync(dirname(bundle)).filter((file) => file.endsWith('.mjs') && file !== 'index.mjs');
+      const script = `Promise.all(process.argv.slice(1).map((f) => import(require('node:url').pathToFileURL(f).href))).then(() => console.log('loaded'))`;
+      const { stdout } = await promisify(execFile)(
+        process.execPath,
+        ['-e', script, ...chunks.map((chunk) => join(dirname(bundle), chunk))],
+        {
+          env: { PATH: process.env.PATH, AWS_REGION: 'us-east-1' },
+        },
+      );
+      expect({ bundle, chunks: chunks.length, stdout: stdout.trim() }).toMatchObject({ stdout: 'loaded' });
+      expect(chunks.length).toBeGreaterThan(0);
+    }
+  });
+
   it('hold only what the Lambdas use: no dev-only package (local runtime, CLI, tests, CDK) and no file outside lambda/', () => {
     const lock = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package-lock.json'), 'utf8')).packages as Record<string, { dev?: boolean }>;
     for (const bundle of Object.values(bundles)) {
-      const { sources } = JSON.parse(readFileSync(`${bundle}.map`, 'utf8')) as { sources: string[] };
+      const maps = readdirSync(dirname(bundle)).filter((file) => file.endsWith('.mjs.map'));
+      const sources = maps.flatMap(
+        (map) => (JSON.parse(readFileSync(join(dirname(bundle), map), 'utf8')) as { sources: string[] }).sources,
+      );
       // `node_modules/a/node_modules/@b/c/dist/x.js` → the lockfile key `node_modules/a/node_modules/@b/c`.
       const packages = new Set(
         sources.flatMap((source) => source.match(/node_modules\/(?:@[^/]+\/)?[^/]+(?:\/node_modules\/(?:@[^/]+\/)?[^/]+)*/)?.[0] ?? []),

@@ -46,9 +46,9 @@ describe('RatchetStack', () => {
     template.hasOutput('EffectsSigningSecretArn', {});
   });
 
-  it('runs the API function on Node 22, arm64, with the table and the secret ARN in its environment', () => {
+  it('runs the API function on Node 24, arm64, with the table and the secret ARN in its environment', () => {
     template.hasResourceProperties('AWS::Lambda::Function', {
-      Runtime: 'nodejs22.x',
+      Runtime: 'nodejs24.x',
       Architectures: ['arm64'],
       Timeout: 10,
       Environment: {

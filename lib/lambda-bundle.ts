@@ -1,0 +1,83 @@
+/**
+ * How a Lambda handler becomes its deployment package: the one build the
+ * stack deploys, the bundle tests load and the bench cold-starts.
+ *
+ * Each choice measured by `npm run bench` (bench/cold-start.ts):
+ * - ESM preferring each package's `module` build: the AWS SDK's ES modules
+ *   tree-shake, where its CommonJS build brings every command's code along.
+ * - Code splitting: a client used on one path only (the Lambda client for
+ *   verify-by-poll, SQS for an effect's backoff, the Gemini SDK for a poll)
+ *   is a chunk beside the entry, loaded by `import()` when first used, so
+ *   it is not read at cold start.
+ * - The SDK's default credential chain replaced by its environment provider
+ *   (lambda/aws-credentials.ts): the Lambda runtime always puts the
+ *   function's credentials in the environment, and the rest of the chain
+ *   (SSO, STS web identity, profiles, IMDS, the login flow) is a fifth of a
+ *   bundle that Lambda never runs.
+ * - Minified, with source maps in files beside the chunks and not loaded at
+ *   start (`--enable-source-maps` costs every cold start).
+ */
+import { statSync } from 'node:fs';
+import { join, resolve } from 'node:path';
+import { type BuildOptions, buildSync, type Metafile } from 'esbuild';
+
+const ROOT = resolve(import.meta.dirname, '..');
+
+/** The Node version of the Lambda runtime (lib/ratchet-function.ts), as esbuild's target. */
+export const LAMBDA_TARGET = 'node24';
+
+export function lambdaBuildOptions(root: string, entry: string, outdir: string): BuildOptions {
+  return {
+    entryPoints: { index: resolve(root, entry) },
+    outdir,
+    outExtension: { '.js': '.mjs' },
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    target: LAMBDA_TARGET,
+    mainFields: ['module', 'main'],
+    // CommonJS packages inside an ES module still call require() for Node's own modules.
+    banner: { js: "import{createRequire as __ratchetRequire}from'node:module';const require=__ratchetRequire(import.meta.url);" },
+    alias: { '@aws-sdk/credential-provider-node': resolve(root, 'lambda/aws-credentials.ts') },
+    minify: true,
+    sourcemap: true,
+    metafile: true,
+    logLevel: 'silent',
+    absWorkingDir: root,
+  };
+}
+
+export interface LambdaBundle {
+  /** The entry module (`index.mjs`; the handler is `index.handler`). */
+  entry: string;
+  /** Bytes of every chunk the entry imports statically: what a cold start reads before the handler runs. */
+  initBytes: number;
+  /** Bytes of every chunk, the lazily loaded ones included (source maps excluded). */
+  totalBytes: number;
+}
+
+/** Builds `entry` (relative to `root`) into `outdir`, which is empty or missing. */
+export function bundleLambda(entry: string, outdir: string, root = ROOT): LambdaBundle {
+  const { metafile } = buildSync(lambdaBuildOptions(root, entry, outdir));
+  return measure(metafile as Metafile, root, outdir);
+}
+
+function measure(metafile: Metafile, root: string, outdir: string): LambdaBundle {
+  const outputs = metafile.outputs;
+  const entryKey = Object.keys(outputs).find((key) => outputs[key]?.entryPoint) as string;
+  const init = new Set<string>();
+  const visit = (key: string) => {
+    if (init.has(key)) return;
+    init.add(key);
+    for (const imported of outputs[key]?.imports ?? [])
+      if (imported.kind === 'import-statement' && outputs[imported.path]) visit(imported.path);
+  };
+  visit(entryKey);
+  const bytes = (keys: Iterable<string>) => [...keys].reduce((sum, key) => sum + statSync(resolve(root, key)).size, 0);
+  return {
+    entry: join(outdir, 'index.mjs'),
+    initBytes: bytes(init),
+    totalBytes: bytes(Object.keys(outputs).filter((key) => key.endsWith('.mjs'))),
+  };
+}
