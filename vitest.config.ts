@@ -16,7 +16,7 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts'],
-          // One DynamoDB Local for the run; tests keep apart by key, not by table.
+          // One moto server for the run (test/support/dynamodb-global-setup.ts); tests keep apart by key or by table.
           globalSetup: ['test/support/dynamodb-global-setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,

@@ -18,6 +18,7 @@ import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/d
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
+import { runBundle as runBundleAt } from '../support/aws/run-bundle.ts';
 import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
 import { ensureTable } from '../support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
@@ -27,12 +28,10 @@ import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { Receiver } from '../support/receiver.ts';
 
 let synthesized: Synthesized;
-let outdir: string;
 let bundles: Record<'Api' | 'Effects' | 'Reconcile' | 'HistoryWriter', string>;
 
 beforeAll(() => {
   synthesized = synthesizeWithBundles();
-  outdir = synthesized.outdir;
   bundles = {
     Api: synthesized.bundleOf('Api'),
     Effects: synthesized.bundleOf('Effects'),
@@ -42,30 +41,8 @@ beforeAll(() => {
 });
 afterAll(() => synthesized.remove());
 
-const RUN_HANDLER = `
-const events = JSON.parse(process.argv[2]);
-(async () => {
-  const { handler } = await import(require('node:url').pathToFileURL(process.argv[1]).href);
-  const results = [];
-  for (const event of events) results.push(await handler(event, { awsRequestId: 'r', getRemainingTimeInMillis: () => 9000 }));
-  console.log(JSON.stringify(results));
-})().catch((e) => { console.error(e); process.exit(1); });
-`;
-
-async function runBundle(bundle: string, events: unknown[], env: Record<string, string>): Promise<unknown[]> {
-  const { stdout } = await promisify(execFile)(process.execPath, ['-e', RUN_HANDLER, bundle, JSON.stringify(events)], {
-    cwd: outdir,
-    env: {
-      PATH: process.env.PATH,
-      DYNAMODB_ENDPOINT: inject('dynamodbEndpoint'),
-      AWS_REGION: 'us-east-1',
-      POWERTOOLS_LOG_LEVEL: 'SILENT',
-      POWERTOOLS_METRICS_DISABLED: 'true',
-      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-      ...env,
-    },
-  });
-  return JSON.parse(stdout);
+function runBundle(bundle: string, events: unknown[], env: Record<string, string>): Promise<unknown[]> {
+  return runBundleAt(bundle, events, { DYNAMODB_ENDPOINT: inject('dynamodbEndpoint'), ...env });
 }
 
 describe('bundled functions', () => {

@@ -91,15 +91,17 @@ describe('RatchetStack', () => {
       [['secretsmanager:GetSecretValue'], expect.stringContaining('EffectsWebhookUrl')],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('EffectsSigningSecret')],
       [
-        ['sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:GetQueueUrl', 'sqs:ReceiveMessage'],
+        ['sqs:ChangeMessageVisibility', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:ReceiveMessage'],
         expect.stringMatching(/"EffectsQueue[0-9A-F]+","Arn"/),
       ],
     ]);
     expect(permissionsOf('EffectsPipeRole')).toEqual([
       [
-        ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator', 'dynamodb:ListStreams'],
+        ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'],
         expect.stringMatching(/Operations[0-9A-F]+","StreamArn"/),
       ],
+      // No resource type: granted on the stream, it would allow nothing.
+      [['dynamodb:ListStreams'], '"*"'],
       [['sqs:SendMessage'], expect.stringMatching(/EffectsQueue[0-9A-F]+.*EffectsPipeFailures/)],
     ]);
   });
@@ -198,7 +200,7 @@ describe('RatchetStack', () => {
     expect(permissionsOf('ReconcileRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ReconcileLogs')],
       XRAY,
-      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
+      [['dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
       [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due"/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
     ]);
@@ -258,6 +260,10 @@ describe('RatchetStack', () => {
       actions.some((a) => a.startsWith('dynamodb:') && !/Stream|Shard|GetRecords/.test(a)),
     );
     expect(writes).toEqual([[['dynamodb:PutItem'], expect.stringMatching(/History[0-9A-F]+/)]]);
+    // The on-failure destination: SendMessage only (CDK's SqsDlq would add GetQueueAttributes and GetQueueUrl).
+    expect(permissionsOf('HistoryWriterRole').filter(([actions]) => actions.some((a) => a.startsWith('sqs:')))).toEqual([
+      [['sqs:SendMessage'], expect.stringMatching(/HistoryFailures[0-9A-F]+/)],
+    ]);
   });
 
   it('protects what holds data: tables with deletion protection, queues and log groups retained', () => {
@@ -325,6 +331,14 @@ describe('RatchetStack', () => {
     expect(byName['Ratchet-EffectsBacklogAge']).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 3600 });
     expect(byName['Ratchet-EffectsQueueDeadLetters']).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Threshold: 1 });
     template.resourceCountIs('AWS::SNS::Topic', 1);
+    // A topic policy replaces SNS's default one: this account's alarms are let in by name (test/integration/aws-iam.test.ts simulates it).
+    template.hasResourceProperties('AWS::SNS::TopicPolicy', {
+      PolicyDocument: {
+        Statement: Match.arrayWith([
+          Match.objectLike({ Effect: 'Allow', Principal: { Service: 'cloudwatch.amazonaws.com' }, Action: 'sns:Publish' }),
+        ]),
+      },
+    });
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     template.hasOutput('AlarmTopicArn', {});
   });

@@ -1,0 +1,102 @@
+/**
+ * An HTTP proxy in front of moto that writes down every AWS call made
+ * through it, as IAM sees it: the action (`dynamodb:UpdateItem`) and the
+ * resource's ARN (the table, the index, the secret, the queue, the bus, the
+ * function). A Lambda invocation is answered here (202, as for an `Event`
+ * invocation), since moto's Lambda needs Docker; everything else goes on to moto.
+ */
+import { createServer, request, type Server } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { MOTO_ACCOUNT, MOTO_REGION } from './moto.ts';
+
+export interface AwsCall {
+  /** `service:Action`, as in a policy. */
+  action: string;
+  resource: string;
+}
+
+const PREFIXES: Record<string, string> = {
+  DynamoDB_20120810: 'dynamodb',
+  secretsmanager: 'secretsmanager',
+  AWSEvents: 'events',
+  AmazonSQS: 'sqs',
+};
+type RequestBody = {
+  TableName?: string;
+  IndexName?: string;
+  SecretId?: string;
+  Entries?: Array<{ EventBusName?: string }>;
+  QueueUrl?: string;
+};
+const arn = (service: string, resource: string) => `arn:aws:${service}:${MOTO_REGION}:${MOTO_ACCOUNT}:${resource}`;
+
+/** The ARN IAM authorizes `action` against, read from the request body. */
+function resourceOf(service: string, action: string, body: RequestBody): string[] {
+  if (service === 'dynamodb') {
+    if (typeof body.TableName === 'string')
+      return [arn('dynamodb', `table/${body.TableName}${body.IndexName ? `/index/${body.IndexName}` : ''}`)];
+    throw new Error(`dynamodb:${action} without a TableName is not recorded here`);
+  }
+  if (service === 'secretsmanager')
+    return [String(body.SecretId).startsWith('arn:') ? String(body.SecretId) : arn('secretsmanager', `secret:${body.SecretId}`)];
+  if (service === 'events') {
+    const buses = new Set((body.Entries ?? []).map((entry) => entry.EventBusName ?? 'default'));
+    return [...buses].map((bus) => (bus.startsWith('arn:') ? bus : arn('events', `event-bus/${bus}`)));
+  }
+  if (service === 'sqs') return [arn('sqs', new URL(String(body.QueueUrl)).pathname.split('/').pop() as string)];
+  throw new Error(`${service}:${action} is not recorded here`);
+}
+
+export class RecordingProxy {
+  readonly calls: AwsCall[] = [];
+  private server?: Server;
+
+  constructor(private readonly target: string) {}
+
+  get endpoint(): string {
+    return `http://127.0.0.1:${((this.server as Server).address() as AddressInfo).port}`;
+  }
+
+  async start(): Promise<this> {
+    const target = new URL(this.target);
+    this.server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (chunk) => chunks.push(chunk));
+      req.on('end', () => {
+        const body = Buffer.concat(chunks);
+        const invoke = req.url?.match(/^\/2015-03-31\/functions\/([^/]+)\/invocations/);
+        if (invoke) {
+          const name = decodeURIComponent(invoke[1] as string);
+          this.calls.push({
+            action: 'lambda:InvokeFunction',
+            resource: name.startsWith('arn:') ? name : arn('lambda', `function:${name}`),
+          });
+          res.writeHead(202, { 'content-type': 'application/json' }).end();
+          return;
+        }
+        const [prefix, action] = String(req.headers['x-amz-target'] ?? '').split('.');
+        const service = PREFIXES[prefix ?? ''];
+        if (service && action) {
+          for (const resource of resourceOf(service, action, JSON.parse(body.toString() || '{}')))
+            this.calls.push({ action: `${service}:${action}`, resource });
+        } else this.calls.push({ action: `unrecognized:${req.method} ${req.url}`, resource: '*' });
+        const upstream = request(
+          { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },
+          (answer) => {
+            res.writeHead(answer.statusCode ?? 500, answer.headers);
+            answer.pipe(res);
+          },
+        );
+        upstream.on('error', () => res.writeHead(502).end());
+        upstream.end(body);
+      });
+    });
+    await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
+    return this;
+  }
+
+  async stop(): Promise<void> {
+    this.server?.closeAllConnections();
+    await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
+  }
+}
