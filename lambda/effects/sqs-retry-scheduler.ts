@@ -19,7 +19,8 @@ export class SqsRetryScheduler implements RetryScheduler {
       new sdk.ChangeMessageVisibilityCommand({
         QueueUrl: this.queueUrl,
         ReceiptHandle: message.receiptHandle,
-        VisibilityTimeout: Math.min(12 * 3600, Math.max(1, Math.ceil(delayMs / 1000))),
+        // 0: visible again now (the rest of a group behind a failed message).
+        VisibilityTimeout: Math.min(12 * 3600, Math.max(0, Math.ceil(delayMs / 1000))),
       }),
     );
   }

@@ -22,6 +22,7 @@ import { httpApiEvent } from '../support/api-gateway.ts';
 import { isMotoKeyOnlyInsert, MOTO_ACCOUNT, MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
 import { type AwsCall, RecordingProxy } from '../support/aws/recording-proxy.ts';
 import { runBundle } from '../support/aws/run-bundle.ts';
+import { FUNCTIONS, type FunctionName, jsonPath, toSqsRecord } from '../support/aws/stack-on-moto.ts';
 import { toLambdaRecord } from '../support/aws/stream-mapping.ts';
 import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
 import { type PolicyDocument, type PolicyStatement, TemplateWorld } from '../support/aws/template.ts';
@@ -39,7 +40,6 @@ interface Check extends AwsCall {
   why: string;
 }
 
-const FUNCTIONS = ['Api', 'Effects', 'HistoryWriter', 'Reconcile'] as const;
 const AUDIENCE = 'https://ratchet.example/webhooks/gemini';
 
 let synthesized: Synthesized;
@@ -53,7 +53,7 @@ const client = <T>(Client: new (config: object) => T): T =>
   new Client({ endpoint: motoEndpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
 
 /** Runs a function's bundle as deployed (its template environment, credentials from the environment) and records its calls. */
-async function run(fn: (typeof FUNCTIONS)[number], events: unknown[], extra: Record<string, string> = {}): Promise<unknown[]> {
+async function run(fn: FunctionName, events: unknown[], extra: Record<string, string> = {}): Promise<unknown[]> {
   proxy.calls.length = 0;
   // The queue's URL names moto's host, which the SQS client would call directly (it prefers a QueueUrl's host).
   const env = Object.fromEntries(Object.entries(world.environment(fn)).map(([k, v]) => [k, v.replaceAll(motoEndpoint, proxy.endpoint)]));
@@ -94,15 +94,6 @@ async function streamRecords(): Promise<DynamoDBRecord[]> {
   return records;
 }
 
-/** `$.a.b.c` of the Pipe's target parameters, read from the object as the Pipe would. */
-const jsonPath = (path: string, value: unknown): string =>
-  String(
-    path
-      .replace(/^\$\./, '')
-      .split('.')
-      .reduce((node, key) => (node as Record<string, unknown>)?.[key], value),
-  );
-
 /** The record sent to the effects queue as the template's Pipe sends it, then received as Lambda's SQS event source receives it. */
 async function throughEffectsQueue(record: DynamoDBRecord, attributes: Record<string, string> = {}): Promise<SQSRecord> {
   const pipe = world.resource('EffectsPipe').Properties as {
@@ -128,19 +119,7 @@ async function throughEffectsQueue(record: DynamoDBRecord, attributes: Record<st
   sqs.destroy();
   const [message] = Messages;
   if (!message) throw new Error('the effects queue gave nothing back');
-  return {
-    messageId: message.MessageId as string,
-    receiptHandle: message.ReceiptHandle as string,
-    body: message.Body as string,
-    attributes: message.Attributes as unknown as SQSRecord['attributes'],
-    messageAttributes: Object.fromEntries(
-      Object.entries(message.MessageAttributes ?? {}).map(([k, v]) => [k, { stringValue: v.StringValue, dataType: 'String' }]),
-    ) as SQSRecord['messageAttributes'],
-    md5OfBody: message.MD5OfBody as string,
-    eventSource: 'aws:sqs',
-    eventSourceARN: queueArn,
-    awsRegion: MOTO_REGION,
-  };
+  return toSqsRecord(message, queueArn);
 }
 
 async function acknowledge(message: SQSRecord): Promise<void> {

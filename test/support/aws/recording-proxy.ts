@@ -13,6 +13,8 @@ export interface AwsCall {
   /** `service:Action`, as in a policy. */
   action: string;
   resource: string;
+  /** The caller's AWS_SDK_UA_APP_ID (letters, digits, `_`), which the SDK puts in its user agent (`app/<id>`). */
+  caller?: string;
 }
 
 const PREFIXES: Record<string, string> = {
@@ -64,12 +66,16 @@ export class RecordingProxy {
       req.on('data', (chunk) => chunks.push(chunk));
       req.on('end', () => {
         const body = Buffer.concat(chunks);
+        const agent = `${req.headers['user-agent'] ?? ''} ${req.headers['x-amz-user-agent'] ?? ''}`;
+        // Powertools appends its own tag to the app id (`app/Api-PT-…`): the id is what comes before the first dash.
+        const caller = agent.match(/(?:^|\s)app\/([A-Za-z0-9_]+)/)?.[1];
         const invoke = req.url?.match(/^\/2015-03-31\/functions\/([^/]+)\/invocations/);
         if (invoke) {
           const name = decodeURIComponent(invoke[1] as string);
           this.calls.push({
             action: 'lambda:InvokeFunction',
             resource: name.startsWith('arn:') ? name : arn('lambda', `function:${name}`),
+            caller,
           });
           res.writeHead(202, { 'content-type': 'application/json' }).end();
           return;
@@ -78,7 +84,7 @@ export class RecordingProxy {
         const service = PREFIXES[prefix ?? ''];
         if (service && action) {
           for (const resource of resourceOf(service, action, JSON.parse(body.toString() || '{}')))
-            this.calls.push({ action: `${service}:${action}`, resource });
+            this.calls.push({ action: `${service}:${action}`, resource, caller });
         } else this.calls.push({ action: `unrecognized:${req.method} ${req.url}`, resource: '*' });
         const upstream = request(
           { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },

@@ -101,7 +101,8 @@ export class TemplateWorld {
       );
       for (const [id, resource] of queues) await this.createQueue(sqs, id, resource);
       for (const [id, resource] of this.ofType('AWS::Events::EventBus')) {
-        const name = String(this.resolve(resource.Properties.Name));
+        // The template names its bus; prefixed here, so that two worlds can share one moto.
+        const name = `${this.prefix}-${String(this.resolve(resource.Properties.Name))}`;
         const { EventBusArn } = await events.send(new CreateEventBusCommand({ Name: name }));
         this.physical.set(id, { ref: name, attributes: { Arn: EventBusArn as string, Name: name } });
       }

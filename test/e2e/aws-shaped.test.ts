@@ -1,0 +1,120 @@
+/**
+ * The AWS path end to end, as deployed, on moto (test/support/aws/stack-on-moto.ts):
+ * the four bundles from `cdk synth` with the template's environment; signed
+ * webhooks over HTTP into the API bundle (payload v2); the table's stream read
+ * from moto and filtered by the template's Pipe pattern into moto's SQS FIFO
+ * queue with the template's group and deduplication ids; the effects bundle fed
+ * batches from that queue, honouring partial batch failures; the history bundle
+ * on the stream; reconcile on a timer against the fake Gemini. Through a
+ * receiver outage, every state change is delivered once, in version order,
+ * and each webhook costs at most one DynamoDB request.
+ */
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { FUNCTIONS, StackOnMoto } from '../support/aws/stack-on-moto.ts';
+import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { FakeGemini } from '../support/fake-gemini.ts';
+import { type Delivery, eventually, Receiver } from '../support/receiver.ts';
+import { shuffle } from '../support/shuffle.ts';
+
+const inbound = newSecret();
+const outbound = newSecret();
+let synthesized: Synthesized;
+let stack: StackOnMoto;
+let receiver: Receiver;
+let gemini: FakeGemini;
+
+beforeAll(async () => {
+  synthesized = synthesizeWithBundles();
+  receiver = await new Receiver(outbound).start();
+  gemini = await new FakeGemini('aws-shaped-key').start();
+  stack = await new StackOnMoto(synthesized, inject('dynamodbEndpoint'), {
+    secrets: {
+      WebhookSigningSecrets: inbound,
+      EffectsWebhookUrl: receiver.url,
+      EffectsSigningSecret: outbound,
+      GeminiApiKey: 'aws-shaped-key',
+    },
+    env: {
+      Effects: { EFFECTS_WEBHOOK_TIMEOUT_MS: '500', EFFECTS_RETRY_BASE_MS: '500', EFFECTS_RETRY_MAX_MS: '2000' },
+      Reconcile: { GEMINI_BASE_URL: gemini.baseUrl },
+    },
+    reconcileEveryMs: 1_000,
+  }).start();
+}, 120_000);
+
+afterAll(async () => {
+  await stack?.stop();
+  await receiver?.stop();
+  await gemini?.stop();
+  synthesized?.remove();
+});
+
+const post = (path: string, body: string, headers: Record<string, string>) =>
+  fetch(`${stack.apiUrl}${path}`, { method: 'POST', body, headers });
+
+describe('the AWS path as deployed, on moto', () => {
+  it('delivers every state change once, in version order, through a receiver outage; history and reads agree; one DynamoDB request per webhook at most', {
+    timeout: 150_000,
+  }, async () => {
+    const run = Date.now();
+    const names = Array.from({ length: 8 }, (_, i) => `interactions/aws-${run}-${i}`);
+    // Per operation: a first state, a newer report of it (a refresh: no effect), the end; each sent twice, all shuffled.
+    const deliveries = names.flatMap((id) =>
+      (
+        [
+          ['interaction.requires_action', '2026-11-30T10:00:01Z'],
+          ['interaction.requires_action', '2026-11-30T10:00:02Z'],
+          ['interaction.completed', '2026-11-30T10:00:03Z'],
+        ] as const
+      ).flatMap(([type, time]) => {
+        const delivery = signedDelivery(inbound, envelope(type, { id }, time));
+        return [delivery, delivery];
+      }),
+    );
+    receiver.mode = 'fail';
+    stack.proxy.calls.length = 0;
+    const statuses = [];
+    for (const delivery of shuffle(deliveries, run))
+      statuses.push((await post('/webhooks/gemini', delivery.body, delivery.headers)).status);
+    expect(statuses.every((status) => status === 200)).toBe(true);
+    const apiRequests = stack.proxy.calls.filter((call) => call.caller === 'Api' && call.action.startsWith('dynamodb:'));
+    expect(apiRequests.length).toBeGreaterThan(0);
+    expect(apiRequests.length).toBeLessThanOrEqual(deliveries.length);
+
+    // A job tracked at creation whose webhook never comes: reconcile finds its end by polling.
+    const polled = `batches/aws-polled-${run}`;
+    gemini.batches.set(polled, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
+    const tracked = await post('/operations', JSON.stringify({ name: polled }), { 'content-type': 'application/json' });
+    expect(tracked.status).toBe(201);
+
+    // Every operation's first effect was refused at least once: the outage went through the queue's backoff.
+    await eventually(() => receiver.refused >= names.length, 30_000, 'refused attempts during the outage');
+    receiver.mode = 'ok';
+    const of = (name: string) => receiver.applied().filter((d: Delivery) => d.body.data.name === name);
+    await eventually(
+      () => [...names, polled].every((name) => of(name).at(-1)?.body.data.state === 'SUCCEEDED'),
+      60_000,
+      'every end delivered',
+    );
+
+    for (const name of [...names, polled]) {
+      const record = await (await fetch(`${stack.apiUrl}/operations/${name}`)).json();
+      expect(record).toMatchObject({ name, state: 'SUCCEEDED' });
+      // The effects are exactly the stored state changes (history, written from the stream), in version order, each once.
+      const changes = async () => {
+        const { history } = (await (await fetch(`${stack.apiUrl}/operations/${name}/history`)).json()) as { history: unknown[] };
+        return (history as Array<{ version: number; state: string; stateChanged: boolean }>)
+          .filter((entry) => entry.stateChanged)
+          .map((entry) => [entry.version, entry.state]);
+      };
+      const effects = of(name).map((d) => [d.body.data.version, d.body.data.state]);
+      await eventually(async () => JSON.stringify(await changes()) === JSON.stringify(effects), 20_000, `history of ${name}`);
+      expect(effects.length).toBeGreaterThanOrEqual(1);
+      expect(receiver.accepted.filter((d) => d.body.data.name === name).length).toBe(effects.length);
+    }
+    expect(stack.errors).toEqual([]);
+    expect(stack.pollerErrors).toEqual([]);
+    expect(Object.keys(stack.hosts)).toEqual([...FUNCTIONS]);
+  });
+});

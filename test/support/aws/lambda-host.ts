@@ -1,0 +1,79 @@
+/**
+ * One warm Lambda execution environment for a bundle: a Node process that
+ * imports the bundle's `index.mjs` once and runs its handler for each
+ * invocation sent over IPC, one at a time (as Lambda gives one environment
+ * one event at a time). Only PATH and the given variables reach it.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { dirname } from 'node:path';
+
+const HOST = `
+let handler;
+let queue = Promise.resolve();
+process.on('message', ({ id, event }) => {
+  queue = queue.then(async () => {
+    try {
+      handler ??= (await import(require('node:url').pathToFileURL(process.argv[1]).href)).handler;
+      const result = await handler(event, { awsRequestId: String(id), getRemainingTimeInMillis: () => 30000 });
+      process.send({ id, result: result ?? null });
+    } catch (error) {
+      process.send({ id, error: String(error && error.stack || error) });
+    }
+  });
+});
+`;
+
+export class LambdaHost {
+  private readonly child: ChildProcess;
+  private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
+  private next = 0;
+  private stderr = '';
+
+  constructor(
+    readonly name: string,
+    bundle: string,
+    env: Record<string, string>,
+  ) {
+    this.child = spawn(process.execPath, ['-e', HOST, bundle], {
+      cwd: dirname(dirname(bundle)),
+      stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
+      env: {
+        PATH: process.env.PATH,
+        AWS_REGION: 'us-east-1',
+        POWERTOOLS_LOG_LEVEL: 'SILENT',
+        POWERTOOLS_METRICS_DISABLED: 'true',
+        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+        ...env,
+      },
+    });
+    this.child.stderr?.on('data', (chunk) => {
+      this.stderr = (this.stderr + chunk).slice(-4000);
+    });
+    this.child.on('message', ({ id, result, error }: { id: number; result?: unknown; error?: string }) => {
+      const call = this.pending.get(id);
+      this.pending.delete(id);
+      if (error !== undefined) call?.reject(new Error(`${this.name}: ${error}`));
+      else call?.resolve(result);
+    });
+    this.child.on('exit', (code) => {
+      for (const call of this.pending.values()) call.reject(new Error(`${this.name} exited with ${code}:\n${this.stderr}`));
+      this.pending.clear();
+    });
+  }
+
+  /** The handler's result; rejects when the invocation throws (as Lambda reports a function error). */
+  invoke<T = unknown>(event: unknown): Promise<T> {
+    const id = this.next++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (value: unknown) => void, reject });
+      this.child.send({ id, event });
+    });
+  }
+
+  async stop(): Promise<void> {
+    if (this.child.exitCode !== null) return;
+    const exited = new Promise((resolve) => this.child.once('exit', resolve));
+    this.child.kill('SIGKILL');
+    await exited;
+  }
+}
