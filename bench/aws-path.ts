@@ -4,7 +4,7 @@
  * article's receiver (bench/seed-baseline.ts) on DynamoDB, side by side in
  * one run, interleaved rounds, same moto, same signed deliveries
  * over HTTP, for the three mixes of bench/mixes.ts. DynamoDB
- * requests are counted by a proxy (bench/counting-proxy.ts). Then each Lambda
+ * requests are counted by a proxy (test/support/aws/recording-proxy.ts). Then each Lambda
  * bundle's size and cold start (bench/cold-start.ts), optionally beside another
  * git ref's (BENCH_COMPARE_REF). Everything is reported as ratios: these
  * machines are shared and noisy.
@@ -32,13 +32,13 @@ import { DynamoDbOperationStore } from '../lambda/store/dynamodb-operation-store
 import { createTableInput } from '../lambda/store/table.ts';
 import { httpApiEvent } from '../test/support/api-gateway.ts';
 import { startMoto } from '../test/support/aws/moto.ts';
+import { RecordingProxy } from '../test/support/aws/recording-proxy.ts';
 import { ensureTable } from '../test/support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.ts';
 import { FakeGemini } from '../test/support/fake-gemini.ts';
 import { Receiver } from '../test/support/receiver.ts';
 import { silentLogger } from '../test/support/silent-logger.ts';
 import { type Bundles, buildBundles, buildBundlesAt, coldStart, FUNCTIONS, type FunctionName, LAMBDA_NODE } from './cold-start.ts';
-import { CountingProxy } from './counting-proxy.ts';
 import { type Mix, mixes, percentile, playMix } from './mixes.ts';
 import { DynamoDbSeedStore, SeedBaseline } from './seed-baseline.ts';
 
@@ -55,7 +55,7 @@ type System = keyof typeof TABLES;
 const db = await startMoto();
 // Ctrl-C: no moto_server left behind.
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void db.stop().finally(() => process.exit(130)));
-const proxy = await new CountingProxy(db.endpoint, LATENCY_MS).start();
+const proxy = await new RecordingProxy(db.endpoint, LATENCY_MS).start();
 const secret = newSecret();
 const direct = createDynamoDbClient({ endpoint: db.endpoint });
 const proxied = createDynamoDbClient({ endpoint: proxy.endpoint });

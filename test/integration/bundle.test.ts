@@ -8,6 +8,7 @@ import { execFile } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../lambda/core/reducer.ts';
@@ -18,11 +19,11 @@ import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/d
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
+import { MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
 import { runBundle as runBundleAt } from '../support/aws/run-bundle.ts';
 import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
 import { ensureTable } from '../support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
-import { FakeAws } from '../support/fake-aws.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { Receiver } from '../support/receiver.ts';
@@ -141,7 +142,9 @@ describe('bundled functions', () => {
     expect(existsSync(bundles.Effects)).toBe(true);
     const secret = newSecret();
     const receiver = await new Receiver(secret).start();
-    const aws = await new FakeAws().start();
+    const secrets = new SecretsManagerClient({ endpoint: inject('dynamodbEndpoint'), region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
+    const createSecret = async (name: string, value: string) =>
+      (await secrets.send(new CreateSecretCommand({ Name: `bundle-${name}-${Date.now()}`, SecretString: value }))).ARN as string;
     const ledgerTable = `${inject('tableName')}-bundle-ledger`;
     const deadLetterTable = `${inject('tableName')}-bundle-dead-letters`;
     const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
@@ -174,9 +177,9 @@ describe('bundled functions', () => {
         EFFECTS_DEAD_LETTER_TABLE: deadLetterTable,
         EFFECTS_QUEUE_URL: 'https://sqs.eu-west-1.amazonaws.com/123456789012/unused.fifo',
         // As `npm run connect -- --effects-url` leaves them.
-        EFFECTS_WEBHOOK_URL_ARN: aws.createSecret('EffectsWebhookUrl', receiver.url),
-        EFFECTS_SIGNING_SECRET_ARN: aws.createSecret('EffectsSigningSecret', secret),
-        AWS_ENDPOINT_URL_SECRETS_MANAGER: aws.endpoint,
+        EFFECTS_WEBHOOK_URL_ARN: await createSecret('EffectsWebhookUrl', receiver.url),
+        EFFECTS_SIGNING_SECRET_ARN: await createSecret('EffectsSigningSecret', secret),
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: inject('dynamodbEndpoint'),
         AWS_ACCESS_KEY_ID: 'test',
         AWS_SECRET_ACCESS_KEY: 'test',
       });
@@ -184,7 +187,7 @@ describe('bundled functions', () => {
       expect(receiver.accepted.map((d) => [d.id, d.signatureValid, d.body.data.state])).toEqual([[`${image.name}#2`, true, 'SUCCEEDED']]);
     } finally {
       await receiver.stop();
-      await aws.stop();
+      secrets.destroy();
     }
   });
 });

@@ -4,6 +4,10 @@
  * AWS_ENDPOINT_URL_CLOUDFORMATION and AWS_ENDPOINT_URL_SECRETS_MANAGER):
  * CloudFormation `DescribeStacks` (query protocol, XML answers) and Secrets
  * Manager `GetSecretValue`/`PutSecretValue` (JSON 1.1), with their error shapes.
+ *
+ * Only test/e2e/connect.test.ts still uses it, for one thing moto cannot do
+ * without moving every test's clock: age a secret's version by 25 hours (the
+ * `--rotate` grace). Everything else of the AWS path runs on moto.
  */
 import { randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';

@@ -37,7 +37,7 @@ function resourceOf(service: string, action: string, body: RequestBody): string[
   if (service === 'dynamodb') {
     if (typeof body.TableName === 'string')
       return [arn('dynamodb', `table/${body.TableName}${body.IndexName ? `/index/${body.IndexName}` : ''}`)];
-    throw new Error(`dynamodb:${action} without a TableName is not recorded here`);
+    return ['*']; // ListTables and the like
   }
   if (service === 'secretsmanager')
     return [String(body.SecretId).startsWith('arn:') ? String(body.SecretId) : arn('secretsmanager', `secret:${body.SecretId}`)];
@@ -45,15 +45,32 @@ function resourceOf(service: string, action: string, body: RequestBody): string[
     const buses = new Set((body.Entries ?? []).map((entry) => entry.EventBusName ?? 'default'));
     return [...buses].map((bus) => (bus.startsWith('arn:') ? bus : arn('events', `event-bus/${bus}`)));
   }
-  if (service === 'sqs') return [arn('sqs', new URL(String(body.QueueUrl)).pathname.split('/').pop() as string)];
+  if (service === 'sqs') return [body.QueueUrl ? arn('sqs', new URL(body.QueueUrl).pathname.split('/').pop() as string) : '*'];
   throw new Error(`${service}:${action} is not recorded here`);
 }
+
+const ITEM_OPERATIONS = new Set(['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem', 'Query', 'Scan', 'BatchGetItem', 'BatchWriteItem']);
 
 export class RecordingProxy {
   readonly calls: AwsCall[] = [];
   private server?: Server;
 
-  constructor(private readonly target: string) {}
+  /** `delayMs`: added before each forwarded request, to model the network round trip to AWS (moto answers on loopback). */
+  constructor(
+    private readonly target: string,
+    private readonly delayMs = 0,
+  ) {}
+
+  /** Item requests (GetItem, UpdateItem, Query, …) against `table` or its indexes since the last reset: counted, not estimated. */
+  requests(table: string): number {
+    return this.calls.filter(
+      (call) => ITEM_OPERATIONS.has(call.action.replace(/^dynamodb:/, '')) && /:table\/([^/]+)/.exec(call.resource)?.[1] === table,
+    ).length;
+  }
+
+  reset(): void {
+    this.calls.length = 0;
+  }
 
   get endpoint(): string {
     return `http://127.0.0.1:${((this.server as Server).address() as AddressInfo).port}`;
@@ -64,7 +81,8 @@ export class RecordingProxy {
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk) => chunks.push(chunk));
-      req.on('end', () => {
+      req.on('end', async () => {
+        if (this.delayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.delayMs));
         const body = Buffer.concat(chunks);
         const agent = `${req.headers['user-agent'] ?? ''} ${req.headers['x-amz-user-agent'] ?? ''}`;
         // Powertools appends its own tag to the app id (`app/Api-PT-…`): the id is what comes before the first dash.
