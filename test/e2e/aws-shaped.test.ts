@@ -73,7 +73,7 @@ describe('the AWS path as deployed, on moto', () => {
       }),
     );
     receiver.mode = 'fail';
-    stack.proxy.calls.length = 0;
+    stack.proxy.reset();
     const statuses = [];
     for (const delivery of shuffle(deliveries, run))
       statuses.push((await post('/webhooks/gemini', delivery.body, delivery.headers)).status);

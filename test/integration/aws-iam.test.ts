@@ -22,7 +22,7 @@ import { httpApiEvent } from '../support/api-gateway.ts';
 import { isMotoKeyOnlyInsert, MOTO_ACCOUNT, MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
 import { type AwsCall, RecordingProxy } from '../support/aws/recording-proxy.ts';
 import { runBundle } from '../support/aws/run-bundle.ts';
-import { FUNCTIONS, type FunctionName, jsonPath, toSqsRecord } from '../support/aws/stack-on-moto.ts';
+import { deployedEnvironment, FUNCTIONS, type FunctionName, jsonPath, toSqsRecord } from '../support/aws/stack-on-moto.ts';
 import { toLambdaRecord } from '../support/aws/stream-mapping.ts';
 import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
 import { type PolicyDocument, type PolicyStatement, TemplateWorld } from '../support/aws/template.ts';
@@ -54,16 +54,10 @@ const client = <T>(Client: new (config: object) => T): T =>
 
 /** Runs a function's bundle as deployed (its template environment, credentials from the environment) and records its calls. */
 async function run(fn: FunctionName, events: unknown[], extra: Record<string, string> = {}): Promise<unknown[]> {
-  proxy.calls.length = 0;
-  // The queue's URL names moto's host, which the SQS client would call directly (it prefers a QueueUrl's host).
-  const env = Object.fromEntries(Object.entries(world.environment(fn)).map(([k, v]) => [k, v.replaceAll(motoEndpoint, proxy.endpoint)]));
+  proxy.reset();
   try {
     return await runBundle(synthesized.bundleOf(fn), events, {
-      ...env,
-      AWS_ENDPOINT_URL: proxy.endpoint,
-      AWS_ACCESS_KEY_ID: 'ASIAEXAMPLE',
-      AWS_SECRET_ACCESS_KEY: 'secret',
-      AWS_SESSION_TOKEN: 'session',
+      ...deployedEnvironment(world, fn, motoEndpoint, proxy.endpoint),
       ...extra,
     });
   } finally {

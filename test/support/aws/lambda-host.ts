@@ -6,6 +6,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { dirname } from 'node:path';
+import { lambdaProcessEnv } from './run-bundle.ts';
 
 const HOST = `
 let handler;
@@ -37,14 +38,7 @@ export class LambdaHost {
     this.child = spawn(process.execPath, ['-e', HOST, bundle], {
       cwd: dirname(dirname(bundle)),
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: {
-        PATH: process.env.PATH,
-        AWS_REGION: 'us-east-1',
-        POWERTOOLS_LOG_LEVEL: 'SILENT',
-        POWERTOOLS_METRICS_DISABLED: 'true',
-        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-        ...env,
-      },
+      env: lambdaProcessEnv(env),
     });
     this.child.stderr?.on('data', (chunk) => {
       this.stderr = (this.stderr + chunk).slice(-4000);

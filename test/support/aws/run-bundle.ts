@@ -18,18 +18,23 @@ const events = JSON.parse(process.argv[2]);
 })().catch((e) => { console.error(e); process.exit(1); });
 `;
 
+/** A function process's whole environment: PATH, the region, quiet Powertools, and `env`. */
+export function lambdaProcessEnv(env: Record<string, string>): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH,
+    AWS_REGION: 'us-east-1',
+    POWERTOOLS_LOG_LEVEL: 'SILENT',
+    POWERTOOLS_METRICS_DISABLED: 'true',
+    AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+    ...env,
+  };
+}
+
 /** The handler's results, one per event; rejects with the process's error when an invocation throws. */
 export async function runBundle(bundle: string, events: unknown[], env: Record<string, string>): Promise<unknown[]> {
   const { stdout } = await promisify(execFile)(process.execPath, ['-e', RUN_HANDLER, bundle, JSON.stringify(events)], {
     cwd: dirname(dirname(bundle)),
-    env: {
-      PATH: process.env.PATH,
-      AWS_REGION: 'us-east-1',
-      POWERTOOLS_LOG_LEVEL: 'SILENT',
-      POWERTOOLS_METRICS_DISABLED: 'true',
-      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
-      ...env,
-    },
+    env: lambdaProcessEnv(env),
   });
   return JSON.parse(stdout);
 }

@@ -61,6 +61,25 @@ export const jsonPath = (path: string, value: unknown): string =>
       .reduce((node, key) => (node as Record<string, unknown>)?.[key], value),
   );
 
+/**
+ * What a function's process sees when deployed: the template's variables
+ * (resolved to moto's names), the role's credentials in the environment, and
+ * here every AWS endpoint pointed at the recording proxy in front of moto.
+ */
+export function deployedEnvironment(world: TemplateWorld, fn: FunctionName, motoEndpoint: string, proxyEndpoint: string) {
+  // A queue URL names moto's host, which the SQS client would call directly: through the proxy instead.
+  const env = Object.fromEntries(Object.entries(world.environment(fn)).map(([k, v]) => [k, v.replaceAll(motoEndpoint, proxyEndpoint)]));
+  return {
+    ...env,
+    AWS_ENDPOINT_URL: proxyEndpoint,
+    AWS_ACCESS_KEY_ID: 'ASIAEXAMPLE',
+    AWS_SECRET_ACCESS_KEY: 'secret',
+    AWS_SESSION_TOKEN: 'session',
+    // In the SDK's user agent: the recording proxy tells the functions' calls apart by it.
+    AWS_SDK_UA_APP_ID: fn,
+  };
+}
+
 type Filter = Record<string, never>;
 const filterOf = (criteria: unknown): Filter => {
   const filters = (criteria as { Filters: Array<{ Pattern: string }> }).Filters;
@@ -109,22 +128,11 @@ export class StackOnMoto {
       await secrets.send(new PutSecretValueCommand({ SecretId: world.resolve({ Ref: id }) as string, SecretString: value }));
     }
     secrets.destroy();
-    for (const fn of FUNCTIONS) {
-      // A queue URL names moto's host, which the SQS client would call directly: through the proxy instead.
-      const env = Object.fromEntries(
-        Object.entries(world.environment(fn)).map(([k, v]) => [k, v.replaceAll(this.motoEndpoint, this.proxy.endpoint)]),
-      );
+    for (const fn of FUNCTIONS)
       this.hosts[fn] = new LambdaHost(fn, this.synthesized.bundleOf(fn), {
-        ...env,
-        AWS_ENDPOINT_URL: this.proxy.endpoint,
-        AWS_ACCESS_KEY_ID: 'ASIAEXAMPLE',
-        AWS_SECRET_ACCESS_KEY: 'secret',
-        AWS_SESSION_TOKEN: 'session',
-        // In the SDK's user agent: the recording proxy tells the functions' calls apart by it.
-        AWS_SDK_UA_APP_ID: fn,
+        ...deployedEnvironment(world, fn, this.motoEndpoint, this.proxy.endpoint),
         ...this.options.env?.[fn],
       });
-    }
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk) => chunks.push(chunk));
