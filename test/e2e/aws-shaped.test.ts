@@ -117,4 +117,24 @@ describe('the AWS path as deployed, on moto', () => {
     expect(stack.pollerErrors).toEqual([]);
     expect(Object.keys(stack.hosts)).toEqual([...FUNCTIONS]);
   });
+
+  it('takes a rotated signing secret from Secrets Manager without a deploy: the new one at once, the old one through the grace', async () => {
+    const signed = (secret: string) => {
+      const delivery = signedDelivery(secret, envelope('batch.succeeded', { id: `batches/aws-rotated-${Math.random()}` }));
+      return post('/webhooks/gemini', delivery.body, delivery.headers);
+    };
+    expect((await signed(inbound)).status).toBe(200); // the value is cached (5 minutes)
+    const next = newSecret();
+    // As `npm run connect -- --rotate` stores it: the new secret first, the previous one kept for 24 hours.
+    await stack.putSecret('WebhookSigningSecrets', `${next} ${inbound}`);
+    stack.proxy.reset();
+    // Nothing cached matches the new signature: the API reads the secret past its cache.
+    expect((await signed(next)).status).toBe(200);
+    expect((await signed(inbound)).status).toBe(200);
+    expect((await signed(next)).status).toBe(200);
+    // A signature no secret matches is refused, and is no reason to read the secret again (at most every 30 s).
+    expect((await signed(newSecret())).status).toBe(401);
+    const reads = stack.proxy.calls.filter((call) => call.caller === 'Api' && call.action === 'secretsmanager:GetSecretValue');
+    expect(reads).toHaveLength(1);
+  });
 });

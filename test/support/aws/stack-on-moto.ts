@@ -122,12 +122,7 @@ export class StackOnMoto {
     const { world } = this;
     await world.provision();
     await this.proxy.start();
-    const secrets = new SecretsManagerClient({ endpoint: this.motoEndpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
-    for (const [prefix, value] of Object.entries(this.options.secrets)) {
-      const id = world.logicalId('AWS::SecretsManager::Secret', prefix);
-      await secrets.send(new PutSecretValueCommand({ SecretId: world.resolve({ Ref: id }) as string, SecretString: value }));
-    }
-    secrets.destroy();
+    for (const [prefix, value] of Object.entries(this.options.secrets)) await this.putSecret(prefix, value);
     for (const fn of FUNCTIONS)
       this.hosts[fn] = new LambdaHost(fn, this.synthesized.bundleOf(fn), {
         ...deployedEnvironment(world, fn, this.motoEndpoint, this.proxy.endpoint),
@@ -156,6 +151,14 @@ export class StackOnMoto {
     await this.startHistoryMapping();
     this.loops.push(this.effectsEventSource(), this.schedule());
     return this;
+  }
+
+  /** A new value for the secret whose logical id starts with `prefix`, as `npm run connect` (or an operator) stores it. */
+  async putSecret(prefix: string, value: string): Promise<void> {
+    const id = this.world.logicalId('AWS::SecretsManager::Secret', prefix);
+    const secrets = new SecretsManagerClient({ endpoint: this.motoEndpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
+    await secrets.send(new PutSecretValueCommand({ SecretId: this.world.resolve({ Ref: id }) as string, SecretString: value }));
+    secrets.destroy();
   }
 
   private async mapping(
