@@ -9,11 +9,15 @@
  * receiver outage, every state change is delivered once, in version order,
  * and each webhook costs at most one DynamoDB request.
  */
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
 import { FUNCTIONS, StackOnMoto } from '../support/aws/stack-on-moto.ts';
 import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
+import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { type Delivery, eventually, Receiver } from '../support/receiver.ts';
 import { shuffle } from '../support/shuffle.ts';
 
@@ -137,4 +141,53 @@ describe('the AWS path as deployed, on moto', () => {
     const reads = stack.proxy.calls.filter((call) => call.caller === 'Api' && call.action === 'secretsmanager:GetSecretValue');
     expect(reads).toHaveLength(1);
   });
+
+  it('npm run redrive -- --stack lists a dead-lettered effect from the deployed tables and delivers it again, once', async () => {
+    const stackName = `RatchetOnMoto${Date.now()}`;
+    await stack.publishOutputs(stackName);
+    const name = `batches/aws-gone-${Date.now()}`;
+    receiver.refuseOnly = (n) => n === name;
+    receiver.mode = 'gone'; // 410: dead-lettered at once
+    const delivery = signedDelivery(inbound, envelope('batch.succeeded', { id: name }));
+    expect((await post('/webhooks/gemini', delivery.body, delivery.headers)).status).toBe(200);
+    await eventually(async () => (await redrive(stackName, '--list')).stdout.includes(`${name}#1`), 30_000, 'the dead letter');
+    expect(receiver.applied().filter((d) => d.body.data.name === name)).toEqual([]);
+
+    receiver.mode = 'ok';
+    const run = await redrive(stackName);
+    expect(run).toMatchObject({ code: 0, stderr: '' });
+    expect(run.stdout).toContain(`re-queued ${name}#1`);
+    await eventually(() => receiver.applied().some((d) => d.body.data.name === name), 30_000, 'the redriven effect');
+    // Delivered once, and its dead letter gone (the effects function removes it after the redriven delivery).
+    await eventually(async () => !(await redrive(stackName, '--list')).stdout.includes(name), 30_000, 'the dead letter removed');
+    expect(receiver.accepted.filter((d) => d.body.data.name === name)).toHaveLength(1);
+    receiver.refuseOnly = undefined;
+  });
 });
+
+/** `npm run redrive -- --stack NAME …` as an operator runs it, against moto's CloudFormation, DynamoDB and SQS. */
+async function redrive(stackName: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const { stdout, stderr } = await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', 'local/cli/redrive.ts', '--stack', stackName, ...args],
+      {
+        cwd: PROJECT_ROOT,
+        env: {
+          PATH: process.env.PATH,
+          AWS_REGION: MOTO_REGION,
+          AWS_ACCESS_KEY_ID: MOTO_CREDENTIALS.accessKeyId,
+          AWS_SECRET_ACCESS_KEY: MOTO_CREDENTIALS.secretAccessKey,
+          AWS_CONFIG_FILE: '/dev/null',
+          AWS_SHARED_CREDENTIALS_FILE: '/dev/null',
+          AWS_ENDPOINT_URL: inject('dynamodbEndpoint'),
+          AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+        },
+      },
+    );
+    return { code: 0, stdout, stderr };
+  } catch (error) {
+    const e = error as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}

@@ -19,6 +19,7 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { CloudFormationClient, CreateStackCommand } from '@aws-sdk/client-cloudformation';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { DeleteMessageCommand, type Message, ReceiveMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
@@ -151,6 +152,25 @@ export class StackOnMoto {
     await this.startHistoryMapping();
     this.loops.push(this.effectsEventSource(), this.schedule());
     return this;
+  }
+
+  /**
+   * The stack's outputs in moto's CloudFormation under `stackName`, as `cdk deploy` leaves them (the API's URLs
+   * are this stand-in's), for the operator tools that read them (`npm run redrive -- --stack`, `npm run connect`).
+   */
+  async publishOutputs(stackName: string): Promise<void> {
+    const outputs = Object.fromEntries(
+      Object.entries(this.world.template.Outputs ?? {}).map(([key, output]) => [key, String(this.world.resolve(output.Value))]),
+    );
+    outputs.ApiUrl = this.apiUrl;
+    outputs.WebhookUrl = `${this.apiUrl}/webhooks/gemini`;
+    const template = {
+      Resources: { Placeholder: { Type: 'AWS::CloudFormation::WaitConditionHandle' } },
+      Outputs: Object.fromEntries(Object.entries(outputs).map(([key, value]) => [key, { Value: value }])),
+    };
+    const cloudformation = new CloudFormationClient({ endpoint: this.motoEndpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
+    await cloudformation.send(new CreateStackCommand({ StackName: stackName, TemplateBody: JSON.stringify(template) }));
+    cloudformation.destroy();
   }
 
   /** A new value for the secret whose logical id starts with `prefix`, as `npm run connect` (or an operator) stores it. */
