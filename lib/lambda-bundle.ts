@@ -24,9 +24,9 @@ import { type BuildOptions, buildSync, type Metafile } from 'esbuild';
 const ROOT = resolve(import.meta.dirname, '..');
 
 /** The Node version of the Lambda runtime (lib/ratchet-function.ts), as esbuild's target. */
-export const LAMBDA_TARGET = 'node24';
+const LAMBDA_TARGET = 'node24';
 
-export function lambdaBuildOptions(root: string, entry: string, outdir: string): BuildOptions {
+function lambdaBuildOptions(root: string, entry: string, outdir: string): BuildOptions {
   return {
     entryPoints: { index: resolve(root, entry) },
     outdir,

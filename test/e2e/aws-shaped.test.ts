@@ -130,7 +130,7 @@ describe('the AWS path as deployed, on moto', () => {
     expect((await signed(inbound)).status).toBe(200); // the value is cached (5 minutes)
     const next = newSecret();
     // As `npm run connect -- --rotate` stores it: the new secret first, the previous one kept for 24 hours.
-    await stack.putSecret('WebhookSigningSecrets', `${next} ${inbound}`);
+    await stack.world.putSecret('WebhookSigningSecrets', `${next} ${inbound}`);
     stack.proxy.reset();
     // Nothing cached matches the new signature: the API reads the secret past its cache.
     expect((await signed(next)).status).toBe(200);

@@ -11,18 +11,17 @@
  * side too: API Gateway's routes, the schedule and the alarms reach their
  * targets through the resource policies in the template.
  */
-import { DescribeStreamCommand, DynamoDBStreamsClient, GetRecordsCommand, GetShardIteratorCommand } from '@aws-sdk/client-dynamodb-streams';
-import { PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import { DeleteMessageCommand, ReceiveMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
+import { DeleteMessageCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { runSimulation } from '@cloud-copilot/iam-simulate';
 import type { DynamoDBRecord, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { REDRIVEN_ATTRIBUTE } from '../../lambda/effects/queue.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
-import { isMotoKeyOnlyInsert, MOTO_ACCOUNT, MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
+import { runBundle } from '../support/aws/lambda-host.ts';
+import { MOTO_ACCOUNT, MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
 import { type AwsCall, RecordingProxy } from '../support/aws/recording-proxy.ts';
-import { runBundle } from '../support/aws/run-bundle.ts';
-import { deployedEnvironment, FUNCTIONS, type FunctionName, jsonPath, toSqsRecord } from '../support/aws/stack-on-moto.ts';
+import { deployedEnvironment, FUNCTIONS, type FunctionName, pipeMessage, toSqsRecord } from '../support/aws/stack-on-moto.ts';
 import { toLambdaRecord } from '../support/aws/stream-mapping.ts';
 import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
 import { type PolicyDocument, type PolicyStatement, TemplateWorld } from '../support/aws/template.ts';
@@ -30,6 +29,7 @@ import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { jwtDelivery, KeyServer, rsaKey } from '../support/google-keys.ts';
 import { Receiver } from '../support/receiver.ts';
+import { readStream } from '../support/stream-records.ts';
 
 type Policies = Array<{ name: string; policy: PolicyDocument }>;
 /** A call to simulate: who makes it (a role's logical id, or a service principal), and in what context. */
@@ -65,61 +65,39 @@ async function run(fn: FunctionName, events: unknown[], extra: Record<string, st
   }
 }
 
-async function putSecret(id: string, value: string): Promise<void> {
-  const secrets = client(SecretsManagerClient);
-  await secrets.send(new PutSecretValueCommand({ SecretId: world.resolve({ Ref: id }) as string, SecretString: value }));
-  secrets.destroy();
-}
-
 /** The table's stream as the Pipe and the history mapping read it, in Lambda's record format. */
 async function streamRecords(): Promise<DynamoDBRecord[]> {
-  const streamArn = world.resolve({ 'Fn::GetAtt': [world.logicalId('AWS::DynamoDB::Table', 'Operations'), 'StreamArn'] }) as string;
-  const streams = client(DynamoDBStreamsClient);
-  const records: DynamoDBRecord[] = [];
-  const { StreamDescription } = await streams.send(new DescribeStreamCommand({ StreamArn: streamArn }));
-  for (const shard of StreamDescription?.Shards ?? []) {
-    const { ShardIterator } = await streams.send(
-      new GetShardIteratorCommand({ StreamArn: streamArn, ShardId: shard.ShardId, ShardIteratorType: 'TRIM_HORIZON' }),
-    );
-    const { Records = [] } = await streams.send(new GetRecordsCommand({ ShardIterator }));
-    records.push(...Records.filter((r) => !isMotoKeyOnlyInsert(r)).map((r) => toLambdaRecord(r, streamArn)));
+  const table = world.logicalId('AWS::DynamoDB::Table', 'Operations');
+  const streamArn = world.resolve({ 'Fn::GetAtt': [table, 'StreamArn'] }) as string;
+  const dynamodb = client(DynamoDBClient);
+  try {
+    return (await readStream(dynamodb, motoEndpoint, String(world.resolve({ Ref: table })))).map((r) => toLambdaRecord(r, streamArn));
+  } finally {
+    dynamodb.destroy();
   }
-  streams.destroy();
-  return records;
 }
 
 /** The record sent to the effects queue as the template's Pipe sends it, then received as Lambda's SQS event source receives it. */
 async function throughEffectsQueue(record: DynamoDBRecord, attributes: Record<string, string> = {}): Promise<SQSRecord> {
-  const pipe = world.resource('EffectsPipe').Properties as {
-    Target: unknown;
-    TargetParameters: { SqsQueueParameters: { MessageGroupId: string; MessageDeduplicationId: string } };
-  };
-  const queueArn = world.resolve(pipe.Target) as string;
-  const queueUrl = `${motoEndpoint}/${MOTO_ACCOUNT}/${queueArn.split(':').pop()}`;
-  const { MessageGroupId, MessageDeduplicationId } = pipe.TargetParameters.SqsQueueParameters;
   const sqs = client(SQSClient);
-  await sqs.send(
-    new SendMessageCommand({
-      QueueUrl: queueUrl,
-      MessageBody: JSON.stringify(record),
-      MessageGroupId: jsonPath(MessageGroupId, record),
-      MessageDeduplicationId: jsonPath(MessageDeduplicationId, record),
-      MessageAttributes: Object.fromEntries(Object.entries(attributes).map(([k, v]) => [k, { DataType: 'String', StringValue: v }])),
-    }),
-  );
-  const { Messages = [] } = await sqs.send(
-    new ReceiveMessageCommand({ QueueUrl: queueUrl, MessageSystemAttributeNames: ['All'], MessageAttributeNames: ['All'] }),
-  );
-  sqs.destroy();
-  const [message] = Messages;
-  if (!message) throw new Error('the effects queue gave nothing back');
-  return toSqsRecord(message, queueArn);
+  try {
+    const sent = pipeMessage(world, record, attributes);
+    await sqs.send(sent);
+    const QueueUrl = sent.input.QueueUrl as string;
+    const { Messages = [] } = await sqs.send(
+      new ReceiveMessageCommand({ QueueUrl, MessageSystemAttributeNames: ['All'], MessageAttributeNames: ['All'] }),
+    );
+    const [message] = Messages;
+    if (!message) throw new Error('the effects queue gave nothing back');
+    return toSqsRecord(message, world.resolve({ 'Fn::GetAtt': [world.logicalId('AWS::SQS::Queue', 'EffectsQueue'), 'Arn'] }) as string);
+  } finally {
+    sqs.destroy();
+  }
 }
 
 async function acknowledge(message: SQSRecord): Promise<void> {
   const sqs = client(SQSClient);
-  const queueUrl = `${motoEndpoint}/${MOTO_ACCOUNT}/${message.eventSourceARN.split(':').pop()}`;
-  await sqs.send(new DeleteMessageCommand({ QueueUrl: queueUrl, ReceiptHandle: message.receiptHandle }));
+  await sqs.send(new DeleteMessageCommand({ QueueUrl: world.queueUrl(message.eventSourceARN), ReceiptHandle: message.receiptHandle }));
   sqs.destroy();
 }
 
@@ -142,7 +120,7 @@ describe('IAM, simulated against the synthesized template', () => {
   const tracked = `batches/iam-tracked-${Date.now()}`;
 
   it('the API bundle: signed and JWT-signed webhooks, track, read, list, history', async () => {
-    await putSecret(world.logicalId('AWS::SecretsManager::Secret', 'WebhookSigningSecrets'), webhookSecret);
+    await world.putSecret('WebhookSigningSecrets', webhookSecret);
     const key = rsaKey();
     const keys = await new KeyServer(key).start();
     try {
@@ -184,10 +162,10 @@ describe('IAM, simulated against the synthesized template', () => {
   });
 
   it('the effects bundle: delivered, then a receiver outage (backoff), then a transition past its retry window (dead-lettered)', async () => {
-    await putSecret(world.logicalId('AWS::SecretsManager::Secret', 'EffectsSigningSecret'), effectsSecret);
+    await world.putSecret('EffectsSigningSecret', effectsSecret);
     const receiver = await new Receiver(effectsSecret).start();
     try {
-      await putSecret(world.logicalId('AWS::SecretsManager::Secret', 'EffectsWebhookUrl'), receiver.url);
+      await world.putSecret('EffectsWebhookUrl', receiver.url);
       const [record] = (await streamRecords()).filter((r) => r.dynamodb?.NewImage?.name?.S === succeeded);
       const message = await throughEffectsQueue(record as DynamoDBRecord);
       expect(await run('Effects', [{ Records: [message] }])).toEqual([{ batchItemFailures: [] }]);
@@ -227,7 +205,7 @@ describe('IAM, simulated against the synthesized template', () => {
   });
 
   it('the reconcile bundle: polls the tracked operation through the fake Gemini', async () => {
-    await putSecret(world.logicalId('AWS::SecretsManager::Secret', 'GeminiApiKey'), 'iam-key');
+    await world.putSecret('GeminiApiKey', 'iam-key');
     const gemini = await new FakeGemini('iam-key').start();
     gemini.batches.set(tracked, { state: 'BATCH_STATE_RUNNING', updateTime: new Date().toISOString() });
     try {

@@ -19,8 +19,8 @@ import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/d
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
+import { runBundle as runBundleAt } from '../support/aws/lambda-host.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
-import { runBundle as runBundleAt } from '../support/aws/run-bundle.ts';
 import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
 import { ensureTable } from '../support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';

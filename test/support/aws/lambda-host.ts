@@ -1,12 +1,12 @@
 /**
  * One warm Lambda execution environment for a bundle: a Node process that
- * imports the bundle's `index.mjs` once and runs its handler for each
- * invocation sent over IPC, one at a time (as Lambda gives one environment
- * one event at a time). Only PATH and the given variables reach it.
+ * imports the bundle's `index.mjs` (an ES module, its chunks beside it) once
+ * and runs its handler for each invocation sent over IPC, one at a time (as
+ * Lambda gives one environment one event at a time). Only PATH, the region,
+ * quiet Powertools and the given variables reach it.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { dirname } from 'node:path';
-import { lambdaProcessEnv } from './run-bundle.ts';
 
 const HOST = `
 let handler;
@@ -38,7 +38,14 @@ export class LambdaHost {
     this.child = spawn(process.execPath, ['-e', HOST, bundle], {
       cwd: dirname(dirname(bundle)),
       stdio: ['ignore', 'ignore', 'pipe', 'ipc'],
-      env: lambdaProcessEnv(env),
+      env: {
+        PATH: process.env.PATH,
+        AWS_REGION: 'us-east-1',
+        POWERTOOLS_LOG_LEVEL: 'SILENT',
+        POWERTOOLS_METRICS_DISABLED: 'true',
+        AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
+        ...env,
+      },
     });
     this.child.stderr?.on('data', (chunk) => {
       this.stderr = (this.stderr + chunk).slice(-4000);
@@ -69,5 +76,17 @@ export class LambdaHost {
     const exited = new Promise((resolve) => this.child.once('exit', resolve));
     this.child.kill('SIGKILL');
     await exited;
+  }
+}
+
+/** A new environment for the bundle, given each event in turn: the handler's results, or the first invocation's error. */
+export async function runBundle(bundle: string, events: unknown[], env: Record<string, string>): Promise<unknown[]> {
+  const host = new LambdaHost('bundle', bundle, env);
+  try {
+    const results = [];
+    for (const event of events) results.push(await host.invoke(event));
+    return results;
+  } finally {
+    await host.stop();
   }
 }

@@ -21,7 +21,6 @@ import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { CloudFormationClient, CreateStackCommand } from '@aws-sdk/client-cloudformation';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import { PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { DeleteMessageCommand, type Message, ReceiveMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import type {
@@ -92,7 +91,7 @@ export class StackOnMoto {
   readonly world: TemplateWorld;
   readonly proxy: RecordingProxy;
   readonly hosts = {} as Record<FunctionName, LambdaHost>;
-  /** Invocations of the effects bundle that threw (Lambda would count them as errors). */
+  /** Invocations of the effects or reconcile bundle that threw (Lambda would count them as errors). */
   readonly errors: Error[] = [];
   /** Receives and deletes of the stand-in SQS poller that failed. */
   readonly pollerErrors: Error[] = [];
@@ -123,7 +122,7 @@ export class StackOnMoto {
     const { world } = this;
     await world.provision();
     await this.proxy.start();
-    for (const [prefix, value] of Object.entries(this.options.secrets)) await this.putSecret(prefix, value);
+    for (const [prefix, value] of Object.entries(this.options.secrets)) await world.putSecret(prefix, value);
     for (const fn of FUNCTIONS)
       this.hosts[fn] = new LambdaHost(fn, this.synthesized.bundleOf(fn), {
         ...deployedEnvironment(world, fn, this.motoEndpoint, this.proxy.endpoint),
@@ -173,14 +172,6 @@ export class StackOnMoto {
     cloudformation.destroy();
   }
 
-  /** A new value for the secret whose logical id starts with `prefix`, as `npm run connect` (or an operator) stores it. */
-  async putSecret(prefix: string, value: string): Promise<void> {
-    const id = this.world.logicalId('AWS::SecretsManager::Secret', prefix);
-    const secrets = new SecretsManagerClient({ endpoint: this.motoEndpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
-    await secrets.send(new PutSecretValueCommand({ SecretId: this.world.resolve({ Ref: id }) as string, SecretString: value }));
-    secrets.destroy();
-  }
-
   private async mapping(
     id: string,
     filter: Filter,
@@ -212,31 +203,16 @@ export class StackOnMoto {
   }
 
   /** The effects Pipe, from its template: source filter, batch size, target queue, group and deduplication ids. */
+  /** The effects Pipe, from its template: source filter and batch size; each record sent as `pipeMessage` builds it. */
   private async startPipe(): Promise<void> {
     const pipe = this.world.resource('EffectsPipe').Properties as {
-      Target: unknown;
       SourceParameters: { FilterCriteria: unknown; DynamoDBStreamParameters: { BatchSize: number } };
-      TargetParameters: { SqsQueueParameters: { MessageGroupId: string; MessageDeduplicationId: string } };
     };
-    const queueUrl = this.queueUrl(String(this.world.resolve(pipe.Target)));
-    const { MessageGroupId, MessageDeduplicationId } = pipe.TargetParameters.SqsQueueParameters;
-    await this.mapping(
-      'pipe',
-      filterOf(pipe.SourceParameters.FilterCriteria),
-      pipe.SourceParameters.DynamoDBStreamParameters.BatchSize,
-      async (event) => {
-        for (const record of event.Records)
-          await this.sqs.send(
-            new SendMessageCommand({
-              QueueUrl: queueUrl,
-              MessageBody: JSON.stringify(record),
-              MessageGroupId: jsonPath(MessageGroupId, record),
-              MessageDeduplicationId: jsonPath(MessageDeduplicationId, record),
-            }),
-          );
-        return { batchItemFailures: [] };
-      },
-    );
+    const { FilterCriteria, DynamoDBStreamParameters } = pipe.SourceParameters;
+    await this.mapping('pipe', filterOf(FilterCriteria), DynamoDBStreamParameters.BatchSize, async (event) => {
+      for (const record of event.Records) await this.sqs.send(pipeMessage(this.world, record));
+      return { batchItemFailures: [] };
+    });
   }
 
   private async startHistoryMapping(): Promise<void> {
@@ -249,11 +225,6 @@ export class StackOnMoto {
     );
   }
 
-  private queueUrl(arn: string): string {
-    const [, , , , account, name] = arn.split(':');
-    return `${this.motoEndpoint}/${account}/${name}`;
-  }
-
   /** Lambda's SQS poller for the effects function, with the mapping's batch size and partial batch responses. */
   private async effectsEventSource(): Promise<void> {
     const effects = this.world.resolve({ Ref: this.world.logicalId('AWS::Lambda::Function', 'Effects') });
@@ -261,7 +232,7 @@ export class StackOnMoto {
       .ofType('AWS::Lambda::EventSourceMapping')
       .find(([, m]) => this.world.resolve(m.Properties.FunctionName) === effects) as [string, { Properties: Record<string, unknown> }];
     const queueArn = String(this.world.resolve(mapping.Properties.EventSourceArn));
-    const queueUrl = this.queueUrl(queueArn);
+    const queueUrl = this.world.queueUrl(queueArn);
     const partial = (mapping.Properties.FunctionResponseTypes as string[] | undefined)?.includes('ReportBatchItemFailures') === true;
     while (!this.stopped) {
       try {
@@ -308,7 +279,11 @@ export class StackOnMoto {
   private async schedule(): Promise<void> {
     while (!this.stopped) {
       await new Promise((resolve) => setTimeout(resolve, this.options.reconcileEveryMs));
-      if (!this.stopped) await this.hosts.Reconcile.invoke({ source: 'aws.events', 'detail-type': 'Scheduled Event' });
+      if (this.stopped) break;
+      // A failed run is counted, and the schedule goes on, as EventBridge's would.
+      await this.hosts.Reconcile.invoke({ source: 'aws.events', 'detail-type': 'Scheduled Event' }).catch((error) =>
+        this.errors.push(error),
+      );
     }
   }
 
@@ -323,6 +298,28 @@ export class StackOnMoto {
     this.dynamodb.destroy();
     this.sqs.destroy();
   }
+}
+
+/**
+ * What the template's effects Pipe sends for a stream record: to its target
+ * queue, with its group and deduplication ids read from the record by the
+ * template's paths (and, for a redrive, message attributes).
+ */
+export function pipeMessage(world: TemplateWorld, record: unknown, attributes: Record<string, string> = {}): SendMessageCommand {
+  const pipe = world.resource('EffectsPipe').Properties as {
+    Target: unknown;
+    TargetParameters: { SqsQueueParameters: { MessageGroupId: string; MessageDeduplicationId: string } };
+  };
+  const { MessageGroupId, MessageDeduplicationId } = pipe.TargetParameters.SqsQueueParameters;
+  return new SendMessageCommand({
+    QueueUrl: world.queueUrl(String(world.resolve(pipe.Target))),
+    MessageBody: JSON.stringify(record),
+    MessageGroupId: jsonPath(MessageGroupId, record),
+    MessageDeduplicationId: jsonPath(MessageDeduplicationId, record),
+    ...(Object.keys(attributes).length > 0 && {
+      MessageAttributes: Object.fromEntries(Object.entries(attributes).map(([k, v]) => [k, { DataType: 'String', StringValue: v }])),
+    }),
+  });
 }
 
 /** A received message as Lambda's SQS event source hands it to a function. */

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App } from 'aws-cdk-lib';
 import { RatchetStack } from '../../../lib/ratchet-stack.ts';
-import type { CfnTemplate } from './template.ts';
+import { type CfnTemplate, logicalIdIn } from './template.ts';
 
 export interface Synthesized {
   outdir: string;
@@ -28,9 +28,7 @@ export function synthesizeWithBundles(): Synthesized {
     outdir,
     template,
     bundleOf(prefix) {
-      const functions = Object.entries(template.Resources).filter(([id, r]) => r.Type === 'AWS::Lambda::Function' && id.startsWith(prefix));
-      if (functions.length !== 1) throw new Error(`expected one function named ${prefix}…, found ${functions.length}`);
-      const [[, fn]] = functions as [[string, CfnTemplate['Resources'][string]]];
+      const fn = template.Resources[logicalIdIn(template, 'AWS::Lambda::Function', prefix)] as CfnTemplate['Resources'][string];
       const code = (fn.Properties as { Code: { S3Key: string } }).Code;
       return join(outdir, `asset.${code.S3Key.replace(/\.zip$/, '')}`, 'index.mjs');
     },

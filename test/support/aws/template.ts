@@ -10,7 +10,7 @@
  */
 import { CreateTableCommand, type CreateTableCommandInput, DynamoDBClient, type StreamViewType } from '@aws-sdk/client-dynamodb';
 import { CreateEventBusCommand, EventBridgeClient } from '@aws-sdk/client-eventbridge';
-import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { CreateSecretCommand, PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { CreateQueueCommand, GetQueueAttributesCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { MOTO_ACCOUNT, MOTO_CREDENTIALS, MOTO_REGION } from './moto.ts';
 
@@ -36,6 +36,15 @@ export interface PolicyDocument {
 
 type Physical = { ref: string; attributes: Record<string, string> };
 
+/** The logical id of the one resource of `type` in `template` whose id starts with `prefix`. */
+export function logicalIdIn(template: CfnTemplate, type: string, prefix: string): string {
+  const ids = Object.entries(template.Resources)
+    .filter(([id, resource]) => resource.Type === type && id.startsWith(prefix))
+    .map(([id]) => id);
+  if (ids.length !== 1) throw new Error(`expected one ${type} named ${prefix}…, found ${ids.length}`);
+  return ids[0] as string;
+}
+
 export class TemplateWorld {
   private readonly physical = new Map<string, Physical>();
   private readonly clientConfig;
@@ -50,11 +59,7 @@ export class TemplateWorld {
 
   /** The logical id of the one resource of `type` whose id starts with `prefix`. */
   logicalId(type: string, prefix: string): string {
-    const ids = Object.entries(this.template.Resources)
-      .filter(([id, resource]) => resource.Type === type && id.startsWith(prefix))
-      .map(([id]) => id);
-    if (ids.length !== 1) throw new Error(`expected one ${type} named ${prefix}…, found ${ids.length}`);
-    return ids[0] as string;
+    return logicalIdIn(this.template, type, prefix);
   }
 
   resource(id: string): CfnResource {
@@ -254,5 +259,23 @@ export class TemplateWorld {
 
   arnOf(id: string): string {
     return this.getAtt(id, 'Arn');
+  }
+
+  /** The URL of the provisioned queue with this ARN. */
+  queueUrl(arn: string): string {
+    const queue = [...this.physical.values()].find((p) => p.attributes.Arn === arn && p.attributes.QueueUrl);
+    if (!queue) throw new Error(`no queue ${arn} provisioned`);
+    return queue.attributes.QueueUrl as string;
+  }
+
+  /** A new value for the secret whose logical id starts with `prefix`, as `npm run connect` (or an operator) stores it. */
+  async putSecret(prefix: string, value: string): Promise<void> {
+    const secrets = new SecretsManagerClient(this.clientConfig);
+    try {
+      const SecretId = this.ref(this.logicalId('AWS::SecretsManager::Secret', prefix));
+      await secrets.send(new PutSecretValueCommand({ SecretId, SecretString: value }));
+    } finally {
+      secrets.destroy();
+    }
   }
 }
