@@ -1,7 +1,7 @@
 /**
  * `npm run connect` end to end, as against a deployed stack: the CLI process
- * with the real AWS SDK clients (CloudFormation and Secrets Manager faked on
- * 127.0.0.1, moto) and the real @google/genai SDK (fake Gemini with
+ * with the real AWS SDK clients against a moto of its own (CloudFormation,
+ * Secrets Manager, DynamoDB) and the real @google/genai SDK (fake Gemini with
  * the webhooks API). "The deployed API" is the API Lambda handler itself,
  * served over HTTP, reading its signing secret from that Secrets Manager; the
  * fake Gemini delivers its ping there, signed, retrying non-2xx as Gemini does.
@@ -10,22 +10,30 @@ import { execFile } from 'node:child_process';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { promisify } from 'node:util';
+import {
+  CreateSecretCommand,
+  GetSecretValueCommand,
+  ListSecretVersionIdsCommand,
+  PutSecretValueCommand,
+  SecretsManagerClient,
+} from '@aws-sdk/client-secrets-manager';
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, Context } from 'aws-lambda';
-import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SUBSCRIBED_EVENTS } from '../../lambda/core/gemini-webhook.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
+import { MOTO_CREDENTIALS, MOTO_REGION, type Moto, publishStackOutputs, startMoto } from '../support/aws/moto.ts';
 import { ensureTable } from '../support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
-import { FakeAws } from '../support/fake-aws.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 
 const API_KEY = `AIza-test-${Date.now()}`;
 const TABLE = `connect-test-${Date.now()}`;
-const aws = new FakeAws();
+let moto: Moto;
+let secretsManager: SecretsManagerClient;
 const gemini = new FakeGemini(API_KEY);
 let api: Server;
 let webhookUrl: string;
@@ -33,25 +41,29 @@ let receipts: DynamoDbOperationStore;
 const arns: Record<string, string> = {};
 
 /** A stack as `cdk deploy` leaves it: every secret `not-configured`. */
-function deployStack(name: string): Record<string, string> {
+async function deployStack(name: string): Promise<Record<string, string>> {
+  const secret = async (suffix: string) =>
+    (await secretsManager.send(new CreateSecretCommand({ Name: `${name}-${suffix}`, SecretString: 'not-configured' }))).ARN as string;
   const outputs = {
     WebhookUrl: webhookUrl,
-    WebhookSigningSecretArn: aws.createSecret(`${name}-WebhookSigningSecrets`, 'not-configured'),
-    GeminiApiKeySecretArn: aws.createSecret(`${name}-GeminiApiKey`, 'not-configured'),
-    EffectsWebhookUrlSecretArn: aws.createSecret(`${name}-EffectsWebhookUrl`, 'not-configured'),
-    EffectsSigningSecretArn: aws.createSecret(`${name}-EffectsSigningSecret`, 'not-configured'),
+    WebhookSigningSecretArn: await secret('WebhookSigningSecrets'),
+    GeminiApiKeySecretArn: await secret('GeminiApiKey'),
+    EffectsWebhookUrlSecretArn: await secret('EffectsWebhookUrl'),
+    EffectsSigningSecretArn: await secret('EffectsSigningSecret'),
     TableName: TABLE,
     ApiUrl: webhookUrl.replace(/\/webhooks\/gemini$/, ''),
   };
-  aws.stacks.set(name, outputs);
+  await publishStackOutputs(moto.endpoint, name, outputs);
   return outputs;
 }
 
 beforeAll(async () => {
-  await aws.start();
+  // A moto of its own: the rotation test moves its Secrets Manager clock.
+  moto = await startMoto();
+  secretsManager = new SecretsManagerClient({ endpoint: moto.endpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
   gemini.pingRetryForMs = 45_000;
   await gemini.start();
-  const dynamodb = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
+  const dynamodb = createDynamoDbClient({ endpoint: moto.endpoint });
   await ensureTable(dynamodb, createTableInput(TABLE));
   receipts = new DynamoDbOperationStore(createDocumentClient(dynamodb), TABLE);
 
@@ -67,14 +79,14 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
   webhookUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}/webhooks/gemini`;
-  Object.assign(arns, deployStack('Ratchet'));
+  Object.assign(arns, await deployStack('Ratchet'));
 
   // The API function composes itself from its environment at cold start, as in Lambda.
   Object.assign(process.env, {
     TABLE_NAME: TABLE,
-    DYNAMODB_ENDPOINT: inject('dynamodbEndpoint'),
+    DYNAMODB_ENDPOINT: moto.endpoint,
     WEBHOOK_SIGNING_SECRETS_ARN: arns.WebhookSigningSecretArn,
-    AWS_ENDPOINT_URL_SECRETS_MANAGER: aws.endpoint,
+    AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
     AWS_REGION: 'us-east-1',
     AWS_ACCESS_KEY_ID: 'test',
     AWS_SECRET_ACCESS_KEY: 'test',
@@ -84,7 +96,8 @@ beforeAll(async () => {
 
 afterAll(async () => {
   await gemini.stop();
-  await aws.stop();
+  secretsManager?.destroy();
+  await moto?.stop();
   api?.closeAllConnections();
   await new Promise((resolve) => api?.close(resolve));
 });
@@ -109,9 +122,9 @@ async function runConnect(args: string[], env: Record<string, string> = {}): Pro
         AWS_SECRET_ACCESS_KEY: 'test',
         AWS_CONFIG_FILE: '/dev/null',
         AWS_SHARED_CREDENTIALS_FILE: '/dev/null',
-        AWS_ENDPOINT_URL_CLOUDFORMATION: aws.endpoint,
-        AWS_ENDPOINT_URL_SECRETS_MANAGER: aws.endpoint,
-        AWS_ENDPOINT_URL_DYNAMODB: inject('dynamodbEndpoint'),
+        AWS_ENDPOINT_URL_CLOUDFORMATION: moto.endpoint,
+        AWS_ENDPOINT_URL_SECRETS_MANAGER: moto.endpoint,
+        AWS_ENDPOINT_URL_DYNAMODB: moto.endpoint,
         AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true',
         GEMINI_BASE_URL: gemini.baseUrl,
         GEMINI_API_KEY: API_KEY,
@@ -125,7 +138,10 @@ async function runConnect(args: string[], env: Record<string, string> = {}): Pro
   }
 }
 
-const secretOf = (arn: string) => aws.current(arn)?.value;
+const secretOf = async (arn: string) => (await secretsManager.send(new GetSecretValueCommand({ SecretId: arn }))).SecretString;
+/** How many versions Secrets Manager keeps of a secret: a run that changes nothing adds none. */
+const versionsOf = async (arn: string) => (await secretsManager.send(new ListSecretVersionIdsCommand({ SecretId: arn }))).Versions?.length;
+const storeSecret = (arn: string, value: string) => secretsManager.send(new PutSecretValueCommand({ SecretId: arn, SecretString: value }));
 const hooksFor = (uri: string) => [...gemini.webhooks.values()].filter((w) => w.uri === uri);
 
 async function deliver(secret: string) {
@@ -145,8 +161,8 @@ describe('npm run connect', () => {
     const [hook, ...others] = hooksFor(webhookUrl);
     expect(others).toEqual([]);
     expect(hook?.subscribed_events.sort()).toEqual([...SUBSCRIBED_EVENTS].sort());
-    expect(secretOf(arns.WebhookSigningSecretArn as string)).toBe(hook?.secrets[0]?.secret);
-    expect(secretOf(arns.GeminiApiKeySecretArn as string)).toBe(API_KEY);
+    expect(await secretOf(arns.WebhookSigningSecretArn as string)).toBe(hook?.secrets[0]?.secret);
+    expect(await secretOf(arns.GeminiApiKeySecretArn as string)).toBe(API_KEY);
     // The ping reached the deployed API, was verified, and is in the table.
     expect(await receipts.lastUnmapped()).toMatchObject({ type: 'webhook.ping' });
     expect(gemini.pingAttempts.at(-1)).toEqual({ webhook: hook?.id, status: 200 });
@@ -160,13 +176,14 @@ describe('npm run connect', () => {
   });
 
   it('changes nothing on a second run, and confirms the ping again', async () => {
-    const versions = (arn: string) => aws.secrets.get(arn)?.length;
-    const before = [versions(arns.WebhookSigningSecretArn as string), versions(arns.GeminiApiKeySecretArn as string)];
+    const before = [await versionsOf(arns.WebhookSigningSecretArn as string), await versionsOf(arns.GeminiApiKeySecretArn as string)];
     const received = (await receipts.lastUnmapped())?.received ?? 0;
     const run = await runConnect(['--stack', 'Ratchet']);
     expect(run.code).toBe(0);
     expect(hooksFor(webhookUrl)).toHaveLength(1);
-    expect([versions(arns.WebhookSigningSecretArn as string), versions(arns.GeminiApiKeySecretArn as string)]).toEqual(before);
+    expect([await versionsOf(arns.WebhookSigningSecretArn as string), await versionsOf(arns.GeminiApiKeySecretArn as string)]).toEqual(
+      before,
+    );
     expect(run.stdout).toMatch(/API key: already stored/);
     expect(run.stdout).toMatch(/found, subscribed to every event/);
     expect((await receipts.lastUnmapped())?.received).toBe(received + 1);
@@ -175,21 +192,21 @@ describe('npm run connect', () => {
   it('--rotate keeps the previous secret accepted for the 24 h grace; a run after it drops the previous one', async () => {
     const [hook] = hooksFor(webhookUrl);
     const old = hook?.secrets[0]?.secret as string;
-    const run = await runConnect(['--stack', 'Ratchet', '--rotate']);
+    // The version --rotate stores is dated 25 hours back, as if this were a day later.
+    await moto.setSecretsManagerClock(-25 * 3_600);
+    const run = await runConnect(['--stack', 'Ratchet', '--rotate']).finally(() => moto.setSecretsManagerClock(0));
     expect(run.code).toBe(0);
     const fresh = hook?.secrets[0]?.secret as string;
     expect(fresh).not.toBe(old);
-    expect(secretOf(arns.WebhookSigningSecretArn as string)).toBe(`${fresh} ${old}`);
+    expect(await secretOf(arns.WebhookSigningSecretArn as string)).toBe(`${fresh} ${old}`);
     // The API may still hold the previous value for up to 5 minutes; the old secret is accepted all along.
     expect(await deliver(old)).toBe(200);
 
     // 25 hours later (the secret's version is that old), a plain run prunes the expired entry.
-    const current = aws.current(arns.WebhookSigningSecretArn as string);
-    if (current) current.createdAt = new Date(Date.now() - 25 * 3_600_000);
     const later = await runConnect(['--stack', 'Ratchet', '--wait', '45']);
     expect(later.code).toBe(0);
     expect(later.stdout).toMatch(/drop the previous one/);
-    expect(secretOf(arns.WebhookSigningSecretArn as string)).toBe(fresh);
+    expect(await secretOf(arns.WebhookSigningSecretArn as string)).toBe(fresh);
   });
 
   it('re-enables a webhook Gemini disabled and subscribes it to what it lacks; a lost secret is replaced by rotation', async () => {
@@ -197,23 +214,22 @@ describe('npm run connect', () => {
     if (!hook) throw new Error('no webhook');
     hook.state = 'disabled_due_to_failed_deliveries';
     hook.subscribed_events = ['batch.succeeded'];
-    const stored = aws.current(arns.WebhookSigningSecretArn as string);
-    if (stored) stored.value = 'not-configured'; // lost: nobody holds the secret Gemini signs with
+    await storeSecret(arns.WebhookSigningSecretArn as string, 'not-configured'); // lost: nobody holds the secret Gemini signs with
     const run = await runConnect(['--stack', 'Ratchet', '--wait', '45']);
     expect(run.stderr).toBe('');
     expect(run.code).toBe(0);
     expect(hook.state).toBe('enabled');
     expect(hook.subscribed_events.sort()).toEqual([...SUBSCRIBED_EVENTS].sort());
     expect(hook.secrets).toHaveLength(1); // revoked at once: nobody held the old one
-    expect(secretOf(arns.WebhookSigningSecretArn as string)).toBe(hook.secrets[0]?.secret);
+    expect(await secretOf(arns.WebhookSigningSecretArn as string)).toBe(hook.secrets[0]?.secret);
     expect(run.stdout).toMatch(/revoking the unknown one/);
   });
 
   it('--effects-url turns the outbound webhook on with a generated whsec_ secret that is never printed; off turns it off', async () => {
     const run = await runConnect(['--stack', 'Ratchet', '--effects-url', 'https://receiver.example/effects?token=t0k3n', '--wait', '45']);
     expect(run.code).toBe(0);
-    expect(secretOf(arns.EffectsWebhookUrlSecretArn as string)).toBe('https://receiver.example/effects?token=t0k3n');
-    const generated = secretOf(arns.EffectsSigningSecretArn as string) as string;
+    expect(await secretOf(arns.EffectsWebhookUrlSecretArn as string)).toBe('https://receiver.example/effects?token=t0k3n');
+    const generated = (await secretOf(arns.EffectsSigningSecretArn as string)) as string;
     expect(Buffer.from(generated.replace(/^whsec_/, ''), 'base64')).toHaveLength(32);
     expect(run.stdout).not.toContain(generated.slice(6));
     expect(run.stdout).not.toContain('t0k3n');
@@ -221,18 +237,19 @@ describe('npm run connect', () => {
 
     const again = await runConnect(['--stack', 'Ratchet']);
     expect(again.stdout).toMatch(/outbound webhook: on, signing secret stored/);
-    expect(secretOf(arns.EffectsSigningSecretArn as string)).toBe(generated);
+    expect(await secretOf(arns.EffectsSigningSecretArn as string)).toBe(generated);
 
     const off = await runConnect(['--stack', 'Ratchet', '--effects-url', 'off']);
     expect(off.code).toBe(0);
-    expect(secretOf(arns.EffectsWebhookUrlSecretArn as string)).toBe('not-configured');
+    expect(await secretOf(arns.EffectsWebhookUrlSecretArn as string)).toBe('not-configured');
   });
 
   it('--dry-run prints the plan and changes nothing', async () => {
-    const outputs = deployStack('Fresh');
+    const outputs = await deployStack('Fresh');
+    const arnsOf = Object.values(outputs).filter((v) => v.startsWith('arn:'));
+    const versionsBefore = await Promise.all(arnsOf.map(versionsOf));
     const webhooks = gemini.webhooks.size;
     gemini.webhooks.clear(); // this stack's URL is the same fake API: start from an account without the webhook
-    const calls = aws.calls.length;
     const run = await runConnect(['--stack', 'Fresh', '--dry-run', '--effects-url', 'https://receiver.example/e']);
     expect(run.code).toBe(0);
     expect(run.stdout).toMatch(/Gemini webhook: would create it/);
@@ -240,10 +257,8 @@ describe('npm run connect', () => {
     expect(run.stdout).toMatch(/outbound webhook: would send effects/);
     expect(run.stdout).toMatch(/dry run: nothing was changed/);
     expect(gemini.webhooks.size).toBe(0);
-    expect(aws.calls.slice(calls).filter((c) => c !== 'SecretsManager.GetSecretValue' && c !== 'CloudFormation.DescribeStacks')).toEqual(
-      [],
-    );
-    for (const arn of Object.values(outputs).filter((v) => v.startsWith('arn:'))) expect(secretOf(arn)).toBe('not-configured');
+    expect(await Promise.all(arnsOf.map(versionsOf))).toEqual(versionsBefore);
+    for (const arn of arnsOf) expect(await secretOf(arn)).toBe('not-configured');
     expect(webhooks).toBe(1);
   });
 

@@ -8,6 +8,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import { CloudFormationClient, CreateStackCommand } from '@aws-sdk/client-cloudformation';
 
 export const MOTO_REGION = 'us-east-1';
 export const MOTO_ACCOUNT = '123456789012';
@@ -36,6 +37,8 @@ export class MotoMissingError extends Error {
 export interface Moto {
   endpoint: string;
   child: ChildProcess;
+  /** Dates the Secrets Manager versions stored from now on `offsetSeconds` away from now (see moto_server.py). */
+  setSecretsManagerClock(offsetSeconds: number): Promise<void>;
   stop(): Promise<void>;
 }
 
@@ -70,6 +73,10 @@ export async function startMoto(): Promise<Moto> {
   return {
     endpoint,
     child,
+    async setSecretsManagerClock(offsetSeconds) {
+      const response = await fetch(`${endpoint}/ratchet/secretsmanager-clock?offset=${offsetSeconds}`, { method: 'POST' });
+      if (response.status !== 204) throw new Error(`moto_server.py did not set the clock: HTTP ${response.status}`);
+    },
     async stop() {
       process.off('exit', killOnExit);
       if (child.exitCode !== null) return;
@@ -79,6 +86,23 @@ export async function startMoto(): Promise<Moto> {
       child.kill('SIGKILL');
     },
   };
+}
+
+/**
+ * A stack in moto's CloudFormation holding only `outputs`, which is all
+ * `npm run connect` and `npm run redrive -- --stack` read of a deployed stack.
+ */
+export async function publishStackOutputs(endpoint: string, stackName: string, outputs: Record<string, string>): Promise<void> {
+  const template = {
+    Resources: { Placeholder: { Type: 'AWS::CloudFormation::WaitConditionHandle' } },
+    Outputs: Object.fromEntries(Object.entries(outputs).map(([key, value]) => [key, { Value: value }])),
+  };
+  const cloudformation = new CloudFormationClient({ endpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
+  try {
+    await cloudformation.send(new CreateStackCommand({ StackName: stackName, TemplateBody: JSON.stringify(template) }));
+  } finally {
+    cloudformation.destroy();
+  }
 }
 
 export function freePort(): Promise<number> {

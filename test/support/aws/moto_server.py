@@ -8,11 +8,19 @@ makes each conditional write atomic per item; a lock around moto's DynamoDB
 requests restores that. Other services (SQS long polls) keep moto's threads.
 Pinned by test/integration/ingest-race.test.ts, which fails without the lock.
 
+And one addition: POST /ratchet/secretsmanager-clock?offset=SECONDS shifts the
+clock Secrets Manager dates new secret versions by (moto's server has no time
+control of its own). `npm run connect` reads a version's CreatedDate to end
+the 24 h rotation grace; test/e2e/connect.test.ts stores a version "25 h ago"
+this way, on a moto of its own.
+
 usage: python3 moto_server.py HOST PORT
 """
 import os
 import sys
 import threading
+import time
+import types
 
 host, port = sys.argv[1], int(sys.argv[2])
 os.environ.setdefault("MOTO_PORT", str(port))  # moto builds queue URLs with it
@@ -24,7 +32,20 @@ app = DomainDispatcherApplication(create_backend_app)
 dynamodb = threading.Lock()
 
 
+def set_secretsmanager_clock(environ, start_response):
+    from urllib.parse import parse_qs
+
+    import moto.secretsmanager.models as secrets
+
+    offset = float(parse_qs(environ.get("QUERY_STRING", "")).get("offset", ["0"])[0])
+    secrets.time = types.SimpleNamespace(time=lambda: time.time() + offset)
+    start_response("204 No Content", [])
+    return []
+
+
 def serve(environ, start_response):
+    if environ.get("PATH_INFO") == "/ratchet/secretsmanager-clock" and environ.get("REQUEST_METHOD") == "POST":
+        return set_secretsmanager_clock(environ, start_response)
     if environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
         with dynamodb:
             return list(app(environ, start_response))

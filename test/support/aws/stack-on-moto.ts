@@ -19,7 +19,6 @@
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { CloudFormationClient, CreateStackCommand } from '@aws-sdk/client-cloudformation';
 import { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { DeleteMessageCommand, type Message, ReceiveMessageCommand, SendMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
@@ -33,7 +32,7 @@ import type {
 import { keyedTableInput } from '../../../lambda/effects/dynamodb-ledger.ts';
 import { silentLogger } from '../silent-logger.ts';
 import { LambdaHost } from './lambda-host.ts';
-import { MOTO_CREDENTIALS, MOTO_REGION } from './moto.ts';
+import { MOTO_CREDENTIALS, MOTO_REGION, publishStackOutputs } from './moto.ts';
 import { RecordingProxy } from './recording-proxy.ts';
 import { LocalStreamMapping } from './stream-mapping.ts';
 import type { Synthesized } from './synth.ts';
@@ -163,13 +162,7 @@ export class StackOnMoto {
     );
     outputs.ApiUrl = this.apiUrl;
     outputs.WebhookUrl = `${this.apiUrl}/webhooks/gemini`;
-    const template = {
-      Resources: { Placeholder: { Type: 'AWS::CloudFormation::WaitConditionHandle' } },
-      Outputs: Object.fromEntries(Object.entries(outputs).map(([key, value]) => [key, { Value: value }])),
-    };
-    const cloudformation = new CloudFormationClient({ endpoint: this.motoEndpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
-    await cloudformation.send(new CreateStackCommand({ StackName: stackName, TemplateBody: JSON.stringify(template) }));
-    cloudformation.destroy();
+    await publishStackOutputs(this.motoEndpoint, stackName, outputs);
   }
 
   private async mapping(
