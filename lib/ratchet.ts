@@ -1,0 +1,505 @@
+/**
+ * Ratchet as a construct any CDK app adds (`new Ratchet(this, 'Ratchet')`):
+ * the operations table (stream on); the HTTP API whose Lambda verifies Gemini
+ * webhooks and ingests them through the reducer; the effects Lambda fed, per
+ * operation in order, by a FIFO queue that an EventBridge Pipe fills from the
+ * table's stream; the scheduled reconcile Lambda. An app reacts to changes
+ * with `onStateChange` (a rule on Ratchet's bus) and lets its own code track
+ * and read jobs with `grantTrack` / `grantRead`.
+ */
+import { CfnOutput, Duration, RemovalPolicy, SecretValue, Validations } from 'aws-cdk-lib';
+import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
+import { HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
+import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
+import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
+import { AttributeType, BillingMode, StreamViewType, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
+import { EventBus, type IRuleTarget, Rule, Schedule } from 'aws-cdk-lib/aws-events';
+import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
+import { Grant, type IGrantable, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { FilterCriteria, type IEventSourceDlq, StartingPosition } from 'aws-cdk-lib/aws-lambda';
+import { DynamoEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
+import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
+import { CfnPipe } from 'aws-cdk-lib/aws-pipes';
+import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import { type IQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
+import { Construct } from 'constructs';
+import type { OperationKind, OperationState } from '../lambda/core/lifecycle.ts';
+import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from '../lambda/effects/dead-letters.ts';
+import { EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../lambda/effects/eventbridge-sink.ts';
+import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
+import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
+import { EFFECTS_PIPE, EFFECTS_QUEUE } from '../lambda/effects/settings.ts';
+import {
+  DEFAULT_HISTORY_RETENTION_DAYS,
+  HISTORY_FILTER,
+  HISTORY_MAPPING,
+  HISTORY_PARTITION_KEY,
+  HISTORY_SORT_KEY,
+  HISTORY_TTL_ATTRIBUTE,
+} from '../lambda/history/history.ts';
+import { NOT_CONFIGURED } from '../lambda/secrets.ts';
+import {
+  EFFECTS_GROUP_ATTRIBUTE,
+  LIST_INDEX,
+  LIST_INDEX_PARTITION,
+  LIST_INDEX_SORT,
+  OPEN_INDEX,
+  OPEN_INDEX_PARTITION,
+  OPEN_INDEX_SORT,
+  PARTITION_KEY,
+} from '../lambda/store/table.ts';
+import { RatchetAlarms } from './ratchet-alarms.ts';
+import { RatchetFunction } from './ratchet-function.ts';
+
+/**
+ * Every secret starts as "not configured" (never a generated value that would
+ * reach a verifier or Gemini as if it were real) and outlives the stack.
+ */
+const notConfiguredYet = { secretStringValue: SecretValue.unsafePlainText(NOT_CONFIGURED), removalPolicy: RemovalPolicy.RETAIN };
+
+/** JSON access logs with the latencies and the integration's error, one line per request. */
+const ACCESS_LOG_FORMAT = AccessLogFormat.custom(
+  JSON.stringify({
+    requestId: '$context.requestId',
+    time: '$context.requestTime',
+    ip: '$context.identity.sourceIp',
+    route: '$context.routeKey',
+    status: '$context.status',
+    responseLength: '$context.responseLength',
+    latencyMs: '$context.responseLatency',
+    integrationLatencyMs: '$context.integrationLatency',
+    integrationStatus: '$context.integration.status',
+    integrationError: '$context.integrationErrorMessage',
+    error: '$context.error.message',
+  }),
+);
+
+/** How often reconcile runs; also its base poll interval per operation. */
+const RECONCILE_INTERVAL = Duration.minutes(1);
+
+export interface RatchetProps {
+  /** Subscribes this address to the alarm topic. */
+  alarmEmail?: string;
+  /** Reserved concurrency of the API function (default 20; 0: none reserved, e.g. in an account limited to 10). */
+  apiReservedConcurrency?: number;
+  /**
+   * The `aud` dynamic-webhook JWTs must carry (GEMINI_WEBHOOK_AUDIENCE); unset,
+   * JWT-signed deliveries are refused. `v1a` (Ed25519) deliveries need no setting.
+   */
+  geminiWebhookAudience?: string;
+  /** How long history entries are kept (default 90 days). */
+  historyRetentionDays?: number;
+}
+
+/** Which state changes an `onStateChange` rule matches; each list left out matches anything. */
+export interface StateChangeFilter {
+  kinds?: OperationKind[];
+  /** The state the operation moved to. */
+  states?: OperationState[];
+  /** Operation names, e.g. `batches/123`. */
+  names?: string[];
+}
+
+export class Ratchet extends Construct {
+  /** The operations table (one item per operation). */
+  readonly table: Table;
+  /** History of every applied write, per operation. */
+  readonly historyTable: Table;
+  readonly api: HttpApi;
+  readonly apiFunction: RatchetFunction;
+  readonly effectsFunction: RatchetFunction;
+  readonly effectsQueue: Queue;
+  readonly reconcileFunction: RatchetFunction;
+  readonly historyFunction: RatchetFunction;
+  readonly bus: EventBus;
+  readonly alarms: RatchetAlarms;
+
+  /** The API's base URL (`https://….execute-api.….amazonaws.com`): what the client is pointed at. */
+  get apiUrl(): string {
+    return this.api.apiEndpoint;
+  }
+
+  /** Where Gemini's webhooks go (`npm run connect` registers it). */
+  get webhookUrl(): string {
+    return `${this.api.apiEndpoint}/webhooks/gemini`;
+  }
+
+  constructor(scope: Construct, id: string, props: RatchetProps = {}) {
+    super(scope, id);
+
+    this.table = new Table(this, 'Operations', {
+      partitionKey: { name: PARTITION_KEY, type: AttributeType.STRING },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      stream: StreamViewType.NEW_AND_OLD_IMAGES,
+      encryption: TableEncryption.AWS_MANAGED,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    // Sparse: only open, pollable operations carry its keys (see lambda/store/table.ts).
+    this.table.addGlobalSecondaryIndex({
+      indexName: OPEN_INDEX,
+      partitionKey: { name: OPEN_INDEX_PARTITION, type: AttributeType.STRING },
+      sortKey: { name: OPEN_INDEX_SORT, type: AttributeType.STRING },
+    });
+    // Every operation, most recently recorded first (GET /operations).
+    this.table.addGlobalSecondaryIndex({
+      indexName: LIST_INDEX,
+      partitionKey: { name: LIST_INDEX_PARTITION, type: AttributeType.STRING },
+      sortKey: { name: LIST_INDEX_SORT, type: AttributeType.STRING },
+    });
+
+    // Holds the `whsec_…` secret(s) Gemini returned when the webhook was created; set its value after the first deploy.
+    const signingSecrets = new Secret(this, 'WebhookSigningSecrets', {
+      description: 'Gemini webhook signing secrets (whsec_..., space-separated during rotation)',
+      ...notConfiguredYet,
+    });
+    Validations.of(signingSecrets).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason: 'Gemini issues and rotates this secret (webhooks rotate_signing_secret); the value is copied here, not generated.',
+    });
+
+    this.apiFunction = new RatchetFunction(this, 'Api', {
+      entry: 'lambda/handlers/api.ts',
+      description: 'Gemini webhook and operations API',
+      // The webhook route is open: a flood must not take every concurrent execution of the account.
+      ...(props.apiReservedConcurrency !== 0 && { reservedConcurrentExecutions: props.apiReservedConcurrency ?? 20 }),
+      ...(props.geminiWebhookAudience && { environment: { GEMINI_WEBHOOK_AUDIENCE: props.geminiWebhookAudience } }),
+    })
+      .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
+      .bindIndex(this.table, LIST_INDEX, ['Query'])
+      .bindSecret('WEBHOOK_SIGNING_SECRETS', signingSecrets);
+
+    const accessLogs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.RETAIN });
+    this.api = new HttpApi(this, 'HttpApi', { description: 'Ratchet', createDefaultStage: false });
+    new HttpStage(this, 'ApiStage', {
+      httpApi: this.api,
+      stageName: '$default',
+      autoDeploy: true,
+      throttle: { rateLimit: 200, burstLimit: 400 },
+      accessLogSettings: { destination: new LogGroupLogDestination(accessLogs), format: ACCESS_LOG_FORMAT },
+    });
+    const integration = new HttpLambdaIntegration('ApiIntegration', this.apiFunction, { timeout: Duration.seconds(10) });
+    const iam = new HttpIamAuthorizer();
+    // The webhook is authenticated by its Standard Webhooks signature, checked in the function.
+    const open = [
+      ...this.api.addRoutes({ path: '/webhooks/gemini', methods: [HttpMethod.POST], integration, authorizer: new HttpNoneAuthorizer() }),
+      ...this.api.addRoutes({ path: '/healthz', methods: [HttpMethod.GET], integration, authorizer: new HttpNoneAuthorizer() }),
+    ];
+    for (const route of open) {
+      Validations.of(route).acknowledge({
+        id: 'AwsSolutions-APIG4',
+        reason:
+          'Gemini cannot sign requests with IAM: the webhook is authenticated by its Standard Webhooks signature; healthz reveals nothing.',
+      });
+    }
+    this.api.addRoutes({ path: '/operations', methods: [HttpMethod.POST, HttpMethod.GET], integration, authorizer: iam });
+    this.api.addRoutes({ path: '/operations/{name+}', methods: [HttpMethod.GET], integration, authorizer: iam });
+
+    // Effects: the table's stream, filtered to applied state changes, in order, to the sinks.
+    const ledger = new Table(this, 'EffectsLedger', {
+      partitionKey: { name: LEDGER_PARTITION_KEY, type: AttributeType.STRING },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: LEDGER_TTL_ATTRIBUTE,
+      encryption: TableEncryption.AWS_MANAGED,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    // Whole dead letters of the effects path (undecodable records with their raw image), kept 30 days.
+    const deadLetters = new Table(this, 'EffectsDeadLetters', {
+      partitionKey: { name: DEAD_LETTER_KEYS.partition, type: AttributeType.STRING },
+      sortKey: { name: DEAD_LETTER_KEYS.sort, type: AttributeType.STRING },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: DEAD_LETTER_TTL_ATTRIBUTE,
+      encryption: TableEncryption.AWS_MANAGED,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    this.bus = new EventBus(this, 'Events', { description: 'Ratchet: Operation State Changed' });
+    // The per-operation effects queue: FIFO, one message group per operation (the record's effectsGroup).
+    const effectsDlq = new Queue(this, 'EffectsDeadLetterQueue', {
+      fifo: true,
+      retentionPeriod: Duration.days(EFFECTS_QUEUE.retentionDays),
+      enforceSSL: true,
+      encryption: QueueEncryption.SQS_MANAGED,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    Validations.of(effectsDlq).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'This queue is the dead-letter queue of the effects queue.',
+    });
+    this.effectsQueue = new Queue(this, 'EffectsQueue', {
+      fifo: true,
+      // Deduplication by the stream record's eventID (set by the Pipe), not by content.
+      contentBasedDeduplication: false,
+      retentionPeriod: Duration.days(EFFECTS_QUEUE.retentionDays),
+      // Six times the function's timeout, as AWS advises for an SQS event source.
+      visibilityTimeout: Duration.minutes(6),
+      enforceSSL: true,
+      encryption: QueueEncryption.SQS_MANAGED,
+      removalPolicy: RemovalPolicy.RETAIN,
+      deadLetterQueue: { queue: effectsDlq, maxReceiveCount: EFFECTS_QUEUE.maxReceiveCount },
+    });
+    // Records the Pipe itself could not send (the queue unavailable for its whole retry budget).
+    const pipeFailures = new Queue(this, 'EffectsPipeFailures', {
+      retentionPeriod: Duration.days(14),
+      enforceSSL: true,
+      encryption: QueueEncryption.SQS_MANAGED,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    Validations.of(pipeFailures).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'This queue is the dead-letter queue of the effects Pipe.',
+    });
+
+    // The table's stream -> the effects queue: AWS's own engine, filtered to applied state changes, in stream order.
+    const pipeRole = new Role(this, 'EffectsPipeRole', { assumedBy: new ServicePrincipal('pipes.amazonaws.com') });
+    pipeRole.addToPolicy(
+      new PolicyStatement({
+        actions: ['dynamodb:DescribeStream', 'dynamodb:GetRecords', 'dynamodb:GetShardIterator'],
+        resources: [this.table.tableStreamArn as string],
+      }),
+    );
+    // ListStreams (in AWS's list of a DynamoDB Pipe source's permissions) has no resource type: granted on a
+    // stream's ARN, it allows nothing (test/integration/aws-iam.test.ts simulates it).
+    pipeRole.addToPolicy(new PolicyStatement({ actions: ['dynamodb:ListStreams'], resources: ['*'] }));
+    Validations.of(pipeRole).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::*]',
+      reason: 'dynamodb:ListStreams has no resource-level permissions.',
+    });
+    pipeRole.addToPolicy(
+      new PolicyStatement({ actions: ['sqs:SendMessage'], resources: [this.effectsQueue.queueArn, pipeFailures.queueArn] }),
+    );
+    new CfnPipe(this, 'EffectsPipe', {
+      roleArn: pipeRole.roleArn,
+      source: this.table.tableStreamArn as string,
+      sourceParameters: {
+        dynamoDbStreamParameters: {
+          startingPosition: 'TRIM_HORIZON',
+          batchSize: EFFECTS_PIPE.batchSize,
+          maximumRetryAttempts: EFFECTS_PIPE.retryAttempts,
+          deadLetterConfig: { arn: pipeFailures.queueArn },
+        },
+        filterCriteria: { filters: [{ pattern: JSON.stringify(STATE_CHANGE_FILTER) }] },
+      },
+      target: this.effectsQueue.queueArn,
+      targetParameters: {
+        sqsQueueParameters: {
+          messageGroupId: `$.dynamodb.NewImage.${EFFECTS_GROUP_ATTRIBUTE}.S`,
+          messageDeduplicationId: '$.eventID',
+        },
+      },
+    });
+
+    this.effectsFunction = new RatchetFunction(this, 'Effects', {
+      entry: 'lambda/handlers/effects.ts',
+      description: 'Effects queue -> EventBridge and the outbound webhook, per operation in order, with backoff',
+      timeout: Duration.seconds(60),
+    })
+      .bindTable('EFFECTS_LEDGER_TABLE', ledger, ['GetItem', 'PutItem'])
+      .bindTable('EFFECTS_DEAD_LETTER_TABLE', deadLetters, ['Query', 'PutItem', 'DeleteItem']);
+    this.effectsFunction.addEnvironment('EVENT_BUS_NAME', this.bus.eventBusName);
+    this.effectsFunction.addEnvironment('EFFECTS_QUEUE_URL', this.effectsQueue.queueUrl);
+    this.bus.grantPutEventsTo(this.effectsFunction);
+    // The outbound webhook is configured in two secrets (`npm run connect -- --effects-url …`), not in the
+    // template: a plain redeploy keeps it on, and the URL may carry a token.
+    const effectsUrl = new Secret(this, 'EffectsWebhookUrl', {
+      description: 'URL of the signed outbound effect webhook; not-configured: the sink is off',
+      ...notConfiguredYet,
+    });
+    const effectsSecret = new Secret(this, 'EffectsSigningSecret', {
+      description: 'Signs outbound effect webhooks (whsec_...)',
+      ...notConfiguredYet,
+    });
+    for (const secret of [effectsUrl, effectsSecret]) {
+      Validations.of(secret).acknowledge({
+        id: 'AwsSolutions-SMG4',
+        reason: 'Shared with the receiver of the outbound webhook; rotate it together with the receiver (npm run connect).',
+      });
+    }
+    this.effectsFunction.bindSecret('EFFECTS_WEBHOOK_URL', effectsUrl).bindSecret('EFFECTS_SIGNING_SECRET', effectsSecret);
+    this.output('EffectsWebhookUrlSecretArn', effectsUrl.secretArn);
+    this.output('EffectsSigningSecretArn', effectsSecret.secretArn);
+    // The queue feeds the function. Not SqsEventSource: its grant adds GetQueueUrl, which nothing calls. Lambda's
+    // poller needs receive, delete and the queue's attributes; the handler's backoff, change visibility.
+    this.effectsFunction.addEventSourceMapping('EffectsQueueSource', {
+      eventSourceArn: this.effectsQueue.queueArn,
+      batchSize: EFFECTS_QUEUE.batchSize,
+      reportBatchItemFailures: true,
+    });
+    this.effectsFunction.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:ChangeMessageVisibility'],
+        resources: [this.effectsQueue.queueArn],
+      }),
+    );
+
+    // History: the table's stream (every applied write) -> its own table, for GET /operations/{name}/history.
+    const historyTable = (this.historyTable = new Table(this, 'History', {
+      partitionKey: { name: HISTORY_PARTITION_KEY, type: AttributeType.STRING },
+      sortKey: { name: HISTORY_SORT_KEY, type: AttributeType.NUMBER },
+      billingMode: BillingMode.PAY_PER_REQUEST,
+      timeToLiveAttribute: HISTORY_TTL_ATTRIBUTE,
+      encryption: TableEncryption.AWS_MANAGED,
+      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+      deletionProtection: true,
+      removalPolicy: RemovalPolicy.RETAIN,
+    }));
+    const historyFailures = new Queue(this, 'HistoryFailures', {
+      retentionPeriod: Duration.days(14),
+      enforceSSL: true,
+      encryption: QueueEncryption.SQS_MANAGED,
+      removalPolicy: RemovalPolicy.RETAIN,
+    });
+    Validations.of(historyFailures).acknowledge({
+      id: 'AwsSolutions-SQS3',
+      reason: 'This queue is the on-failure destination of the history stream mapping.',
+    });
+    this.historyFunction = new RatchetFunction(this, 'HistoryWriter', {
+      entry: 'lambda/handlers/history.ts',
+      description: 'Table stream -> operation history (every applied write, idempotent per name#version)',
+      timeout: Duration.seconds(30),
+      environment: { HISTORY_RETENTION_DAYS: String(props.historyRetentionDays ?? DEFAULT_HISTORY_RETENTION_DAYS) },
+    }).bindTable('HISTORY_TABLE', historyTable, ['PutItem']);
+    this.historyFunction.addEventSource(
+      new DynamoEventSource(this.table, {
+        startingPosition: StartingPosition.TRIM_HORIZON,
+        batchSize: HISTORY_MAPPING.batchSize,
+        retryAttempts: HISTORY_MAPPING.retryAttempts,
+        bisectBatchOnError: true,
+        maxRecordAge: Duration.days(1),
+        reportBatchItemFailures: true,
+        onFailure: sendOnly(historyFailures),
+        filters: [FilterCriteria.filter(HISTORY_FILTER)],
+      }),
+    );
+    this.apiFunction.bindTable('HISTORY_TABLE', historyTable, ['Query']);
+
+    // Reconcile: a schedule polls Gemini for open operations through the same ingest.
+    const geminiApiKey = new Secret(this, 'GeminiApiKey', {
+      description: 'Gemini API key used by reconcile to poll operations',
+      ...notConfiguredYet,
+    });
+    Validations.of(geminiApiKey).acknowledge({
+      id: 'AwsSolutions-SMG4',
+      reason: 'A Gemini API key is issued and rotated in Google AI Studio; the value is copied here.',
+    });
+    this.reconcileFunction = new RatchetFunction(this, 'Reconcile', {
+      entry: 'lambda/handlers/reconcile.ts',
+      description: 'Polls Gemini for open operations and ingests what it learns',
+      // One run at a time, each done before the next is due, never retried: two runs never poll the same operation.
+      timeout: RECONCILE_INTERVAL.minus(Duration.seconds(5)),
+      reservedConcurrentExecutions: 1,
+      retryAttempts: 0,
+      maxEventAge: RECONCILE_INTERVAL,
+      environment: {
+        RECONCILE_INTERVAL_SECONDS: String(RECONCILE_INTERVAL.toSeconds()),
+        // Its hourly health check looks at the Gemini webhooks that point here.
+        WEBHOOK_URL: `${this.api.apiEndpoint}/webhooks/gemini`,
+      },
+    })
+      // Writes only: the due query hands it each record, and a refused write hands back the stored one.
+      .bindTable('TABLE_NAME', this.table, ['UpdateItem'])
+      .bindIndex(this.table, OPEN_INDEX, ['Query'])
+      .bindSecret('GEMINI_API_KEY', geminiApiKey);
+    // A JWT-signed delivery is verified by polling: the API wakes reconcile at once (an asynchronous invocation).
+    this.apiFunction.addEnvironment('RECONCILE_FUNCTION_NAME', this.reconcileFunction.functionName);
+    this.apiFunction.addToRolePolicy(
+      new PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.reconcileFunction.functionArn] }),
+    );
+    new Rule(this, 'ReconcileSchedule', {
+      description: 'Runs reconcile',
+      schedule: Schedule.rate(RECONCILE_INTERVAL),
+      targets: [new LambdaFunction(this.reconcileFunction, { retryAttempts: 0, maxEventAge: RECONCILE_INTERVAL })],
+    });
+
+    this.alarms = new RatchetAlarms(this, 'Monitoring', {
+      api: this.api,
+      functions: { Api: this.apiFunction, Effects: this.effectsFunction, Reconcile: this.reconcileFunction, History: this.historyFunction },
+      historyFailures,
+      effectsQueue: this.effectsQueue,
+      effectsDeadLetterQueue: effectsDlq,
+      pipeFailures,
+      ...(props.alarmEmail && { alarmEmail: props.alarmEmail }),
+    });
+
+    this.output('AlarmTopicArn', this.alarms.topic.topicArn);
+    this.output('ApiUrl', this.apiUrl);
+    this.output('WebhookUrl', this.webhookUrl);
+    this.output('WebhookSigningSecretArn', signingSecrets.secretArn);
+    this.output('TableName', this.table.tableName);
+    this.output('EventBusName', this.bus.eventBusName);
+    this.output('GeminiApiKeySecretArn', geminiApiKey.secretArn);
+    this.output('EffectsQueueUrl', this.effectsQueue.queueUrl);
+    this.output('EffectsDeadLetterQueueUrl', effectsDlq.queueUrl);
+    this.output('EffectsDeadLetterTable', deadLetters.tableName);
+  }
+
+  /** Lets `grantee` track jobs: `execute-api:Invoke` on `POST /operations` only. */
+  grantTrack(grantee: IGrantable): Grant {
+    return this.grantInvoke(grantee, [['POST', '/operations']]);
+  }
+
+  /** Lets `grantee` read jobs: `execute-api:Invoke` on `GET /operations` and `GET /operations/…` (record and history) only. */
+  grantRead(grantee: IGrantable): Grant {
+    return this.grantInvoke(grantee, [
+      ['GET', '/operations'],
+      ['GET', '/operations/*'],
+    ]);
+  }
+
+  /**
+   * A rule on Ratchet's bus sending each matching state change to `target`
+   * (any EventBridge target: a function, a queue, a state machine…). The
+   * event's `detail` is the change: name, kind, state, previousState,
+   * version, result, userMetadata, idempotencyKey (docs: the contract).
+   */
+  onStateChange(id: string, target: IRuleTarget, filter: StateChangeFilter = {}): Rule {
+    const detail: Record<string, string[]> = {};
+    if (filter.kinds) detail.kind = filter.kinds;
+    if (filter.states) detail.state = filter.states;
+    if (filter.names) detail.name = filter.names;
+    for (const [key, values] of Object.entries(detail)) {
+      if (values.length === 0) throw new Error(`onStateChange(${id}): an empty ${key} list would match nothing; leave it out to match any`);
+    }
+    return new Rule(this, id, {
+      eventBus: this.bus,
+      description: `Ratchet state changes -> ${id}`,
+      eventPattern: {
+        source: [EVENTBRIDGE_SOURCE],
+        detailType: [EVENTBRIDGE_DETAIL_TYPE],
+        ...(Object.keys(detail).length > 0 && { detail }),
+      },
+      targets: [target],
+    });
+  }
+
+  private grantInvoke(grantee: IGrantable, routes: Array<[string, string]>): Grant {
+    return Grant.addToPrincipal({
+      grantee,
+      actions: ['execute-api:Invoke'],
+      resourceArns: routes.map(([method, path]) => this.api.arnForExecuteApi(method, path, '$default')),
+    });
+  }
+
+  /**
+   * A stack output under its plain key (`ApiUrl`, …), wherever the construct
+   * sits: `npm run connect -- --stack` and `npm run redrive -- --stack` read
+   * them by that key. So one Ratchet per stack.
+   */
+  private output(key: string, value: string): void {
+    new CfnOutput(this, key, { value }).overrideLogicalId(key);
+  }
+}
+
+/** An on-failure destination that grants SendMessage only (CDK's SqsDlq adds GetQueueAttributes and GetQueueUrl, which Lambda does not call). */
+function sendOnly(queue: IQueue): IEventSourceDlq {
+  return {
+    bind(_mapping, fn) {
+      fn.addToRolePolicy(new PolicyStatement({ actions: ['sqs:SendMessage'], resources: [queue.queueArn] }));
+      return { destination: queue.queueArn };
+    },
+  };
+}

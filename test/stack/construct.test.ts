@@ -1,0 +1,219 @@
+/**
+ * The `Ratchet` construct as an application uses it: a consumer stack of its
+ * own (a function of the app's, a queue) that adds Ratchet and calls every
+ * method: grantTrack, grantRead, onStateChange. Checked on the synthesized
+ * template: the rule's pattern, the grants, and (simulated with
+ * @cloud-copilot/iam-simulate) that the grants allow exactly their routes.
+ */
+import { runSimulation } from '@cloud-copilot/iam-simulate';
+import { App, type CfnElement, Stack, Validations } from 'aws-cdk-lib';
+import { Match, Template } from 'aws-cdk-lib/assertions';
+import { LambdaFunction, SqsQueue } from 'aws-cdk-lib/aws-events-targets';
+import { Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
+import { Code, Function as LambdaFn, Runtime } from 'aws-cdk-lib/aws-lambda';
+import { Queue } from 'aws-cdk-lib/aws-sqs';
+import { AwsSolutionsChecks } from 'cdk-nag';
+import { beforeAll, describe, expect, it } from 'vitest';
+import { EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../../lambda/effects/eventbridge-sink.ts';
+import { Ratchet } from '../../lib/ratchet.ts';
+import type { PolicyDocument } from '../support/aws/template.ts';
+
+const ACCOUNT = '123456789012';
+const REGION = 'eu-west-1';
+const API_ID = 'a1b2c3d4e5';
+
+function consumerApp() {
+  const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+  const stack = new Stack(app, 'MyApp', { env: { account: ACCOUNT, region: REGION } });
+  const ratchet = new Ratchet(stack, 'Ratchet');
+  // The app's own code: one function tracks and reads jobs, another only reads, a third reacts to changes.
+  const inline = (name: string) =>
+    new LambdaFn(stack, name, { runtime: Runtime.NODEJS_24_X, handler: 'index.handler', code: Code.fromInline('export {}') });
+  const submitter = inline('Submitter');
+  const dashboard = inline('Dashboard');
+  const onBatchDone = inline('OnBatchDone');
+  const audit = new Queue(stack, 'Audit');
+  ratchet.grantTrack(submitter);
+  ratchet.grantRead(submitter);
+  ratchet.grantRead(dashboard);
+  ratchet.onStateChange('BatchDone', new LambdaFunction(onBatchDone), { kinds: ['batch'], states: ['SUCCEEDED', 'FAILED'] });
+  ratchet.onStateChange('AllChanges', new SqsQueue(audit));
+  ratchet.onStateChange('OneJob', new SqsQueue(audit), { names: ['batches/abc'] });
+  return { app, stack, ratchet };
+}
+
+let template: Template;
+let ratchet: Ratchet;
+
+beforeAll(() => {
+  const consumer = consumerApp();
+  ratchet = consumer.ratchet;
+  template = Template.fromStack(consumer.stack);
+});
+
+/** The identity policy CDK attached to the role of the function whose logical id starts with `prefix`, references resolved. */
+function policyOf(prefix: string) {
+  const policies = Object.values(template.findResources('AWS::IAM::Policy')).filter((p) =>
+    p.Properties.Roles.some((r: { Ref: string }) => r.Ref.startsWith(prefix)),
+  );
+  return policies.map((p) => ({ name: p.Properties.PolicyName as string, policy: resolve(p.Properties.PolicyDocument) as PolicyDocument }));
+}
+
+/** CloudFormation's references in this template, resolved as a deploy in ACCOUNT / REGION would. */
+function resolve(value: unknown): unknown {
+  if (Array.isArray(value)) return value.map(resolve);
+  if (value && typeof value === 'object') {
+    const object = value as Record<string, unknown>;
+    if ('Ref' in object) {
+      const ref = String(object.Ref);
+      if (ref === 'AWS::Partition') return 'aws';
+      if (ref === 'AWS::Region') return REGION;
+      if (ref === 'AWS::AccountId') return ACCOUNT;
+      if (template.toJSON().Resources[ref]?.Type === 'AWS::ApiGatewayV2::Api') return API_ID;
+      throw new Error(`no physical id for ${ref}`);
+    }
+    if ('Fn::Join' in object) {
+      const [separator, parts] = object['Fn::Join'] as [string, unknown[]];
+      return (resolve(parts) as string[]).join(separator);
+    }
+    return Object.fromEntries(Object.entries(object).map(([key, inner]) => [key, resolve(inner)]));
+  }
+  return value;
+}
+
+async function invokeAllowed(prefix: string, method: string, path: string): Promise<boolean> {
+  const result = await runSimulation(
+    {
+      identityPolicies: policyOf(prefix),
+      serviceControlPolicies: [],
+      resourceControlPolicies: [],
+      request: {
+        principal: `arn:aws:iam::${ACCOUNT}:role/${prefix}`,
+        action: 'execute-api:Invoke',
+        resource: { resource: `arn:aws:execute-api:${REGION}:${ACCOUNT}:${API_ID}/$default/${method}${path}`, accountId: ACCOUNT },
+        contextVariables: {},
+      },
+    },
+    {},
+  );
+  if (result.resultType !== 'single') throw new Error(`simulation: ${JSON.stringify(result)}`);
+  return result.overallResult === 'Allowed';
+}
+
+describe('the Ratchet construct in an application’s own stack', () => {
+  it('sends the matching state changes on Ratchet’s bus to any target', () => {
+    const bus = { Ref: Match.stringLikeRegexp('^RatchetEvents') };
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventBusName: bus,
+      EventPattern: {
+        source: [EVENTBRIDGE_SOURCE],
+        'detail-type': [EVENTBRIDGE_DETAIL_TYPE],
+        detail: { kind: ['batch'], state: ['SUCCEEDED', 'FAILED'] },
+      },
+      Targets: [Match.objectLike({ Arn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^OnBatchDone'), 'Arn'] } })],
+    });
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventBusName: bus,
+      EventPattern: { source: [EVENTBRIDGE_SOURCE], 'detail-type': [EVENTBRIDGE_DETAIL_TYPE], detail: Match.absent() },
+    });
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventBusName: bus,
+      EventPattern: Match.objectLike({ detail: { name: ['batches/abc'] } }),
+    });
+    // The target may be invoked by that rule, and by nothing else.
+    template.hasResourceProperties('AWS::Lambda::Permission', {
+      FunctionName: { 'Fn::GetAtt': [Match.stringLikeRegexp('^OnBatchDone'), 'Arn'] },
+      Principal: 'events.amazonaws.com',
+      SourceArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^RatchetBatchDone'), 'Arn'] },
+    });
+  });
+
+  it('refuses an empty filter list, which would silently match nothing', () => {
+    expect(() => ratchet.onStateChange('Never', new SqsQueue(new Queue(Stack.of(ratchet), 'Q')), { states: [] })).toThrow(
+      /empty state list would match nothing/,
+    );
+  });
+
+  it('grantTrack allows POST /operations only; grantRead the GET routes only; neither the webhook', async () => {
+    const routes: Array<[string, string]> = [
+      ['POST', '/operations'],
+      ['GET', '/operations'],
+      ['GET', '/operations/batches/abc'],
+      ['GET', '/operations/batches/abc/history'],
+      ['POST', '/webhooks/gemini'],
+      ['GET', '/healthz'],
+      ['DELETE', '/operations/batches/abc'],
+      ['POST', '/operations/batches/abc'],
+    ];
+    const allowed = async (prefix: string) =>
+      (
+        await Promise.all(routes.map(async ([method, path]) => ((await invokeAllowed(prefix, method, path)) ? `${method} ${path}` : null)))
+      ).filter(Boolean);
+    expect(await allowed('Submitter')).toEqual([
+      'POST /operations',
+      'GET /operations',
+      'GET /operations/batches/abc',
+      'GET /operations/batches/abc/history',
+    ]);
+    expect(await allowed('Dashboard')).toEqual(['GET /operations', 'GET /operations/batches/abc', 'GET /operations/batches/abc/history']);
+    expect(await allowed('OnBatchDone')).toEqual([]);
+  });
+
+  it('gives the app’s functions nothing of Ratchet beyond execute-api:Invoke', () => {
+    for (const prefix of ['Submitter', 'Dashboard']) {
+      const actions = policyOf(prefix).flatMap(({ policy }) => policy.Statement.flatMap((statement) => [statement.Action].flat()));
+      expect(new Set(actions)).toEqual(new Set(['execute-api:Invoke']));
+    }
+  });
+
+  it('exposes the API URL, the webhook URL, the bus, the tables and the alarms topic', () => {
+    const stack = Stack.of(ratchet);
+    expect(stack.resolve(ratchet.apiUrl)).toEqual({ 'Fn::GetAtt': [expect.stringMatching(/^RatchetHttpApi/), 'ApiEndpoint'] });
+    expect(JSON.stringify(stack.resolve(ratchet.webhookUrl))).toMatch(/\/webhooks\/gemini/);
+    expect(stack.resolve(ratchet.bus.eventBusName)).toEqual({ Ref: expect.stringMatching(/^RatchetEvents/) });
+    expect(stack.resolve(ratchet.table.tableName)).toEqual({ Ref: expect.stringMatching(/^RatchetOperations/) });
+    expect(stack.resolve(ratchet.historyTable.tableName)).toEqual({ Ref: expect.stringMatching(/^RatchetHistory/) });
+    expect(stack.resolve(ratchet.alarms.topic.topicArn)).toEqual({ Ref: expect.stringMatching(/^RatchetMonitoring/) });
+  });
+
+  it('keeps the outputs connect and redrive read under their plain keys, wherever it sits', () => {
+    for (const key of ['ApiUrl', 'WebhookUrl', 'WebhookSigningSecretArn', 'GeminiApiKeySecretArn', 'TableName', 'EffectsDeadLetterTable'])
+      template.hasOutput(key, {});
+  });
+
+  it('brings one AWS Solutions finding into the app, the read grant’s wildcard, and none of its own', () => {
+    const { app, stack, ratchet: r } = consumerApp();
+    // The app's own functions and queue are its business (their findings are CDK defaults, acknowledged as an app would).
+    const own = 'the app’s own resource, not Ratchet’s';
+    const basicRole = 'AwsSolutions-IAM4[Policy::arn:<AWS::Partition>:iam::aws:policy/service-role/AWSLambdaBasicExecutionRole]';
+    for (const id of ['Submitter', 'Dashboard', 'OnBatchDone'])
+      Validations.of(stack.node.findChild(id)).acknowledge({ id: basicRole, reason: own });
+    for (const id of ['AwsSolutions-SQS3', 'AwsSolutions-SQS4'])
+      Validations.of(stack.node.findChild('Audit')).acknowledge({ id, reason: own });
+    // GET /operations/{name+}: names hold slashes, so a read grant ends in a wildcard. An app running cdk-nag says so once per grantee.
+    const api = stack.getLogicalId(r.api.node.defaultChild as CfnElement);
+    const readWildcard = `AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:execute-api:${REGION}:${ACCOUNT}:<${api}>/$default/GET/operations/*]`;
+    Validations.of(app).addPlugins(new AwsSolutionsChecks(app));
+    expect(() => app.synth()).toThrow(/AwsSolutions-IAM5/);
+
+    const again = consumerApp();
+    for (const id of ['Submitter', 'Dashboard', 'OnBatchDone'])
+      Validations.of(again.stack.node.findChild(id)).acknowledge({ id: basicRole, reason: own });
+    for (const id of ['AwsSolutions-SQS3', 'AwsSolutions-SQS4'])
+      Validations.of(again.stack.node.findChild('Audit')).acknowledge({ id, reason: own });
+    for (const id of ['Submitter', 'Dashboard'])
+      Validations.of(again.stack.node.findChild(id)).acknowledge({ id: readWildcard, reason: 'operation names hold slashes' });
+    Validations.of(again.app).addPlugins(new AwsSolutionsChecks(again.app));
+    expect(() => again.app.synth()).not.toThrow();
+  });
+
+  it('the role a consumer grants may be any IGrantable, e.g. a role of its own', () => {
+    const { stack, ratchet: r } = consumerApp();
+    const role = new Role(stack, 'Worker', { assumedBy: new ServicePrincipal('ecs-tasks.amazonaws.com') });
+    r.grantTrack(role);
+    Template.fromStack(stack).hasResourceProperties('AWS::IAM::Policy', {
+      Roles: [{ Ref: Match.stringLikeRegexp('^Worker') }],
+      PolicyDocument: { Statement: [Match.objectLike({ Action: 'execute-api:Invoke' })] },
+    });
+  });
+});
