@@ -337,7 +337,7 @@ export class Ratchet extends Construct {
     );
 
     // History: the table's stream (every applied write) -> its own table, for GET /operations/{name}/history.
-    const historyTable = (this.historyTable = new Table(this, 'History', {
+    this.historyTable = new Table(this, 'History', {
       partitionKey: { name: HISTORY_PARTITION_KEY, type: AttributeType.STRING },
       sortKey: { name: HISTORY_SORT_KEY, type: AttributeType.NUMBER },
       billingMode: BillingMode.PAY_PER_REQUEST,
@@ -346,7 +346,8 @@ export class Ratchet extends Construct {
       pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
       deletionProtection: true,
       removalPolicy: RemovalPolicy.RETAIN,
-    }));
+    });
+    const historyTable = this.historyTable;
     const historyFailures = new Queue(this, 'HistoryFailures', {
       retentionPeriod: Duration.days(14),
       enforceSSL: true,
