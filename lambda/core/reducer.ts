@@ -107,7 +107,7 @@ function isLater(candidate: string | null | undefined, stored: string | null | u
 }
 
 /** The record `POST /operations` creates: known, polled, but with no observed state yet. */
-export function trackedRecord(name: string, kind: OperationKind, now: string): OperationRecord {
+export function trackedRecord(name: string, kind: OperationKind, now: string, userMetadata?: Record<string, unknown>): OperationRecord {
   return {
     name,
     kind,
@@ -122,5 +122,6 @@ export function trackedRecord(name: string, kind: OperationKind, now: string): O
     result: null,
     createdAt: now,
     recordedAt: now,
+    ...(userMetadata && { userMetadata }),
   };
 }

@@ -79,7 +79,8 @@ const FAILURES = {
 } as const satisfies Record<string, ContentfulStatusCode>;
 export type Failure = keyof typeof FAILURES;
 
-const TrackRequest = z.object({ name: z.string() });
+/** `metadata`: the application's own labels for the job (as Gemini's `user_metadata`), carried on its record and its effects. */
+const TrackRequest = z.object({ name: z.string(), metadata: z.optional(z.record(z.string(), z.unknown())) });
 const ListQuery = z.object({
   state: z.optional(z.enum(OPERATION_STATES)),
   kind: z.optional(z.enum(OPERATION_KINDS)),
@@ -287,15 +288,17 @@ export function createApp(deps: AppDeps): Hono {
 
   app.post('/operations', sameOriginJson, limit(MAX_TRACK_BODY_BYTES), async (c) => {
     let name: string;
+    let metadata: Record<string, unknown> | undefined;
     try {
       const request = TrackRequest.safeParse(await c.req.json());
-      if (!request.success) return fail('malformed-request', 'body must be {"name": "<operation name>"}');
+      if (!request.success) return fail('malformed-request', 'body must be {"name": "<operation name>", "metadata"?: {…}}');
       name = normalizeOperationName(request.data.name);
+      metadata = request.data.metadata;
     } catch (error) {
       return fail('malformed-request', (error as Error).message);
     }
     try {
-      const record = trackedRecord(name, kindOfName(name), timeFromDate(clock()));
+      const record = trackedRecord(name, kindOfName(name), timeFromDate(clock()), metadata);
       const written = await store.write(record, undefined);
       if (written.ok) {
         logger.info('operation tracked', { operation: name });

@@ -7,11 +7,14 @@
  * batches from that queue, honouring partial batch failures; the history bundle
  * on the stream; reconcile on a timer against the fake Gemini. Through a
  * receiver outage, every state change is delivered once, in version order,
- * and each webhook costs at most one DynamoDB request.
+ * and each webhook costs at most one DynamoDB request. The `/operations`
+ * routes need SigV4, as the template's IAM authorization says; reads go
+ * through `ratchet/client`, signed.
  */
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { RatchetClient, sigV4Signer } from '../../sdk/client.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
 import { FUNCTIONS, StackOnMoto } from '../support/aws/stack-on-moto.ts';
 import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
@@ -27,6 +30,9 @@ let synthesized: Synthesized;
 let stack: StackOnMoto;
 let receiver: Receiver;
 let gemini: FakeGemini;
+let client: RatchetClient;
+/** The one caller IAM knows here (an application's role, say). */
+const CALLER = { accessKeyId: 'AKIDRATCHETAPP', secretAccessKey: 'app-secret-key' };
 
 beforeAll(async () => {
   synthesized = synthesizeWithBundles();
@@ -44,7 +50,9 @@ beforeAll(async () => {
       Reconcile: { GEMINI_BASE_URL: gemini.baseUrl },
     },
     reconcileEveryMs: 1_000,
+    iamCallers: { [CALLER.accessKeyId]: CALLER.secretAccessKey },
   }).start();
+  client = new RatchetClient({ url: stack.apiUrl, signer: sigV4Signer({ region: MOTO_REGION, credentials: CALLER }) });
 }, 120_000);
 
 afterAll(async () => {
@@ -89,8 +97,7 @@ describe('the AWS path as deployed, on moto', () => {
     // A job tracked at creation whose webhook never comes: reconcile finds its end by polling.
     const polled = `batches/aws-polled-${run}`;
     gemini.batches.set(polled, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
-    const tracked = await post('/operations', JSON.stringify({ name: polled }), { 'content-type': 'application/json' });
-    expect(tracked.status).toBe(201);
+    expect((await client.track(polled)).created).toBe(true);
 
     // Every operation's first effect was refused at least once: the outage went through the queue's backoff.
     await eventually(() => receiver.refused >= names.length, 30_000, 'refused attempts during the outage');
@@ -103,14 +110,10 @@ describe('the AWS path as deployed, on moto', () => {
     );
 
     for (const name of [...names, polled]) {
-      const record = await (await fetch(`${stack.apiUrl}/operations/${name}`)).json();
-      expect(record).toMatchObject({ name, state: 'SUCCEEDED' });
+      expect(await client.get(name)).toMatchObject({ name, state: 'SUCCEEDED' });
       // The effects are exactly the stored state changes (history, written from the stream), in version order, each once.
       const changes = async () => {
-        const { history } = (await (await fetch(`${stack.apiUrl}/operations/${name}/history`)).json()) as { history: unknown[] };
-        return (history as Array<{ version: number; state: string; stateChanged: boolean }>)
-          .filter((entry) => entry.stateChanged)
-          .map((entry) => [entry.version, entry.state]);
+        return (await client.history(name)).filter((entry) => entry.stateChanged).map((entry) => [entry.version, entry.state]);
       };
       const effects = of(name).map((d) => [d.body.data.version, d.body.data.state]);
       await eventually(async () => JSON.stringify(await changes()) === JSON.stringify(effects), 20_000, `history of ${name}`);
@@ -120,6 +123,47 @@ describe('the AWS path as deployed, on moto', () => {
     expect(stack.errors).toEqual([]);
     expect(stack.pollerErrors).toEqual([]);
     expect(Object.keys(stack.hosts)).toEqual([...FUNCTIONS]);
+  });
+
+  it('the client signs with SigV4 and waits for a job tracked at creation; a bad or missing signature is refused as API Gateway refuses it', async () => {
+    const name = `batches/aws-client-${Date.now()}`;
+    gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T12:05:00Z' });
+    const { created, operation } = await client.track(name, { metadata: { order: 'A-17' } });
+    expect({ created, state: operation.state, userMetadata: operation.userMetadata }).toEqual({
+      created: true,
+      state: null,
+      userMetadata: { order: 'A-17' },
+    });
+    // Waiting from before the change: reconcile's next run polls the tracked job and finds its end.
+    const seen: Array<string | null> = [];
+    const done = await client.waitFor(name, { timeoutMs: 30_000, onChange: (op) => seen.push(op.state) });
+    expect(done).toMatchObject({ name, state: 'SUCCEEDED', userMetadata: { order: 'A-17' } });
+    expect(seen.at(-1)).toBe('SUCCEEDED');
+    expect((await client.list({ kind: 'batch', state: 'SUCCEEDED' })).operations.map((op) => op.name)).toContain(name);
+
+    const forger = new RatchetClient({
+      url: stack.apiUrl,
+      signer: sigV4Signer({ region: MOTO_REGION, credentials: { ...CALLER, secretAccessKey: 'not-the-secret' } }),
+      retries: 0,
+    });
+    await expect(forger.get(name)).rejects.toMatchObject({ code: 'invalid-signature', status: 403 });
+    await expect(forger.track(`batches/aws-forged-${Date.now()}`)).rejects.toMatchObject({ status: 403 });
+    const unsigned = new RatchetClient({ url: stack.apiUrl, signer: 'none', retries: 0 });
+    await expect(unsigned.get(name)).rejects.toMatchObject({ code: 'invalid-signature', status: 403 });
+    // A signed request replayed with another body is refused too.
+    const signed = await sigV4Signer({ region: MOTO_REGION, credentials: CALLER })({
+      method: 'POST',
+      url: new URL(`${stack.apiUrl}/operations`),
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ name: 'batches/aws-one' }),
+    });
+    const replayed = await post('/operations', JSON.stringify({ name: 'batches/aws-other' }), {
+      'content-type': 'application/json',
+      ...signed,
+    });
+    expect(replayed.status).toBe(403);
+    // The webhook route is not IAM's: its signature is the function's business.
+    expect((await post('/webhooks/gemini', '{}', { 'content-type': 'application/json' })).status).toBe(401);
   });
 
   it('takes a rotated signing secret from Secrets Manager without a deploy: the new one at once, the old one through the grace', async () => {

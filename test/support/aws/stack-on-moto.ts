@@ -34,6 +34,7 @@ import { silentLogger } from '../silent-logger.ts';
 import { LambdaHost } from './lambda-host.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION, publishStackOutputs } from './moto.ts';
 import { RecordingProxy } from './recording-proxy.ts';
+import { verifySigV4 } from './sigv4-verifier.ts';
 import { LocalStreamMapping } from './stream-mapping.ts';
 import type { Synthesized } from './synth.ts';
 import { ensureTable } from './tables.ts';
@@ -49,6 +50,11 @@ export interface StackOnMotoOptions {
   env?: Partial<Record<FunctionName, Record<string, string>>>;
   /** How often the schedule invokes reconcile. */
   reconcileEveryMs: number;
+  /**
+   * Callers known to IAM (access key id → secret): when given, the routes the template marks
+   * `AWS_IAM` need their SigV4 signature, as API Gateway's IAM authorizer does; without it, no route does.
+   */
+  iamCallers?: Record<string, string>;
 }
 
 /** `$.a.b.c`, as the Pipe reads its target parameters from a record. */
@@ -131,8 +137,13 @@ export class StackOnMoto {
       const chunks: Buffer[] = [];
       req.on('data', (chunk) => chunks.push(chunk));
       req.on('end', async () => {
-        const url = new URL(req.url ?? '/', 'http://api');
+        const url = new URL(req.url ?? '/', `http://${req.headers.host}`);
         const body = Buffer.concat(chunks);
+        const refusal = await this.authorize(req.method ?? 'GET', url, req.headers as Record<string, string>, body.toString('utf8'));
+        if (refusal) {
+          res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ message: refusal }));
+          return;
+        }
         try {
           const answer = await this.hosts.Api.invoke<APIGatewayProxyStructuredResultV2>(
             apiEvent(req.method ?? 'GET', url, req.headers, body),
@@ -150,6 +161,23 @@ export class StackOnMoto {
     await this.startHistoryMapping();
     this.loops.push(this.effectsEventSource(), this.schedule());
     return this;
+  }
+
+  /** Why API Gateway would refuse this request before the function (IAM authorization), or undefined. */
+  private async authorize(method: string, url: URL, headers: Record<string, string>, body: string): Promise<string | undefined> {
+    const callers = this.options.iamCallers;
+    if (!callers) return undefined;
+    const route = this.world
+      .ofType('AWS::ApiGatewayV2::Route')
+      .map(([, route]) => route.Properties as { RouteKey: string; AuthorizationType?: string })
+      .find(({ RouteKey }) => {
+        const [routeMethod, pattern] = RouteKey.split(' ') as [string, string];
+        const path = new RegExp(`^${pattern.replace(/\{[^}]+\+\}/g, '.+').replace(/\{[^}]+\}/g, '[^/]+')}$`);
+        return routeMethod === method && path.test(url.pathname);
+      });
+    if (route?.AuthorizationType !== 'AWS_IAM') return undefined;
+    const verdict = await verifySigV4({ method, url, headers, body }, callers);
+    return verdict === 'ok' ? undefined : 'Forbidden';
   }
 
   /**

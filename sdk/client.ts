@@ -1,0 +1,272 @@
+/**
+ * `ratchet/client`: an application's typed client for Ratchet's HTTP API,
+ * the same against the local runtime (`npm start`; plain HTTP) and a deployed
+ * stack (the `/operations` routes need IAM: requests are signed with SigV4
+ * and the default AWS credential chain).
+ *
+ *   const ratchet = new RatchetClient({ url: process.env.RATCHET_URL });
+ *   await ratchet.track('batches/123', { metadata: { order: 'A-17' } });
+ *   const done = await ratchet.waitFor('batches/123', { until: 'terminal', timeoutMs: 3_600_000 });
+ *
+ * Errors are RatchetError, whose `code` is the API's error code. A 503 (the
+ * store briefly unavailable) and a failed connection are retried with backoff.
+ */
+import type { SignatureV4 } from '@smithy/signature-v4';
+import { isTerminal, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
+import type { OperationRecord } from '../lambda/core/reducer.ts';
+import type { HistoryEntry } from '../lambda/history/history.ts';
+import type { Failure } from '../lambda/http/app.ts';
+import type { OperationView } from '../lambda/store/operation-store.ts';
+
+type SignatureV4Init = ConstructorParameters<typeof SignatureV4>[0];
+
+export type { HistoryEntry, OperationKind, OperationRecord, OperationState, OperationView };
+
+/** The API's error codes, and the client's own: `timeout` (waitFor ran out of time), `unreachable` (see waitFor). */
+export type RatchetErrorCode = Failure | 'timeout' | 'unreachable' | 'network' | 'unexpected-response';
+
+export class RatchetError extends Error {
+  override name = 'RatchetError';
+  constructor(
+    readonly code: RatchetErrorCode,
+    message: string,
+    /** The HTTP status, when the API answered. */
+    readonly status?: number,
+    /** The operation as last read, for `timeout` and `unreachable`. */
+    readonly operation?: OperationView,
+  ) {
+    super(message);
+  }
+}
+
+/** Signs one request; see `sigV4Signer`. */
+export type RequestSigner = (request: {
+  method: string;
+  url: URL;
+  headers: Record<string, string>;
+  body?: string;
+}) => Promise<Record<string, string>>;
+
+export interface RatchetClientOptions {
+  /** The API's base URL: `http://127.0.0.1:3000` locally, the stack's `ApiUrl` output when deployed. */
+  url: string;
+  /**
+   * How requests are signed. Default: SigV4 with the default credential chain
+   * when `url` is an `execute-api` host, none otherwise (the local runtime).
+   */
+  signer?: RequestSigner | 'none';
+  /** Retries of a 503 or a failed connection (default 4: after about 0.2, 0.4, 0.8, 1.6 s). */
+  retries?: number;
+  fetch?: typeof fetch;
+}
+
+export interface WaitOptions {
+  /**
+   * `'terminal'` (the default): SUCCEEDED, FAILED, CANCELLED or EXPIRED. A
+   * state: that state or any later one of higher rank (waiting for RUNNING
+   * returns a job found already SUCCEEDED); a terminal state other than the
+   * one awaited rejects with code `unreachable`.
+   */
+  until?: 'terminal' | OperationState;
+  /** Reject with code `timeout` after this long (default: wait as long as it takes). */
+  timeoutMs?: number;
+  signal?: AbortSignal;
+  /** Called with each newly read version of the operation while waiting. */
+  onChange?: (operation: OperationView) => void;
+}
+
+/** Waits between reads in waitFor: 1 s, doubling to at most a minute. */
+export const WAIT_FIRST_MS = 1_000;
+export const WAIT_MAX_MS = 60_000;
+
+export class RatchetClient {
+  private readonly base: string;
+  private readonly signer?: RequestSigner;
+  private readonly retries: number;
+  private readonly fetch: typeof fetch;
+
+  constructor(options: RatchetClientOptions) {
+    const url = new URL(options.url);
+    this.base = url.href.replace(/\/+$/, '');
+    this.retries = options.retries ?? 4;
+    this.fetch = options.fetch ?? globalThis.fetch;
+    if (options.signer === 'none') this.signer = undefined;
+    else if (options.signer) this.signer = options.signer;
+    else if (/\.execute-api\.[a-z0-9-]+\.amazonaws\.com$/.test(url.hostname)) this.signer = sigV4Signer();
+  }
+
+  /** Starts tracking a job (reconcile polls it before any webhook arrives). `created` is false when Ratchet already knew it. */
+  async track(
+    name: string,
+    options: { metadata?: Record<string, unknown> } = {},
+  ): Promise<{ operation: OperationRecord; created: boolean }> {
+    const { status, body } = await this.request('POST', '/operations', { name, ...(options.metadata && { metadata: options.metadata }) });
+    return { operation: body as OperationRecord, created: status === 201 };
+  }
+
+  /** The stored record with its polling status; undefined when Ratchet does not know the job. */
+  async get(name: string): Promise<OperationView | undefined> {
+    try {
+      return (await this.request('GET', `/operations/${encodeName(name)}`)).body as OperationView;
+    } catch (error) {
+      if (error instanceof RatchetError && error.code === 'not-found') return undefined;
+      throw error;
+    }
+  }
+
+  /** One page, most recently recorded first; pass `nextCursor` back for the next. */
+  async list(
+    filter: { state?: OperationState; kind?: OperationKind; limit?: number; cursor?: string } = {},
+  ): Promise<{ operations: OperationView[]; nextCursor?: string }> {
+    const query = new URLSearchParams();
+    for (const [key, value] of Object.entries(filter)) if (value !== undefined) query.set(key, String(value));
+    const path = query.size > 0 ? `/operations?${query}` : '/operations';
+    return (await this.request('GET', path)).body as { operations: OperationView[]; nextCursor?: string };
+  }
+
+  /** Every applied write of the job, in version order. */
+  async history(name: string): Promise<HistoryEntry[]> {
+    return ((await this.request('GET', `/operations/${encodeName(name)}/history`)).body as { history: HistoryEntry[] }).history;
+  }
+
+  /**
+   * Resolves with the operation once it reaches `until`. The stored record is
+   * read first, so a change that happened before the call is never missed;
+   * then it is read again after 1 s, 2 s, 4 s… at most a minute apart. Rejects
+   * with `not-found` if Ratchet does not know the job (track it first).
+   */
+  async waitFor(name: string, options: WaitOptions = {}): Promise<OperationView> {
+    const { until = 'terminal', timeoutMs, signal, onChange } = options;
+    const deadline = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + timeoutMs;
+    let delay = WAIT_FIRST_MS;
+    let seen = 0;
+    for (;;) {
+      signal?.throwIfAborted();
+      const operation = await this.get(name);
+      if (!operation) throw new RatchetError('not-found', `Ratchet does not know ${name}: track it first`, 404);
+      if (operation.version > seen) {
+        seen = operation.version;
+        onChange?.(operation);
+      }
+      if (reached(operation.state, until)) return operation;
+      if (isTerminal(operation.state))
+        throw new RatchetError('unreachable', `${name} ended ${operation.state}; it will never be ${until}`, undefined, operation);
+      const left = deadline - Date.now();
+      if (left <= 0)
+        throw new RatchetError(
+          'timeout',
+          `${name} is still ${operation.state ?? 'unobserved'} after ${timeoutMs} ms`,
+          undefined,
+          operation,
+        );
+      await sleep(Math.min(delay, left), signal);
+      delay = Math.min(delay * 2, WAIT_MAX_MS);
+    }
+  }
+
+  private async request(method: 'GET' | 'POST', path: string, json?: unknown): Promise<{ status: number; body: unknown }> {
+    const url = new URL(`${this.base}${path}`);
+    const body = json === undefined ? undefined : JSON.stringify(json);
+    for (let attempt = 0; ; attempt++) {
+      let headers: Record<string, string> = {
+        accept: 'application/json',
+        ...(body !== undefined && { 'content-type': 'application/json' }),
+      };
+      if (this.signer) headers = { ...headers, ...(await this.signer({ method, url, headers, ...(body !== undefined && { body }) })) };
+      let response: Response;
+      try {
+        response = await this.fetch(url, { method, headers, ...(body !== undefined && { body }) });
+      } catch (error) {
+        if (attempt < this.retries) {
+          await sleep(backoff(attempt));
+          continue;
+        }
+        throw new RatchetError('network', `${method} ${url.origin}${url.pathname}: ${(error as Error).message}`);
+      }
+      if (response.status === 503 && attempt < this.retries) {
+        await response.body?.cancel();
+        await sleep(backoff(attempt));
+        continue;
+      }
+      const text = await response.text();
+      let parsed: unknown;
+      try {
+        parsed = JSON.parse(text);
+      } catch {
+        throw new RatchetError(
+          'unexpected-response',
+          `${method} ${url.pathname}: HTTP ${response.status}, not JSON: ${text.slice(0, 200)}`,
+          response.status,
+        );
+      }
+      if (response.ok) return { status: response.status, body: parsed };
+      const { error, message } = (parsed ?? {}) as { error?: string; message?: string };
+      // API Gateway's own refusals (a missing or bad signature: 403 {"message": …}) carry no code of ours.
+      const code = (error ?? (response.status === 403 ? 'invalid-signature' : 'unexpected-response')) as RatchetErrorCode;
+      throw new RatchetError(code, `${method} ${url.pathname}: HTTP ${response.status}: ${message ?? text.slice(0, 200)}`, response.status);
+    }
+  }
+}
+
+/** Names keep their slashes (`batches/123`); each segment is escaped. */
+function encodeName(name: string): string {
+  return name.split('/').map(encodeURIComponent).join('/');
+}
+
+function reached(state: OperationState | null, until: 'terminal' | OperationState): boolean {
+  if (until === 'terminal') return isTerminal(state);
+  if (state === until) return true;
+  return !isTerminal(until) && rankOf(state) > rankOf(until);
+}
+
+function backoff(attempt: number): number {
+  return 200 * 2 ** attempt * (0.75 + Math.random() / 2);
+}
+
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(() => {
+      signal?.removeEventListener('abort', abort);
+      resolve();
+    }, ms);
+    const abort = () => {
+      clearTimeout(timer);
+      reject(signal?.reason);
+    };
+    signal?.addEventListener('abort', abort, { once: true });
+  });
+}
+
+/**
+ * SigV4 for API Gateway (`execute-api`) with the SDK's own signer and, unless
+ * given, the default credential chain (environment, SSO, profiles, the
+ * Lambda or container role…). The region is read from the API's host name
+ * unless given (a custom domain needs it). Loaded on first use only.
+ */
+export function sigV4Signer(options: { region?: string; credentials?: SignatureV4Init['credentials'] } = {}): RequestSigner {
+  let signer: Promise<SignatureV4> | undefined;
+  return async ({ method, url, headers, body }) => {
+    const region = options.region ?? url.hostname.match(/\.execute-api\.([a-z0-9-]+)\.amazonaws\.com$/)?.[1] ?? process.env.AWS_REGION;
+    if (!region) throw new RatchetError('invalid-signature', `cannot tell the region of ${url.host}: pass sigV4Signer({ region })`);
+    signer ??= (async () => {
+      const [{ SignatureV4 }, { Sha256 }, { defaultProvider }] = await Promise.all([
+        import('@smithy/signature-v4'),
+        import('@smithy/core/checksum'),
+        import('@aws-sdk/credential-provider-node'),
+      ]);
+      return new SignatureV4({ service: 'execute-api', region, sha256: Sha256, credentials: options.credentials ?? defaultProvider() });
+    })();
+    const signed = await (await signer).sign({
+      method,
+      protocol: url.protocol,
+      hostname: url.hostname,
+      ...(url.port && { port: Number(url.port) }),
+      path: url.pathname,
+      query: Object.fromEntries(url.searchParams),
+      headers: { ...headers, host: url.host },
+      ...(body !== undefined && { body }),
+    });
+    const { host: _host, ...rest } = signed.headers;
+    return rest;
+  };
+}
