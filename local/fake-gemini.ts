@@ -1,7 +1,9 @@
 /**
  * A fake Gemini API on 127.0.0.1 (the tests' and `npm run demo`'s), enough for the real @google/genai SDK:
  * `GET /v1beta/batches/{id}`, `GET /v1beta/interactions/{id}` and
- * `GET /v1beta/{operation name}`, and the
+ * `GET /v1beta/{operation name}`, the creates (`POST …:batchGenerateContent`,
+ * `…:predictLongRunning`, `/v1beta/interactions`), `GET /v1beta/batches` (paged,
+ * newest first), and the
  * static webhooks API (`/v1beta/webhooks`: list, create, get, patch, `:ping`,
  * `:rotateSigningSecret`), whose ping is delivered signed, as Gemini does, and
  * retried until answered 2xx. States are set by the test as time goes on;
@@ -17,7 +19,11 @@ export type Fault = '429' | '500' | 'slow' | 'malformed' | '404';
 export interface FakeBatch {
   state: string;
   updateTime?: string;
+  createTime?: string;
 }
+
+/** How `GET /v1beta/batches` misbehaves, for the discovery sweep's paging bound. */
+export type ListFault = 'token-loop' | 'empty-token';
 
 export interface FakeOperation {
   done?: boolean;
@@ -53,6 +59,11 @@ export class FakeGemini {
   private pingsInFlight = new Set<Promise<void>>();
   readonly batches = new Map<string, FakeBatch>();
   readonly operations = new Map<string, FakeOperation>();
+  /** Each create request's body, by the name it created. */
+  readonly created = new Map<string, Record<string, unknown>>();
+  /** Page size of `GET /v1beta/batches` when the caller asks for none or more (Gemini's default is 50). */
+  listPageSize = 50;
+  listFault?: ListFault;
   /** Faults to answer with, by resource name; each is used once per request until cleared. */
   readonly faults = new Map<string, Fault>();
   /** Every resource name asked for, in order. */
@@ -92,13 +103,9 @@ export class FakeGemini {
         return;
       }
       if (fault === 'slow') await new Promise((resolve) => setTimeout(resolve, 15_000));
-      const batch = this.batches.get(path);
-      if (batch) {
-        return json(res, 200, {
-          name: path,
-          metadata: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch', name: path, ...batch },
-        });
-      }
+      if (req.method === 'POST') return this.create(req, res, path);
+      if (path === 'batches') return this.listBatches(req, res);
+      if (this.batches.has(path)) return json(res, 200, this.batchView(path));
       const interaction = this.interactions.get(path);
       if (interaction) {
         const id = path.slice('interactions/'.length);
@@ -110,6 +117,51 @@ export class FakeGemini {
     });
     await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
     return this;
+  }
+
+  /** Starts a job as Gemini does: a batch, a video generation or a background interaction, each at its first state. */
+  private async create(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
+    const input = JSON.parse((await text(req)) || '{}');
+    const id = randomUUID().replace(/-/g, '').slice(0, 16);
+    const now = new Date().toISOString();
+    const model = /^(models\/[^:]+):/.exec(path)?.[1];
+    if (model && path.endsWith(':batchGenerateContent')) {
+      const name = `batches/${id}`;
+      this.batches.set(name, { state: 'BATCH_STATE_PENDING', createTime: now, updateTime: now });
+      this.created.set(name, input);
+      return json(res, 200, this.batchView(name));
+    }
+    if (model && path.endsWith(':predictLongRunning')) {
+      const name = `${model}/operations/${id}`;
+      this.operations.set(name, { done: false });
+      this.created.set(name, input);
+      return json(res, 200, { name });
+    }
+    if (path === 'interactions') {
+      const name = `interactions/${id}`;
+      this.interactions.set(name, { status: input.background ? 'in_progress' : 'completed', updated: now });
+      this.created.set(name, input);
+      return json(res, 200, { id, object: 'interaction', created: now, ...this.interactions.get(name) });
+    }
+    return json(res, 404, { error: { code: 404, message: `no create at ${path}`, status: 'NOT_FOUND' } });
+  }
+
+  private batchView(name: string) {
+    const batch = this.batches.get(name) as FakeBatch;
+    return { name, metadata: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch', name, ...batch } };
+  }
+
+  /** The key's batches, newest first, a page at a time (`pageToken` is the offset here). */
+  private listBatches(req: IncomingMessage, res: ServerResponse): void {
+    const query = new URL(req.url ?? '/', 'http://x').searchParams;
+    const size = Math.min(Number(query.get('pageSize')) || this.listPageSize, this.listPageSize);
+    const offset = Number(query.get('pageToken')) || 0;
+    const all = [...this.batches.keys()].reverse();
+    const page = all.slice(offset, offset + size).map((name) => this.batchView(name));
+    const more = offset + size < all.length;
+    const nextPageToken =
+      this.listFault === 'token-loop' ? String(offset) : this.listFault === 'empty-token' ? '' : more ? String(offset + size) : undefined;
+    json(res, 200, { operations: page, ...(nextPageToken !== undefined && { nextPageToken }) });
   }
 
   private async webhooksApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {

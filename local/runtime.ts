@@ -23,6 +23,7 @@ import { WebhookSink } from '../lambda/effects/sinks.ts';
 import { createApp, type Failure } from '../lambda/http/app.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../lambda/logger.ts';
+import { BatchDiscovery } from '../lambda/reconcile/discovery.ts';
 import { pollNow } from '../lambda/reconcile/poll-now.ts';
 import { reconcile } from '../lambda/reconcile/reconcile.ts';
 import { WebhookHealth } from '../lambda/reconcile/webhook-health.ts';
@@ -184,10 +185,12 @@ async function startReconcile(config: Config, store: SqliteOperationStore, logge
   const { GenAiPoller } = await import('../lambda/reconcile/gemini-poller.ts');
   const poller = new GenAiPoller({ apiKey: config.GEMINI_API_KEY, baseUrl: config.GEMINI_BASE_URL });
   const health = new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: config.WEBHOOK_URL, logger });
+  const discovery = new BatchDiscovery({ lister: poller, store, logger });
   const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;
   const schedule = new LocalSchedule(
     periodMs,
-    () => reconcile({ store, poller, health, logger, intervalSeconds: config.RECONCILE_INTERVAL_SECONDS, budgetMs: periodMs * 0.8 }),
+    () =>
+      reconcile({ store, poller, health, discovery, logger, intervalSeconds: config.RECONCILE_INTERVAL_SECONDS, budgetMs: periodMs * 0.8 }),
     logger,
   );
   schedule.start();

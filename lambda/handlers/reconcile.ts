@@ -6,6 +6,7 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
 import { loadConfig } from '../config.ts';
 import { createLogger, createMetrics } from '../logger.ts';
+import { BatchDiscovery } from '../reconcile/discovery.ts';
 import { GenAiPoller } from '../reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../reconcile/reconcile.ts';
 import { WebhookHealth } from '../reconcile/webhook-health.ts';
@@ -23,7 +24,7 @@ const store = new DynamoDbOperationStore(
 /** Stop taking new polls this long before the Lambda's own timeout. */
 const SAFETY_MS = 15_000;
 
-let poller: { key: string; poller: GenAiPoller; health: WebhookHealth } | undefined;
+let poller: { key: string; poller: GenAiPoller; health: WebhookHealth; discovery: BatchDiscovery } | undefined;
 
 export const handler = async (_event: unknown, context: Context): Promise<ReconcileStats | { skipped: string }> => {
   const key = await secretSetting(config, 'GEMINI_API_KEY');
@@ -33,12 +34,18 @@ export const handler = async (_event: unknown, context: Context): Promise<Reconc
   }
   if (poller?.key !== key) {
     const gemini = new GenAiPoller({ apiKey: key, baseUrl: config.GEMINI_BASE_URL });
-    poller = { key, poller: gemini, health: new WebhookHealth({ webhooks: gemini.webhooks, webhookUrl: config.WEBHOOK_URL, logger }) };
+    poller = {
+      key,
+      poller: gemini,
+      health: new WebhookHealth({ webhooks: gemini.webhooks, webhookUrl: config.WEBHOOK_URL, logger }),
+      discovery: new BatchDiscovery({ lister: gemini, store, logger }),
+    };
   }
   const stats = await reconcile({
     store,
     poller: poller.poller,
     health: poller.health,
+    discovery: poller.discovery,
     logger,
     intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
     budgetMs: Math.max(1_000, context.getRemainingTimeInMillis() - SAFETY_MS),

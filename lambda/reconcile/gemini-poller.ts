@@ -7,6 +7,7 @@
  */
 import type { GoogleGenAI } from '@google/genai/web';
 import {
+  type BatchAnswer,
   eventFromBatch,
   eventFromInteraction,
   eventFromOperation,
@@ -16,12 +17,13 @@ import {
 } from '../core/gemini-poll.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
 import { isNameOfKind } from '../core/names.ts';
+import type { BatchLister } from './discovery.ts';
 import { type GeminiPoller, type PollAnswer, PollFailedError } from './poller.ts';
 import type { WebhookLister } from './webhook-health.ts';
 
 type GenAiSdk = typeof import('@google/genai/web');
 
-export class GenAiPoller implements GeminiPoller {
+export class GenAiPoller implements GeminiPoller, BatchLister {
   private loaded?: Promise<{ ai: GoogleGenAI; sdk: GenAiSdk }>;
 
   constructor(private readonly options: { apiKey: string; baseUrl?: string; timeoutMs?: number }) {}
@@ -47,6 +49,17 @@ export class GenAiPoller implements GeminiPoller {
   readonly webhooks: WebhookLister = {
     list: async (params) => ((await this.load()).ai.webhooks as unknown as WebhookLister).list(params),
   };
+
+  /** One page of the key's batches (for discovery), read as the SDK answers it; the pager's own loop is not used. */
+  async listBatches({ pageSize, pageToken }: { pageSize: number; pageToken?: string }): ReturnType<BatchLister['listBatches']> {
+    const { ai } = await this.load();
+    const pager = await ai.batches.list({ config: { pageSize, ...(pageToken && { pageToken }) } });
+    const next = (pager.params as { config?: { pageToken?: string } }).config?.pageToken;
+    return {
+      batches: pager.page as Array<BatchAnswer & { name?: string; createTime?: string }>,
+      ...(next !== undefined && { nextPageToken: next }),
+    };
+  }
 
   async poll({ name, kind }: { name: string; kind: OperationKind }): Promise<PollAnswer> {
     // The edge validates every name; this guards records written before it did. The key never goes to another path.

@@ -17,7 +17,8 @@
  *   poller refuses it): polling stops at once (`pollNote: invalid-name`).
  *
  * Each run also reports how many Gemini webhooks pointing here Gemini has
- * disabled (checked at most hourly, see webhook-health.ts).
+ * disabled (checked at most hourly, see webhook-health.ts), and at most
+ * hourly adopts batches nobody tracked (discovery.ts).
  *
  * The run stops taking new work at its deadline; what is left is still due
  * and is picked up by the next run.
@@ -28,6 +29,7 @@ import { timeFromDate } from '../core/time.ts';
 import { ingest, NotRecordedError } from '../ingest.ts';
 import { type OperationStore, type PollCandidate, type PollSchedule, StoreRejectedError } from '../store/operation-store.ts';
 import { POLL_BUCKETS } from '../store/table.ts';
+import type { BatchDiscovery } from './discovery.ts';
 import { type GeminiPoller, PollFailedError } from './poller.ts';
 import type { WebhookHealth } from './webhook-health.ts';
 
@@ -46,6 +48,8 @@ export interface ReconcileDeps {
   pageSize?: number;
   /** The hourly check of the Gemini webhooks pointing here (its count is reported every run). */
   health?: WebhookHealth;
+  /** The hourly sweep for batches nobody tracked. */
+  discovery?: BatchDiscovery;
 }
 
 export interface ReconcileStats {
@@ -66,6 +70,8 @@ export interface ReconcileStats {
   oldestOpenAgeSeconds: number;
   /** Gemini webhooks pointing here that Gemini disabled after failed deliveries (absent until a health check succeeded). */
   webhooksDisabled?: number;
+  /** Batches found by the discovery sweep that Ratchet did not know (only on runs that swept). */
+  adopted?: number;
 }
 
 export const MAX_INTERVAL_SECONDS = 30 * 60;
@@ -90,6 +96,8 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
   };
   const disabled = await deps.health?.disabledWebhooks();
   if (disabled !== undefined) stats.webhooksDisabled = disabled;
+  const swept = await deps.discovery?.sweepIfDue();
+  if (swept) stats.adopted = swept.adopted;
   const now = timeFromDate(clock());
   const due: PollCandidate[] = [];
   for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) due.push(...(await store.dueForPoll(`open#${bucket}`, now, pageSize)));

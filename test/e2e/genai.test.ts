@@ -1,0 +1,131 @@
+/**
+ * `ratchet/genai` and the discovery sweep, end to end: the real @google/genai
+ * SDK against the fake Gemini on 127.0.0.1, jobs created through
+ * `trackJobs` and tracked before the create returns, followed to their end by
+ * the local runtime's reconcile; a batch whose tracking failed adopted by the
+ * first discovery sweep; and the sweep's paging bound against the fake's
+ * misbehaving list, through the same SDK.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { GoogleGenAI } from '@google/genai';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { loadConfig } from '../../lambda/config.ts';
+import { BatchDiscovery } from '../../lambda/reconcile/discovery.ts';
+import { GenAiPoller } from '../../lambda/reconcile/gemini-poller.ts';
+import { FakeGemini } from '../../local/fake-gemini.ts';
+import { type LocalRuntime, startLocalRuntime } from '../../local/runtime.ts';
+import { RatchetClient, RatchetError } from '../../sdk/client.ts';
+import { trackJobs } from '../../sdk/genai.ts';
+import { MemoryStore } from '../support/memory-store.ts';
+import { silentLogger } from '../support/silent-logger.ts';
+
+const KEY = 'genai-test-key';
+const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-genai-'));
+let gemini: FakeGemini;
+let runtime: LocalRuntime;
+let client: RatchetClient;
+let untracked: string;
+const failures: Array<{ name: string; message: string }> = [];
+const warnings: string[] = [];
+
+const sdk = () => new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: gemini.baseUrl } });
+const inlineBatch = { inlinedRequests: [{ contents: [{ parts: [{ text: 'hello' }], role: 'user' }] }] };
+
+beforeAll(async () => {
+  gemini = await new FakeGemini(KEY).start();
+  // A script whose tracking fails (Ratchet not up yet): the batch is created and returned all the same.
+  const offline = new RatchetClient({ url: 'http://127.0.0.1:9', retries: 0 });
+  const ai = trackJobs(sdk(), offline, {
+    onTrackError: (error, name) => failures.push({ name, message: error.message }),
+    logger: { warn: (message: string) => warnings.push(message) },
+  });
+  untracked = (await ai.batches.create({ model: 'gemini-2.5-flash', src: inlineBatch })).name as string;
+
+  runtime = await startLocalRuntime(
+    loadConfig({ DATA_DIR: dataDir, PORT: '0', GEMINI_API_KEY: KEY, GEMINI_BASE_URL: gemini.baseUrl, RECONCILE_INTERVAL_SECONDS: '1' }),
+  );
+  client = new RatchetClient({ url: runtime.url });
+});
+
+afterAll(async () => {
+  await runtime?.stop();
+  await gemini?.stop();
+  rmSync(dataDir, { recursive: true, force: true });
+});
+
+describe('trackJobs', () => {
+  it('tracks a batch before create returns, with its webhook metadata, and waitFor sees it end', async () => {
+    const ai = trackJobs(sdk(), client);
+    const job = await ai.batches.create({
+      model: 'gemini-2.5-flash',
+      src: inlineBatch,
+      config: { displayName: 'nightly', webhookConfig: { userMetadata: { order: 'A-17' } } },
+    });
+    expect(job.name).toMatch(/^batches\//);
+    expect(gemini.created.get(job.name as string)).toBeDefined();
+    // Known to Ratchet the moment create returned.
+    expect(await client.get(job.name as string)).toMatchObject({ kind: 'batch', userMetadata: { order: 'A-17' } });
+
+    gemini.batches.set(job.name as string, { state: 'BATCH_STATE_SUCCEEDED', updateTime: new Date().toISOString() });
+    expect(await client.waitFor(job.name as string, { timeoutMs: 20_000 })).toMatchObject({
+      state: 'SUCCEEDED',
+      userMetadata: { order: 'A-17' },
+    });
+  });
+
+  it('tracks a video generation and a background interaction; a foreground interaction is not a job', async () => {
+    const ai = trackJobs(sdk(), client);
+    const video = await ai.models.generateVideos({ model: 'veo-3.0-generate-001', prompt: 'a lighthouse at dusk' });
+    expect(await client.get(video.name as string)).toMatchObject({ kind: 'video', state: null });
+
+    const background = await ai.interactions.create({
+      model: 'gemini-2.5-flash',
+      input: 'summarize',
+      background: true,
+      webhook_config: { user_metadata: { ticket: 7 } },
+    });
+    expect(await client.get(`interactions/${background.id}`)).toMatchObject({ kind: 'interaction', userMetadata: { ticket: 7 } });
+
+    const foreground = await ai.interactions.create({ model: 'gemini-2.5-flash', input: 'hi' });
+    expect(await client.get(`interactions/${foreground.id}`)).toBeUndefined();
+  });
+
+  it('returns a job whose tracking failed, reports it, and discovery adopts the batch and follows it to its end', async () => {
+    expect(untracked).toMatch(/^batches\//);
+    expect(failures).toEqual([{ name: untracked, message: expect.stringMatching(/127\.0\.0\.1/) }]);
+    expect(warnings).toEqual([expect.stringContaining(`${untracked} was created but could not be tracked`)]);
+    // The runtime's first reconcile run swept Gemini's batch list.
+    await expect.poll(() => client.get(untracked), { timeout: 10_000 }).toMatchObject({ state: 'PENDING', source: 'poll' });
+    gemini.batches.set(untracked, { state: 'BATCH_STATE_FAILED', updateTime: new Date().toISOString() });
+    expect(await client.waitFor(untracked, { timeoutMs: 20_000 })).toMatchObject({ state: 'FAILED' });
+    await expect(client.waitFor(untracked, { until: 'SUCCEEDED' })).rejects.toBeInstanceOf(RatchetError);
+  });
+});
+
+describe('the discovery sweep through the SDK', () => {
+  it('stops on a next-page token that repeats or is empty, where the SDK’s own pager would loop', async () => {
+    const fake = await new FakeGemini(KEY).start();
+    try {
+      for (let i = 0; i < 6; i++)
+        fake.batches.set(`batches/paged-${i}`, { state: 'BATCH_STATE_RUNNING', createTime: new Date().toISOString() });
+      fake.listPageSize = 2;
+      const sweep = (store = new MemoryStore()) =>
+        new BatchDiscovery({
+          lister: new GenAiPoller({ apiKey: KEY, baseUrl: fake.baseUrl }),
+          store,
+          logger: silentLogger,
+          pageSize: 2,
+        }).sweepIfDue();
+      expect(await sweep()).toEqual({ adopted: 6, listed: 6, pages: 3 });
+      fake.listFault = 'token-loop';
+      expect(await sweep()).toMatchObject({ pages: 2, listed: 4 });
+      fake.listFault = 'empty-token';
+      expect(await sweep()).toMatchObject({ pages: 1, listed: 2 });
+      expect(fake.requests.filter((path) => path === 'batches')).toHaveLength(6);
+    } finally {
+      await fake.stop();
+    }
+  });
+});
