@@ -8,6 +8,7 @@ import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { LambdaFunctionURLEvent } from 'aws-lambda';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../lambda/config.ts';
@@ -95,6 +96,21 @@ describe('verifyEffect', () => {
     const delivery = raw.find((r) => r.body.includes(name)) as { headers: IncomingHttpHeaders; body: string };
     const fetchHeaders = new Headers(delivery.headers as Record<string, string>);
     expect(verifyEffect(fetchHeaders, Buffer.from(delivery.body), outbound).id).toBe(`${name}#2`);
+  });
+
+  it('examples/receiver-lambda takes a real delivery through a function URL event and refuses a forged one', async () => {
+    process.env.EFFECTS_SIGNING_SECRET = outbound;
+    const { handler } = await import('../../examples/receiver-lambda/index.ts');
+    const delivery = raw[0] as { headers: IncomingHttpHeaders; body: string };
+    const event = (body: string, base64: boolean) =>
+      ({
+        headers: delivery.headers as Record<string, string>,
+        body: base64 ? Buffer.from(body).toString('base64') : body,
+        isBase64Encoded: base64,
+      }) as LambdaFunctionURLEvent;
+    expect(await handler(event(delivery.body, false))).toEqual({ statusCode: 204 });
+    expect(await handler(event(delivery.body, true))).toEqual({ statusCode: 204 });
+    expect(await handler(event(delivery.body.replace('SUCCEEDED', 'FAILED'), false))).toEqual({ statusCode: 400, body: 'bad-signature' });
   });
 
   it('refuses each forgery of a real delivery with its code', () => {
