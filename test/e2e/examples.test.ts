@@ -5,9 +5,11 @@
  * CDK app through `cdk synth`.
  */
 import { execFile, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../lambda/config.ts';
@@ -125,4 +127,41 @@ describe('examples/cdk-app', () => {
       rmSync(out, { recursive: true, force: true });
     }
   }, 120_000);
+});
+
+describe('a git install', () => {
+  it('installs Ratchet from git into an app, imports every entry point, and synthesizes the construct from node_modules', async () => {
+    // What `npm install git+https://…/ratchet.git` does, from this checkout's last commit.
+    const app = mkdtempSync(join(tmpdir(), 'ratchet-git-install-'));
+    try {
+      writeFileSync(join(app, 'package.json'), JSON.stringify({ name: 'my-app', private: true, type: 'module' }));
+      await promisify(execFile)('npm', ['install', '--no-audit', '--no-fund', '--prefer-offline', `git+file://${PROJECT_ROOT}`], {
+        cwd: app,
+      });
+      writeFileSync(
+        join(app, 'app.mts'),
+        `import { App, Stack } from 'aws-cdk-lib';
+import { Ratchet } from 'ratchet/cdk';
+import { RatchetClient } from 'ratchet/client';
+import { trackJobs } from 'ratchet/genai';
+import { verifyEffect } from 'ratchet/receiver';
+const app = new App({ outdir: 'cdk.out' });
+new Ratchet(new Stack(app, 'Mine'), 'Ratchet');
+app.synth();
+console.log([RatchetClient, trackJobs, verifyEffect].map((f) => typeof f).join(' '));
+`,
+      );
+      // The app runs TypeScript the way Ratchet's own commands do (tsx: here, this checkout's).
+      const tsx = pathToFileURL(createRequire(import.meta.url).resolve('tsx')).href;
+      const { stdout } = await promisify(execFile)(process.execPath, ['--import', tsx, 'app.mts'], { cwd: app });
+      expect(stdout.trim().split('\n').at(-1)).toBe('function function function');
+      const template = JSON.parse(readFileSync(join(app, 'cdk.out/Mine.template.json'), 'utf8'));
+      const functions = Object.values(template.Resources as Record<string, { Type: string }>).filter(
+        (r) => r.Type === 'AWS::Lambda::Function',
+      );
+      expect(functions).toHaveLength(4);
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
+  }, 180_000);
 });
