@@ -185,7 +185,7 @@ for (let i = 0; i < 50; i++) {
 }
 console.log(
   cost.reported === 0
-    ? '\nWrite capacity per applied write: not measured (moto answers UpdateItem without ConsumedCapacity; see the README for the figures DynamoDB Local reported)'
+    ? '\nWrite capacity per applied write: not measured (moto answers UpdateItem without ConsumedCapacity; see docs/benchmarks.md for the figures DynamoDB Local reported)'
     : `\nWrite capacity per applied write (a first RUNNING, then SUCCEEDED; as the server reports it): table ${(cost.table / cost.writes).toFixed(2)}, open-by-due ${(cost['open-by-due'] / cost.writes).toFixed(2)}, recent-by-recorded (GET /operations) ${(cost['recent-by-recorded'] / cost.writes).toFixed(2)}`,
 );
 

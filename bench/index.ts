@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: every figure the README reports, measured side by side in
+ * `npm run bench`: every figure docs/benchmarks.md reports, measured side by side in
  * one run (these machines are shared and noisy: read the ratios).
  *
  * 1. The embedded engine (bench/embedded.ts): Ratchet on SQLite, the seed on
