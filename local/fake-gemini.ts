@@ -1,7 +1,7 @@
 /**
  * A fake Gemini API on 127.0.0.1 (the tests' and `npm run demo`'s), enough for the real @google/genai SDK:
  * `GET /v1beta/batches/{id}`, `GET /v1beta/interactions/{id}` and
- * `GET /v1beta/{operation name}`, the creates (`POST …:batchGenerateContent`,
+ * `GET /v1beta/{operation name}`, the creates (`POST …:batchGenerateContent`, `…:asyncBatchEmbedContent`,
  * `…:predictLongRunning`, `/v1beta/interactions`), `GET /v1beta/batches` (paged,
  * newest first), and the
  * static webhooks API (`/v1beta/webhooks`: list, create, get, patch, `:ping`,
@@ -125,7 +125,7 @@ export class FakeGemini {
     const id = randomUUID().replace(/-/g, '').slice(0, 16);
     const now = new Date().toISOString();
     const model = /^(models\/[^:]+):/.exec(path)?.[1];
-    if (model && path.endsWith(':batchGenerateContent')) {
+    if (model && (path.endsWith(':batchGenerateContent') || path.endsWith(':asyncBatchEmbedContent'))) {
       const name = `batches/${id}`;
       this.batches.set(name, { state: 'BATCH_STATE_PENDING', createTime: now, updateTime: now });
       this.created.set(name, input);

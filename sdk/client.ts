@@ -105,9 +105,9 @@ export class RatchetClient {
   }
 
   /** The stored record with its polling status; undefined when Ratchet does not know the job. */
-  async get(name: string): Promise<OperationView | undefined> {
+  async get(name: string, options: { signal?: AbortSignal } = {}): Promise<OperationView | undefined> {
     try {
-      return (await this.request('GET', `/operations/${encodeName(name)}`)).body as OperationView;
+      return (await this.request('GET', `/operations/${encodeName(name)}`, undefined, options.signal)).body as OperationView;
     } catch (error) {
       if (error instanceof RatchetError && error.code === 'not-found') return undefined;
       throw error;
@@ -142,7 +142,7 @@ export class RatchetClient {
     let seen = 0;
     for (;;) {
       signal?.throwIfAborted();
-      const operation = await this.get(name);
+      const operation = await this.get(name, signal ? { signal } : {});
       if (!operation) throw new RatchetError('not-found', `Ratchet does not know ${name}: track it first`, 404);
       if (operation.version > seen) {
         seen = operation.version;
@@ -164,7 +164,12 @@ export class RatchetClient {
     }
   }
 
-  private async request(method: 'GET' | 'POST', path: string, json?: unknown): Promise<{ status: number; body: unknown }> {
+  private async request(
+    method: 'GET' | 'POST',
+    path: string,
+    json?: unknown,
+    signal?: AbortSignal,
+  ): Promise<{ status: number; body: unknown }> {
     const url = new URL(`${this.base}${path}`);
     const body = json === undefined ? undefined : JSON.stringify(json);
     for (let attempt = 0; ; attempt++) {
@@ -175,17 +180,18 @@ export class RatchetClient {
       if (this.signer) headers = { ...headers, ...(await this.signer({ method, url, headers, ...(body !== undefined && { body }) })) };
       let response: Response;
       try {
-        response = await this.fetch(url, { method, headers, ...(body !== undefined && { body }) });
+        response = await this.fetch(url, { method, headers, ...(body !== undefined && { body }), ...(signal && { signal }) });
       } catch (error) {
+        signal?.throwIfAborted();
         if (attempt < this.retries) {
-          await sleep(backoff(attempt));
+          await sleep(backoff(attempt), signal);
           continue;
         }
         throw new RatchetError('network', `${method} ${url.origin}${url.pathname}: ${(error as Error).message}`);
       }
       if (response.status === 503 && attempt < this.retries) {
         await response.body?.cancel();
-        await sleep(backoff(attempt));
+        await sleep(backoff(attempt), signal);
         continue;
       }
       const text = await response.text();

@@ -5,8 +5,8 @@
  *   const job = await ai.batches.create({ model, src });   // tracked before this returns
  *
  * Returns the same @google/genai client, with `batches.create`,
- * `models.generateVideos` and background `interactions.create` (not
- * streamed) each tracking the job it created, with the request's webhook
+ * `batches.createEmbeddings`, `models.generateVideos` and background
+ * `interactions.create` (not streamed) each tracking the job it created, with the request's webhook
  * `userMetadata` / `user_metadata` as the job's metadata. A tracking failure
  * never hides the created job: the job is returned, the failure goes to
  * `onTrackError` and the log, and reconcile's hourly discovery still finds a
@@ -43,6 +43,12 @@ export function trackJobs<T extends Tracked>(ai: T, client: Pick<RatchetClient, 
   batches.create = async (params) => {
     const job = await createBatch(params);
     await track(job.name, params.config?.webhookConfig?.userMetadata);
+    return job;
+  };
+  const createEmbeddings = batches.createEmbeddings.bind(batches);
+  batches.createEmbeddings = async (params) => {
+    const job = await createEmbeddings(params);
+    await track(job.name, undefined);
     return job;
   };
   const generateVideos = models.generateVideos.bind(models);

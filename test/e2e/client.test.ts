@@ -140,6 +140,16 @@ describe('RatchetClient against the local runtime', () => {
     const controller = new AbortController();
     setTimeout(() => controller.abort(new Error('user gave up')), 300);
     await expect(client.waitFor(open, { signal: controller.signal })).rejects.toThrow('user gave up');
+    // An abort also ends a read in flight (a Ratchet that does not answer), at once and without retrying it.
+    const hanging = new RatchetClient({
+      url: runtime.url,
+      fetch: (_input, init) => new Promise((_, reject) => init?.signal?.addEventListener('abort', () => reject(init.signal?.reason))),
+    });
+    const stuck = new AbortController();
+    setTimeout(() => stuck.abort(new Error('stopped waiting')), 200);
+    const started = Date.now();
+    await expect(hanging.waitFor(open, { signal: stuck.signal })).rejects.toThrow('stopped waiting');
+    expect(Date.now() - started).toBeLessThan(2_000);
   });
 
   it('retries a 503 with backoff, and reports it typed once retries run out', async () => {

@@ -75,8 +75,14 @@ describe('trackJobs', () => {
     });
   });
 
-  it('tracks a video generation and a background interaction; a foreground interaction is not a job', async () => {
+  it('tracks an embeddings batch, a video generation and a background interaction; a foreground interaction is not a job', async () => {
     const ai = trackJobs(sdk(), client);
+    const embeddings = await ai.batches.createEmbeddings({
+      model: 'gemini-embedding-001',
+      src: { inlinedRequests: { contents: [{ parts: [{ text: 'lighthouse' }] }] } },
+    });
+    expect(await client.get(embeddings.name as string)).toMatchObject({ kind: 'batch', state: null });
+
     const video = await ai.models.generateVideos({ model: 'veo-3.0-generate-001', prompt: 'a lighthouse at dusk' });
     expect(await client.get(video.name as string)).toMatchObject({ kind: 'video', state: null });
 
