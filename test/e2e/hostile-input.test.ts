@@ -72,8 +72,8 @@ describe('1. names are resource names', () => {
     // Polling runs every second; give it a few rounds.
     expect((await track('batches/honest')).status).toBe(201);
     await eventually(() => gemini.requests.includes('batches/honest'), 15_000, 'a poll of the honest name');
-    // Beside the honest poll, only the webhook health check's list (`webhooks`) may have been asked.
-    expect(gemini.requests.filter((path) => !path.startsWith('batches/honest') && path !== 'webhooks')).toEqual([]);
+    // Beside the honest poll, only the lists of the webhook health check (`webhooks`) and of discovery (`batches`) may have been asked.
+    expect(gemini.requests.filter((path) => !path.startsWith('batches/honest') && path !== 'webhooks' && path !== 'batches')).toEqual([]);
   });
 });
 
