@@ -1,83 +1,37 @@
 /**
  * The HTTP API, one Hono app for API Gateway (via hono/aws-lambda) and for the
  * local runtime (via @hono/node-server). Handlers are thin: parse, call one
- * use case, shape the response.
+ * use case (the webhook's is lambda/http/webhook.ts), shape the response.
  */
-import type { Logger } from '@aws-lambda-powertools/logger';
-import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import * as z from 'zod/mini';
-import { MalformedEventError, mapWebhookDelivery } from '../core/gemini-webhook.ts';
-import { OPERATION_KINDS, OPERATION_STATES, type OperationKind } from '../core/lifecycle.ts';
-import { InvalidNameError, kindOfName, normalizeOperationName } from '../core/names.ts';
-import { parseProviderJson } from '../core/provider-values.ts';
-import { type OperationEvent, trackedRecord } from '../core/reducer.ts';
-import { InvalidTimeError, timeFromDate } from '../core/time.ts';
+import { OPERATION_KINDS, OPERATION_STATES } from '../core/lifecycle.ts';
+import { kindOfName, normalizeOperationName } from '../core/names.ts';
+import { trackedRecord } from '../core/reducer.ts';
+import { timeFromDate } from '../core/time.ts';
 import type { HistoryLog } from '../history/history.ts';
-import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
-import {
-  type DecisionLog,
-  type DeliveryReceipts,
-  InvalidCursorError,
-  type OperationQueries,
-  type OperationStore,
-  StoreRejectedError,
-} from '../store/operation-store.ts';
-import { NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
+import { type DecisionLog, InvalidCursorError, type OperationQueries, StoreRejectedError } from '../store/operation-store.ts';
+import { FAILURES, type Failure, failureBody, MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
-export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
+export { type Failure, MAX_WEBHOOK_BODY_BYTES };
+
 /** `{"name": …}` with a name of at most 512 bytes fits many times over. */
 export const MAX_TRACK_BODY_BYTES = 4 * 1024;
 
-export interface AppDeps {
-  store: OperationStore;
-  verifier: WebhookSignatureVerifier;
+export interface AppDeps extends WebhookDeps {
   /** The list and the polling status (`GET /operations`); without it `GET /operations/{name}` answers the bare record and the list is 404. */
   queries?: OperationQueries;
   /** `GET /operations/{name}/history` (written from the stream, see lambda/history); without it the route is 400. */
   history?: Pick<HistoryLog, 'list'>;
   /** `GET /operations/{name}/decisions` (the embedded engine keeps them); without it the route is 400. */
   decisions?: DecisionLog;
-  /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
-  receipts?: DeliveryReceipts;
-  logger: Logger;
-  /** Counts each webhook decision (`WebhookApplied`, `WebhookTerminalConflict`, …). */
-  metrics?: Metrics;
-  clock?: () => Date;
-  ingest?: Omit<IngestDeps, 'store' | 'clock'>;
-  /**
-   * Dynamic-webhook deliveries signed with a JWT (which does not cover the
-   * body) are never applied from their body: the operation they name is polled
-   * instead. Without this they are answered 503 (nothing here can poll).
-   */
-  pollNow?: (operation: { name: string; kind: OperationKind }) => Promise<'scheduled' | 'terminal'>;
   /** Whether the store answers (the local runtime); without it `/healthz` reports the process only. */
   health?: () => Promise<'ok' | 'unavailable'>;
   /** Routes only one runtime has (the local runtime's effects admin), with the app's helpers. */
   extraRoutes?: (app: Hono, helpers: { sameOriginJson: MiddlewareHandler; fail: (failure: Failure, message: string) => Response }) => void;
 }
-
-/** Every failure the API answers, and its status: one table to read. */
-const FAILURES = {
-  'payload-too-large': 413,
-  'unsupported-media-type': 415,
-  /** A browser page from another origin: refused, so no web page can drive the runtime. */
-  'foreign-origin': 403,
-  'invalid-signature': 401,
-  'malformed-request': 400,
-  /** The store refused the event for good (e.g. DynamoDB's ValidationException): a retry would fail the same way. */
-  unstorable: 400,
-  'not-recorded': 503,
-  /** No usable signing secret yet: Gemini retries for 24 h, so nothing is lost while setup finishes. */
-  'not-configured': 503,
-  /** The published keys for dynamic-webhook signatures cannot be fetched: the delivery cannot be judged now. */
-  'keys-unavailable': 503,
-  'not-found': 404,
-  internal: 500,
-} as const satisfies Record<string, ContentfulStatusCode>;
-export type Failure = keyof typeof FAILURES;
 
 /** `metadata`: the application's own labels for the job (as Gemini's `user_metadata`), carried on its record and its effects. */
 const TrackRequest = z.object({ name: z.string(), metadata: z.optional(z.record(z.string(), z.unknown())) });
@@ -106,18 +60,11 @@ function sameOrigin(origin: string, requestUrl: string): boolean {
 }
 
 export function createApp(deps: AppDeps): Hono {
-  const { store, verifier, logger, metrics } = deps;
-  const count = (metric: string) => {
-    if (!metrics) return;
-    metrics.addMetric(metric, MetricUnit.Count, 1);
-    metrics.publishStoredMetrics();
-  };
+  const { store, logger } = deps;
   const clock = deps.clock ?? (() => new Date());
-  // Per process (a Lambda instance): which write variant an operation's next event likely needs.
-  const hints = new RecentRecords();
   const app = new Hono();
   const fail = (failure: Failure, message: string) =>
-    new Response(JSON.stringify({ error: failure, message }), {
+    new Response(JSON.stringify(failureBody(failure, message)), {
       status: FAILURES[failure],
       headers: { 'content-type': 'application/json' },
     });
@@ -137,141 +84,11 @@ export function createApp(deps: AppDeps): Hono {
       },
     });
 
+  const receive = receiveWebhook(deps);
   app.post('/webhooks/gemini', limit(MAX_WEBHOOK_BODY_BYTES), async (c) => {
-    const raw = await c.req.text();
-    let verification: Awaited<ReturnType<WebhookSignatureVerifier['verify']>>;
-    try {
-      verification = await verifier.verify(raw, c.req.raw.headers);
-    } catch (error) {
-      if (!(error instanceof NotConfiguredError)) throw error;
-      count('WebhookNotConfigured');
-      return fail('not-configured', `${error.message}; retry later`);
-    }
-    if (!verification.ok && verification.status === 'keys-unavailable') {
-      logger.error('webhook not judged: signing keys unavailable', { reason: verification.reason });
-      count('WebhookKeysUnavailable');
-      return fail('keys-unavailable', verification.reason);
-    }
-    if (!verification.ok) {
-      logger.warn('webhook rejected', { decision: 'rejected', reason: verification.reason });
-      count('WebhookRejected');
-      return fail('invalid-signature', verification.reason);
-    }
-    const deliveryId = verification.id;
-    let mapping: ReturnType<typeof mapWebhookDelivery>;
-    try {
-      mapping = mapWebhookDelivery(parseProviderJson(raw), deliveryId);
-    } catch (error) {
-      if (
-        error instanceof SyntaxError ||
-        error instanceof MalformedEventError ||
-        error instanceof InvalidTimeError ||
-        error instanceof InvalidNameError
-      ) {
-        const message = error instanceof SyntaxError ? `body is not JSON: ${error.message}` : error.message;
-        logger.warn('webhook rejected', { decision: 'rejected', reason: 'malformed', webhookId: deliveryId, detail: message });
-        count('WebhookRejected');
-        return fail('malformed-request', message);
-      }
-      throw error;
-    }
-    if (mapping.kind === 'ignored') {
-      logger.info('webhook ignored', { decision: 'ignored', reason: 'unknown-event-type', type: mapping.type, webhookId: deliveryId });
-      try {
-        const receivedAt = clock().toISOString();
-        await deps.receipts?.recordUnmapped({ type: mapping.type.slice(0, 100), webhookId: deliveryId, receivedAt });
-      } catch (error) {
-        // Only a note for setup tools: the delivery itself is answered all the same.
-        logger.warn('unmapped delivery not noted', { webhookId: deliveryId, detail: (error as Error).message });
-      }
-      return c.json({ applied: false, reason: 'unknown-event-type' });
-    }
-    const { event } = mapping;
-    if (verification.scheme === 'jwt') return verifyByPoll(event, deliveryId);
-    try {
-      const result = await ingest({ ...event, scheme: verification.scheme }, { hints, ...deps.ingest, store, clock });
-      const log = {
-        decision: result.outcome,
-        webhookId: deliveryId,
-        operation: event.name,
-        eventState: event.state,
-        attempts: result.attempts,
-      };
-      if (result.outcome === 'applied') {
-        count('WebhookApplied');
-        logger.info('webhook applied', {
-          ...log,
-          state: result.record.state,
-          version: result.record.version,
-          stateChanged: result.stateChanged,
-        });
-        return c.json({ applied: true, operation: result.record });
-      }
-      // A second terminal state for one operation is a provider anomaly: surface it, never apply it.
-      const conflict = result.reason === 'terminal-conflict';
-      count(conflict ? 'WebhookTerminalConflict' : 'WebhookDiscarded');
-      const level = conflict ? 'warn' : 'info';
-      logger[level]('webhook discarded', {
-        ...log,
-        reason: result.reason,
-        storedState: result.record.state,
-        version: result.record.version,
-      });
-      return c.json({ applied: false, reason: result.reason, operation: result.record });
-    } catch (error) {
-      if (error instanceof StoreRejectedError) {
-        count('WebhookUnstorable');
-        logger.error('webhook refused by the store', {
-          decision: 'unstorable',
-          webhookId: deliveryId,
-          operation: event.name,
-          error: error.message,
-        });
-        return fail('unstorable', `${error.message}; this delivery will never be recorded, do not retry it`);
-      }
-      if (!(error instanceof NotRecordedError)) throw error;
-      count('WebhookNotRecorded');
-      logger.error('webhook not recorded', {
-        decision: 'not-recorded',
-        reason: error.reason,
-        webhookId: deliveryId,
-        operation: event.name,
-        error: error.cause,
-      });
-      return fail('not-recorded', `event not recorded (${error.reason}); retry later`);
-    }
+    const answer = await receive(await c.req.text(), c.req.raw.headers);
+    return c.json(answer.body, answer.status as ContentfulStatusCode);
   });
-
-  /** The body named the operation, nothing more: what Gemini answers a poll is what gets recorded. */
-  async function verifyByPoll(event: OperationEvent, deliveryId: string): Promise<Response> {
-    if (!deps.pollNow) {
-      count('WebhookNotConfigured');
-      return fail('not-configured', 'a JWT-signed delivery is verified by polling Gemini, and polling is not configured here; retry later');
-    }
-    try {
-      const at = timeFromDate(clock());
-      const outcome = await deps.pollNow({ name: event.name, kind: event.kind });
-      count('WebhookVerifyingByPoll');
-      await deps.decisions
-        ?.note?.(event.name, {
-          at,
-          source: 'webhook',
-          eventId: deliveryId,
-          state: event.state,
-          updateTime: event.updateTime ?? null,
-          verdict: 'verifying-by-poll',
-          scheme: 'jwt',
-        })
-        .catch((error: Error) => logger.warn('decision not noted', { webhookId: deliveryId, detail: error.message }));
-      logger.info('webhook verified by poll', { decision: 'verifying-by-poll', webhookId: deliveryId, operation: event.name, outcome });
-      return Response.json({ applied: false, reason: 'verifying-by-poll' });
-    } catch (error) {
-      if (error instanceof StoreRejectedError) return fail('unstorable', error.message);
-      logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'poll-request-failed', webhookId: deliveryId, error });
-      count('WebhookNotRecorded');
-      return fail('not-recorded', 'could not ask for the poll; retry later');
-    }
-  }
 
   // Not a "simple" request a page could send cross-site: JSON only, from no browser or from this origin.
   const sameOriginJson: MiddlewareHandler = async (c, next) => {

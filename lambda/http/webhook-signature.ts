@@ -11,6 +11,10 @@ import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import type { Config } from '../config.ts';
 import { KeysUnavailableError, verifiesEd25519, verifyJwt, WebhookKeySet } from './webhook-keys.ts';
 
+/** A request's headers, read by name (a fetch `Headers`, or a plain object behind `get`). */
+export interface HeaderReader {
+  get(name: string): string | null;
+}
 export class InvalidSecretError extends Error {
   override name = 'InvalidSecretError';
 }
@@ -106,7 +110,7 @@ export class WebhookSignatureVerifier {
    * Throws NotConfiguredError when a `v1`-only delivery meets no configured
    * secret; a key set that cannot be fetched is `status: 'keys-unavailable'`.
    */
-  async verify(rawBody: string, headers: Headers): Promise<Verification> {
+  async verify(rawBody: string, headers: HeaderReader): Promise<Verification> {
     const id = headers.get('webhook-id');
     const timestamp = headers.get('webhook-timestamp');
     const signature = headers.get('webhook-signature');

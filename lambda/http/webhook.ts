@@ -1,0 +1,220 @@
+/**
+ * `POST /webhooks/gemini` as a use case, apart from any HTTP framework:
+ * verify the signature over the raw body, map the delivery, ingest the event,
+ * and answer with a status and a JSON body, which the Hono app (lambda/http/app.ts)
+ * sends. (Served straight from the API Gateway event, without Hono, it made no
+ * measurable difference to the API Lambda's cold start on Node 24, which
+ * loads undici at startup anyway: so it goes through the app like every route.)
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { MalformedEventError, mapWebhookDelivery } from '../core/gemini-webhook.ts';
+import type { OperationKind } from '../core/lifecycle.ts';
+import { InvalidNameError } from '../core/names.ts';
+import { parseProviderJson } from '../core/provider-values.ts';
+import type { OperationEvent } from '../core/reducer.ts';
+import { InvalidTimeError, timeFromDate } from '../core/time.ts';
+import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
+import { type DecisionLog, type DeliveryReceipts, type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
+import { type HeaderReader, NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
+
+export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
+
+/** Every failure the API answers, and its status: one table to read. */
+export const FAILURES = {
+  'payload-too-large': 413,
+  'unsupported-media-type': 415,
+  /** A browser page from another origin: refused, so no web page can drive the runtime. */
+  'foreign-origin': 403,
+  'invalid-signature': 401,
+  'malformed-request': 400,
+  /** The store refused the event for good (e.g. DynamoDB's ValidationException): a retry would fail the same way. */
+  unstorable: 400,
+  'not-recorded': 503,
+  /** No usable signing secret yet: Gemini retries for 24 h, so nothing is lost while setup finishes. */
+  'not-configured': 503,
+  /** The published keys for dynamic-webhook signatures cannot be fetched: the delivery cannot be judged now. */
+  'keys-unavailable': 503,
+  'not-found': 404,
+  internal: 500,
+} as const satisfies Record<string, number>;
+export type Failure = keyof typeof FAILURES;
+
+export function failureBody(failure: Failure, message: string): { error: Failure; message: string } {
+  return { error: failure, message };
+}
+
+export interface WebhookAnswer {
+  status: (typeof FAILURES)[Failure] | 200;
+  body: unknown;
+}
+
+export interface WebhookDeps {
+  store: OperationStore;
+  verifier: WebhookSignatureVerifier;
+  logger: Logger;
+  /** Counts each webhook decision (`WebhookApplied`, `WebhookTerminalConflict`, …). */
+  metrics?: Metrics;
+  clock?: () => Date;
+  ingest?: Omit<IngestDeps, 'store' | 'clock'>;
+  /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
+  receipts?: DeliveryReceipts;
+  decisions?: DecisionLog;
+  /**
+   * Dynamic-webhook deliveries signed with a JWT (which does not cover the
+   * body) are never applied from their body: the operation they name is polled
+   * instead. Without this they are answered 503 (nothing here can poll).
+   */
+  pollNow?: (operation: { name: string; kind: OperationKind }) => Promise<'scheduled' | 'terminal'>;
+}
+
+const ok = (body: unknown): WebhookAnswer => ({ status: 200, body });
+const fail = (failure: Failure, message: string): WebhookAnswer => ({ status: FAILURES[failure], body: failureBody(failure, message) });
+
+/** A receiver of Gemini deliveries: one per process, which keeps the records it lately wrote (write hints). */
+export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader) => Promise<WebhookAnswer> {
+  const { store, verifier, logger, metrics } = deps;
+  const clock = deps.clock ?? (() => new Date());
+  // Per process (a Lambda instance): which write variant an operation's next event likely needs.
+  const hints = new RecentRecords();
+  const count = (metric: string) => {
+    if (!metrics) return;
+    metrics.addMetric(metric, MetricUnit.Count, 1);
+    metrics.publishStoredMetrics();
+  };
+
+  return async (raw, headers) => {
+    let verification: Awaited<ReturnType<WebhookSignatureVerifier['verify']>>;
+    try {
+      verification = await verifier.verify(raw, headers);
+    } catch (error) {
+      if (!(error instanceof NotConfiguredError)) throw error;
+      count('WebhookNotConfigured');
+      return fail('not-configured', `${error.message}; retry later`);
+    }
+    if (!verification.ok && verification.status === 'keys-unavailable') {
+      logger.error('webhook not judged: signing keys unavailable', { reason: verification.reason });
+      count('WebhookKeysUnavailable');
+      return fail('keys-unavailable', verification.reason);
+    }
+    if (!verification.ok) {
+      logger.warn('webhook rejected', { decision: 'rejected', reason: verification.reason });
+      count('WebhookRejected');
+      return fail('invalid-signature', verification.reason);
+    }
+    const deliveryId = verification.id;
+    let mapping: ReturnType<typeof mapWebhookDelivery>;
+    try {
+      mapping = mapWebhookDelivery(parseProviderJson(raw), deliveryId);
+    } catch (error) {
+      if (
+        error instanceof SyntaxError ||
+        error instanceof MalformedEventError ||
+        error instanceof InvalidTimeError ||
+        error instanceof InvalidNameError
+      ) {
+        const message = error instanceof SyntaxError ? `body is not JSON: ${error.message}` : error.message;
+        logger.warn('webhook rejected', { decision: 'rejected', reason: 'malformed', webhookId: deliveryId, detail: message });
+        count('WebhookRejected');
+        return fail('malformed-request', message);
+      }
+      throw error;
+    }
+    if (mapping.kind === 'ignored') {
+      logger.info('webhook ignored', { decision: 'ignored', reason: 'unknown-event-type', type: mapping.type, webhookId: deliveryId });
+      try {
+        const receivedAt = clock().toISOString();
+        await deps.receipts?.recordUnmapped({ type: mapping.type.slice(0, 100), webhookId: deliveryId, receivedAt });
+      } catch (error) {
+        // Only a note for setup tools: the delivery itself is answered all the same.
+        logger.warn('unmapped delivery not noted', { webhookId: deliveryId, detail: (error as Error).message });
+      }
+      return ok({ applied: false, reason: 'unknown-event-type' });
+    }
+    const { event } = mapping;
+    if (verification.scheme === 'jwt') return verifyByPoll(event, deliveryId);
+    try {
+      const result = await ingest({ ...event, scheme: verification.scheme }, { hints, ...deps.ingest, store, clock });
+      const log = {
+        decision: result.outcome,
+        webhookId: deliveryId,
+        operation: event.name,
+        eventState: event.state,
+        attempts: result.attempts,
+      };
+      if (result.outcome === 'applied') {
+        count('WebhookApplied');
+        logger.info('webhook applied', {
+          ...log,
+          state: result.record.state,
+          version: result.record.version,
+          stateChanged: result.stateChanged,
+        });
+        return ok({ applied: true, operation: result.record });
+      }
+      // A second terminal state for one operation is a provider anomaly: surface it, never apply it.
+      const conflict = result.reason === 'terminal-conflict';
+      count(conflict ? 'WebhookTerminalConflict' : 'WebhookDiscarded');
+      const level = conflict ? 'warn' : 'info';
+      logger[level]('webhook discarded', {
+        ...log,
+        reason: result.reason,
+        storedState: result.record.state,
+        version: result.record.version,
+      });
+      return ok({ applied: false, reason: result.reason, operation: result.record });
+    } catch (error) {
+      if (error instanceof StoreRejectedError) {
+        count('WebhookUnstorable');
+        logger.error('webhook refused by the store', {
+          decision: 'unstorable',
+          webhookId: deliveryId,
+          operation: event.name,
+          error: error.message,
+        });
+        return fail('unstorable', `${error.message}; this delivery will never be recorded, do not retry it`);
+      }
+      if (!(error instanceof NotRecordedError)) throw error;
+      count('WebhookNotRecorded');
+      logger.error('webhook not recorded', {
+        decision: 'not-recorded',
+        reason: error.reason,
+        webhookId: deliveryId,
+        operation: event.name,
+        error: error.cause,
+      });
+      return fail('not-recorded', `event not recorded (${error.reason}); retry later`);
+    }
+  };
+
+  /** The body named the operation, nothing more: what Gemini answers a poll is what gets recorded. */
+  async function verifyByPoll(event: OperationEvent, deliveryId: string): Promise<WebhookAnswer> {
+    if (!deps.pollNow) {
+      count('WebhookNotConfigured');
+      return fail('not-configured', 'a JWT-signed delivery is verified by polling Gemini, and polling is not configured here; retry later');
+    }
+    try {
+      const at = timeFromDate(clock());
+      const outcome = await deps.pollNow({ name: event.name, kind: event.kind });
+      count('WebhookVerifyingByPoll');
+      await deps.decisions
+        ?.note?.(event.name, {
+          at,
+          source: 'webhook',
+          eventId: deliveryId,
+          state: event.state,
+          updateTime: event.updateTime ?? null,
+          verdict: 'verifying-by-poll',
+          scheme: 'jwt',
+        })
+        .catch((error: Error) => logger.warn('decision not noted', { webhookId: deliveryId, detail: error.message }));
+      logger.info('webhook verified by poll', { decision: 'verifying-by-poll', webhookId: deliveryId, operation: event.name, outcome });
+      return ok({ applied: false, reason: 'verifying-by-poll' });
+    } catch (error) {
+      if (error instanceof StoreRejectedError) return fail('unstorable', error.message);
+      logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'poll-request-failed', webhookId: deliveryId, error });
+      count('WebhookNotRecorded');
+      return fail('not-recorded', 'could not ask for the poll; retry later');
+    }
+  }
+}
