@@ -96,8 +96,6 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
   };
   const disabled = await deps.health?.disabledWebhooks();
   if (disabled !== undefined) stats.webhooksDisabled = disabled;
-  const swept = await deps.discovery?.sweepIfDue();
-  if (swept) stats.adopted = swept.adopted;
   const now = timeFromDate(clock());
   const due: PollCandidate[] = [];
   for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) due.push(...(await store.dueForPoll(`open#${bucket}`, now, pageSize)));
@@ -123,6 +121,11 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
       }
     }),
   );
+  // After the due polls (someone may be waiting on those), and only with time left: the hourly discovery sweep.
+  if (deps.discovery && clock().getTime() - started < deps.budgetMs) {
+    const swept = await deps.discovery.sweepIfDue();
+    if (swept) stats.adopted = swept.adopted;
+  }
   // An idle run (nothing due) every period is noise: at debug level only.
   logger[due.length === 0 ? 'debug' : 'info']('reconcile run', { ...stats, due: due.length, durationMs: clock().getTime() - started });
   return stats;
