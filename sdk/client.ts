@@ -9,7 +9,8 @@
  *   const done = await ratchet.waitFor('batches/123', { until: 'terminal', timeoutMs: 3_600_000 });
  *
  * Errors are RatchetError, whose `code` is the API's error code. A 503 (the
- * store briefly unavailable) and a failed connection are retried with backoff.
+ * store briefly unavailable), API Gateway's 429, 502 and 504, and a failed
+ * connection are retried with backoff.
  */
 import type { SignatureV4 } from '@smithy/signature-v4';
 import { isTerminal, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
@@ -55,7 +56,7 @@ export interface RatchetClientOptions {
    * when `url` is an `execute-api` host, none otherwise (the local runtime).
    */
   signer?: RequestSigner | 'none';
-  /** Retries of a 503 or a failed connection (default 4: after about 0.2, 0.4, 0.8, 1.6 s). */
+  /** Retries of a 429, 502, 503 or 504, or a failed connection (default 4: after about 0.2, 0.4, 0.8, 1.6 s). */
   retries?: number;
   fetch?: typeof fetch;
 }
@@ -189,7 +190,7 @@ export class RatchetClient {
         }
         throw new RatchetError('network', `${method} ${url.origin}${url.pathname}: ${(error as Error).message}`);
       }
-      if (response.status === 503 && attempt < this.retries) {
+      if (RETRIED.has(response.status) && attempt < this.retries) {
         await response.body?.cancel();
         await sleep(backoff(attempt), signal);
         continue;
@@ -213,6 +214,13 @@ export class RatchetClient {
     }
   }
 }
+
+/**
+ * Answers that pass: 503 (Ratchet's store briefly unavailable), and API
+ * Gateway's 429 (its throttle), 502 and 504 (the function failed or timed
+ * out). Every call is safe to repeat: reads, and tracking (a known job is 200).
+ */
+const RETRIED = new Set([429, 502, 503, 504]);
 
 /** Names keep their slashes (`batches/123`); each segment is escaped. */
 function encodeName(name: string): string {

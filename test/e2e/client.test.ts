@@ -152,11 +152,17 @@ describe('RatchetClient against the local runtime', () => {
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
-  it('retries a 503 with backoff, and reports it typed once retries run out', async () => {
-    let unavailable = 2;
+  it('retries a 503 and API Gateway’s 429, 502 and 504 with backoff, and reports them typed once retries run out', async () => {
+    const passing = [
+      [503, { error: 'not-recorded', message: 'store unavailable; retry later' }],
+      [429, { message: 'Too Many Requests' }],
+      [502, { message: 'Internal Server Error' }],
+      [504, { message: 'Endpoint request timed out' }],
+    ] as const;
+    let unavailable = passing.length;
     const flaky: typeof fetch = async (input, init) => {
-      if (unavailable-- > 0)
-        return new Response(JSON.stringify({ error: 'not-recorded', message: 'store unavailable; retry later' }), { status: 503 });
+      const [status, body] = passing[passing.length - unavailable] ?? [];
+      if (unavailable-- > 0) return new Response(JSON.stringify(body), { status });
       return fetch(input, init);
     };
     const name = batch();
