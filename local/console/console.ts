@@ -108,7 +108,9 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     const here = (r: number | undefined) => `/console/operations/${escapeHtml(name)}${r ? `?refresh=${r}` : ''}`;
     const summary = `<p><strong class="${escapeHtml(view.state)}">${escapeHtml(view.state ?? 'tracked')}</strong> · ${view.kind} · version ${view.version}
 · last write ${when(view.recordedAt, now)} · first seen ${when(view.createdAt, now)}</p>
-<p id="polling">Polling: ${pollingInWords(view, now, deps.reconcileOn)}</p>`;
+<p id="polling">Polling: ${pollingInWords(view, now, deps.reconcileOn)}</p>${
+      view.userMetadata ? `\n<p id="metadata">Metadata: <code>${escapeHtml(JSON.stringify(view.userMetadata))}</code></p>` : ''
+    }`;
     const body = `${summary}<h2>Timeline</h2>
 <p><small>Every event this operation received, oldest first: applied writes, and refused events greyed with the reason.</small></p>
 ${await timeline(deps, view, now)}<p>${refreshLink(here, refresh)} · <a href="/operations/${escapeHtml(name)}/decisions">decisions as JSON</a></p>`;

@@ -62,7 +62,7 @@ describe('the console', () => {
   it('counts operations per state and kind, each count a filter link, open operations first, times as "ago"', async () => {
     await fetch(`${ratchet.url}/operations`, {
       method: 'POST',
-      body: JSON.stringify({ name: 'batches/c0' }),
+      body: JSON.stringify({ name: 'batches/c0', metadata: { order: '<A-17>' } }),
       headers: { 'content-type': 'application/json' },
     });
     await deliver('interaction.requires_action', 'interactions/c1', '2026-11-30T10:00:01Z');
@@ -115,6 +115,10 @@ describe('the console', () => {
     )) as string[];
     expect(colours[2]).not.toBe(colours[1]);
     expect(await page.locator('#polling').textContent()).toBe('Polling: done');
+    expect(await page.locator('#metadata').count()).toBe(0); // none given
+    // A job tracked with the application's metadata shows it, as text.
+    await page.goto(`${ratchet.url}/console/operations/batches/c0`);
+    expect(await page.locator('#metadata').textContent()).toBe('Metadata: {"order":"<A-17>"}');
     await page.close();
   });
 
