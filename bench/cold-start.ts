@@ -16,7 +16,7 @@ import type { LambdaBundle } from '../lib/lambda-bundle.ts';
 export const run = promisify(execFile);
 export const FUNCTIONS = ['api', 'effects', 'reconcile'] as const;
 export type FunctionName = (typeof FUNCTIONS)[number];
-export type Bundles = Record<FunctionName, LambdaBundle>;
+export type Bundles = Record<FunctionName, Pick<LambdaBundle, 'entry' | 'initBytes' | 'totalBytes'>>;
 
 /** Node 24 (the Lambda runtime's) where CI fetched it (.ci/run: the same cache directory), else this Node. */
 const CACHE = process.env.RATCHET_CACHE_DIR ?? join(process.env.XDG_CACHE_HOME ?? join(homedir(), '.cache'), 'ratchet');

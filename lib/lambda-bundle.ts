@@ -55,6 +55,8 @@ export interface LambdaBundle {
   initBytes: number;
   /** Bytes of every chunk, the lazily loaded ones included (source maps excluded). */
   totalBytes: number;
+  /** The source files those init chunks hold (`node_modules/…`, `lambda/…`): what a cold start compiles. */
+  initInputs: string[];
 }
 
 /** Builds `entry` (relative to `root`) into `outdir`, which is empty or missing. */
@@ -79,5 +81,6 @@ function measure(metafile: Metafile, root: string, outdir: string): LambdaBundle
     entry: join(outdir, 'index.mjs'),
     initBytes: bytes(init),
     totalBytes: bytes(Object.keys(outputs).filter((key) => key.endsWith('.mjs'))),
+    initInputs: [...new Set([...init].flatMap((key) => Object.keys(outputs[key]?.inputs ?? {})))],
   };
 }

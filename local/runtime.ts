@@ -19,7 +19,7 @@ import { ConfigError } from '../lambda/config.ts';
 import { createEffectsHandler } from '../lambda/effects/process.ts';
 import { redrive } from '../lambda/effects/redrive.ts';
 import { retrySettings } from '../lambda/effects/settings.ts';
-import { WebhookSink } from '../lambda/effects/sinks.ts';
+import { WebhookSink } from '../lambda/effects/webhook-sink.ts';
 import { createApp, type Failure } from '../lambda/http/app.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../lambda/logger.ts';

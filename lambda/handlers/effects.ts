@@ -2,7 +2,8 @@
  * Effects-queue entry point (SQS FIFO, one message group per operation, fed
  * by the Pipe from the table's stream): applied state changes -> sinks
  * (EventBridge bus, signed outbound webhook). Composed on the first
- * invocation, and again whenever the outbound webhook's settings change.
+ * invocation, and again whenever the outbound webhook's settings change. The
+ * webhook sink and its signing library load only when the webhook is on.
  */
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { SQSEvent } from 'aws-lambda';
@@ -12,9 +13,8 @@ import { DynamoDbEffectLedger } from '../effects/dynamodb-ledger.ts';
 import { EventBridgeSink } from '../effects/eventbridge-sink.ts';
 import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts';
 import { retrySettings } from '../effects/settings.ts';
-import { type EffectSink, WebhookSink } from '../effects/sinks.ts';
+import type { EffectSink } from '../effects/sinks.ts';
 import { SqsRetryScheduler } from '../effects/sqs-retry-scheduler.ts';
-import { parseSigningSecrets } from '../http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../logger.ts';
 import { secretSetting } from '../secrets.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
@@ -32,15 +32,19 @@ async function webhookSettings(): Promise<{ url: string; secret: string } | unde
   if (!url) return undefined;
   if (!/^https?:\/\//.test(url) || !URL.canParse(url)) throw new ConfigError('EFFECTS_WEBHOOK_URL is not an http(s) URL');
   const value = await secretSetting(config, 'EFFECTS_SIGNING_SECRET');
+  const { parseSigningSecrets } = await import('../http/webhook-signature.ts');
   const [secret] = value ? parseSigningSecrets(value, { onInvalid: () => {} }) : [];
   if (!secret) throw new ConfigError('EFFECTS_SIGNING_SECRET is not configured: set the EffectsSigningSecret secret to a whsec_ value');
   return { url, secret };
 }
 
-function compose(webhook: { url: string; secret: string } | undefined): EffectsHandler {
+async function compose(webhook: { url: string; secret: string } | undefined): Promise<EffectsHandler> {
   const sinks: EffectSink[] = [];
   if (config.EVENT_BUS_NAME) sinks.push(new EventBridgeSink(new EventBridgeClient({}), config.EVENT_BUS_NAME));
-  if (webhook) sinks.push(new WebhookSink(webhook.url, webhook.secret, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS }));
+  if (webhook) {
+    const { WebhookSink } = await import('../effects/webhook-sink.ts');
+    sinks.push(new WebhookSink(webhook.url, webhook.secret, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS }));
+  }
   if (!config.EFFECTS_LEDGER_TABLE) throw new ConfigError('EFFECTS_LEDGER_TABLE is not set');
   if (!config.EFFECTS_DEAD_LETTER_TABLE) throw new ConfigError('EFFECTS_DEAD_LETTER_TABLE is not set');
   const documents = createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT }));
@@ -63,6 +67,6 @@ export const handler = async (event: SQSEvent) => {
     throw error;
   }
   const key = webhook ? `${webhook.url} ${webhook.secret}` : '';
-  if (composed?.key !== key) composed = { key, handler: compose(webhook) };
+  if (composed?.key !== key) composed = { key, handler: await compose(webhook) };
   return composed.handler(event);
 };

@@ -9,8 +9,9 @@ import { matchesFilter, STATE_CHANGE_FILTER } from '../../lambda/effects/filter.
 import type { EffectLedger } from '../../lambda/effects/ledger.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
 import { nextAttempt, type RetryScheduler } from '../../lambda/effects/queue.ts';
-import { type EffectSink, SinkError, WebhookSink } from '../../lambda/effects/sinks.ts';
+import { type EffectSink, SinkError } from '../../lambda/effects/sinks.ts';
 import { stateChangedEvent, type Transition, transitionFromRecord } from '../../lambda/effects/transition.ts';
+import { WebhookSink } from '../../lambda/effects/webhook-sink.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { Receiver } from '../support/receiver.ts';
 import { silentLogger } from '../support/silent-logger.ts';

@@ -1,0 +1,38 @@
+/**
+ * What each Lambda's cold start compiles (its init chunks, from the build's
+ * metafile), and what it leaves to the one path that needs it: each client or
+ * library below is a chunk of its own, loaded by import() on first use.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { bundleLambda } from '../../lib/lambda-bundle.ts';
+
+const outdir = mkdtempSync(join(tmpdir(), 'ratchet-lazy-'));
+afterAll(() => rmSync(outdir, { recursive: true, force: true }));
+
+const initOf = (handler: string) => bundleLambda(`lambda/handlers/${handler}.ts`, join(outdir, handler)).initInputs;
+const packagesIn = (inputs: string[], names: string[]) =>
+  names.filter((name) => inputs.some((input) => input.includes(`node_modules/${name}/`)));
+
+describe('a cold start compiles only what every invocation needs', () => {
+  it('api: not the Lambda client (verify-by-poll), jose (JWT deliveries) or the Gemini SDK', () => {
+    const init = initOf('api');
+    expect(packagesIn(init, ['@aws-sdk/client-dynamodb', 'hono'])).toEqual(['@aws-sdk/client-dynamodb', 'hono']);
+    expect(packagesIn(init, ['@aws-sdk/client-lambda', 'jose', '@google/genai'])).toEqual([]);
+  });
+
+  it('effects: not SQS (a backoff) nor the signed webhook sink and its signing library (only when the webhook is on)', () => {
+    const init = initOf('effects');
+    expect(packagesIn(init, ['@aws-sdk/client-eventbridge'])).toEqual(['@aws-sdk/client-eventbridge']);
+    expect(packagesIn(init, ['@aws-sdk/client-sqs', 'standardwebhooks', 'fast-sha256'])).toEqual([]);
+    expect(init.filter((input) => /lambda\/(effects\/webhook-sink|http\/webhook-signature)\.ts$/.test(input))).toEqual([]);
+  });
+
+  it('reconcile: not the Gemini SDK (a run with nothing due never loads it)', () => {
+    const init = initOf('reconcile');
+    expect(packagesIn(init, ['@aws-sdk/client-dynamodb'])).toEqual(['@aws-sdk/client-dynamodb']);
+    expect(packagesIn(init, ['@google/genai'])).toEqual([]);
+  });
+});
