@@ -15,7 +15,7 @@ import { type BatchAnswer, eventFromBatch } from '../core/gemini-poll.ts';
 import { isNameOfKind } from '../core/names.ts';
 import { applyEvent } from '../core/reducer.ts';
 import { timeFromDate } from '../core/time.ts';
-import type { OperationStore } from '../store/operation-store.ts';
+import { type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
 
 export const DISCOVERY_INTERVAL_MS = 60 * 60_000;
 /** After a failed sweep, the next try. */
@@ -93,15 +93,22 @@ export class BatchDiscovery {
         try {
           event = eventFromBatch(batch.name, batch);
         } catch (error) {
-          logger.warn('listed batch not adopted: its state has no mapping', { operation: batch.name, detail: (error as Error).message });
+          // A state with no mapping, a time that does not parse: never guessed.
+          logger.warn('listed batch not adopted: its answer cannot be read', { operation: batch.name, detail: (error as Error).message });
           continue;
         }
         const first = applyEvent(undefined, event, timeFromDate(new Date(now)));
         if (!first.applied) continue;
-        if ((await store.write(first.next, undefined)).ok) {
-          result.adopted++;
-          logger.warn('batch adopted: it was never tracked and no webhook for it arrived', { operation: batch.name, state: event.state });
+        try {
+          if (!(await store.write(first.next, undefined)).ok) continue;
+        } catch (error) {
+          // Refused for good (a value the store cannot hold): skip it, or it would stop every sweep. Unavailable: end the sweep.
+          if (!(error instanceof StoreRejectedError)) throw error;
+          logger.error('listed batch not adopted: the store refuses it', { operation: batch.name, detail: error.message });
+          continue;
         }
+        result.adopted++;
+        logger.warn('batch adopted: it was never tracked and no webhook for it arrived', { operation: batch.name, state: event.state });
       }
       pageToken = page.nextPageToken || undefined; // "" is no next page
       if (older || !pageToken || seenTokens.has(pageToken)) break;

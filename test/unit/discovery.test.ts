@@ -7,6 +7,7 @@ import {
   DISCOVERY_RETRY_MS,
   DISCOVERY_WINDOW_MS,
 } from '../../lambda/reconcile/discovery.ts';
+import { StoreRejectedError } from '../../lambda/store/operation-store.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 
@@ -89,6 +90,24 @@ describe('BatchDiscovery', () => {
     const old = lister(3 * 24 * 60);
     const windowed = await discovery(old.api, undefined, undefined, { pageSize: 1_000 }).sweeper.sweepIfDue();
     expect(windowed).toMatchObject({ pages: 3, listed: DISCOVERY_WINDOW_MS / 60_000 });
+  });
+
+  it('skips a batch whose answer cannot be read or that the store refuses for good, and adopts the rest', async () => {
+    const { api, batches } = lister(3);
+    Object.assign(batches[0] as object, { state: 'JOB_STATE_SOMETHING_NEW' });
+    const store = new MemoryStore();
+    const write = store.write.bind(store);
+    store.write = async (record, expected) => {
+      if (record.name === 'batches/listed-1') throw new StoreRejectedError('ValidationException: item too large');
+      return write(record, expected);
+    };
+    expect(await discovery(api, store).sweeper.sweepIfDue()).toEqual({ adopted: 1, listed: 3, pages: 1 });
+    expect(await store.get('batches/listed-2')).toMatchObject({ state: 'RUNNING' });
+    // The store unavailable: the sweep fails as a whole, and is tried again after a few minutes.
+    store.write = async () => {
+      throw new Error('ECONNREFUSED');
+    };
+    expect(await discovery(lister(1).api, store).sweeper.sweepIfDue()).toBeUndefined();
   });
 
   it('leaves a batch Ratchet knows to the poller, even when the list says more', async () => {
