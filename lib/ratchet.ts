@@ -57,6 +57,18 @@ import { RatchetFunction } from './ratchet-function.ts';
  */
 const notConfiguredYet = { secretStringValue: SecretValue.unsafePlainText(NOT_CONFIGURED), removalPolicy: RemovalPolicy.RETAIN };
 
+/** Every table: on demand, encrypted, point-in-time recovery, and kept (deletion protection, retained with the stack). */
+const durableTable = {
+  billingMode: BillingMode.PAY_PER_REQUEST,
+  encryption: TableEncryption.AWS_MANAGED,
+  pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
+  deletionProtection: true,
+  removalPolicy: RemovalPolicy.RETAIN,
+};
+
+/** Every queue: TLS only, encrypted, retained with the stack. */
+const durableQueue = { enforceSSL: true, encryption: QueueEncryption.SQS_MANAGED, removalPolicy: RemovalPolicy.RETAIN };
+
 /** JSON access logs with the latencies and the integration's error, one line per request. */
 const ACCESS_LOG_FORMAT = AccessLogFormat.custom(
   JSON.stringify({
@@ -129,12 +141,8 @@ export class Ratchet extends Construct {
 
     this.table = new Table(this, 'Operations', {
       partitionKey: { name: PARTITION_KEY, type: AttributeType.STRING },
-      billingMode: BillingMode.PAY_PER_REQUEST,
       stream: StreamViewType.NEW_AND_OLD_IMAGES,
-      encryption: TableEncryption.AWS_MANAGED,
-      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      deletionProtection: true,
-      removalPolicy: RemovalPolicy.RETAIN,
+      ...durableTable,
     });
     // Sparse: only open, pollable operations carry its keys (see lambda/store/table.ts).
     this.table.addGlobalSecondaryIndex({
@@ -199,32 +207,22 @@ export class Ratchet extends Construct {
     // Effects: the table's stream, filtered to applied state changes, in order, to the sinks.
     const ledger = new Table(this, 'EffectsLedger', {
       partitionKey: { name: LEDGER_PARTITION_KEY, type: AttributeType.STRING },
-      billingMode: BillingMode.PAY_PER_REQUEST,
       timeToLiveAttribute: LEDGER_TTL_ATTRIBUTE,
-      encryption: TableEncryption.AWS_MANAGED,
-      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      deletionProtection: true,
-      removalPolicy: RemovalPolicy.RETAIN,
+      ...durableTable,
     });
     // Whole dead letters of the effects path (undecodable records with their raw image), kept 30 days.
     const deadLetters = new Table(this, 'EffectsDeadLetters', {
       partitionKey: { name: DEAD_LETTER_KEYS.partition, type: AttributeType.STRING },
       sortKey: { name: DEAD_LETTER_KEYS.sort, type: AttributeType.STRING },
-      billingMode: BillingMode.PAY_PER_REQUEST,
       timeToLiveAttribute: DEAD_LETTER_TTL_ATTRIBUTE,
-      encryption: TableEncryption.AWS_MANAGED,
-      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      deletionProtection: true,
-      removalPolicy: RemovalPolicy.RETAIN,
+      ...durableTable,
     });
     this.bus = new EventBus(this, 'Events', { description: 'Ratchet: Operation State Changed' });
     // The per-operation effects queue: FIFO, one message group per operation (the record's effectsGroup).
     const effectsDlq = new Queue(this, 'EffectsDeadLetterQueue', {
       fifo: true,
       retentionPeriod: Duration.days(EFFECTS_QUEUE.retentionDays),
-      enforceSSL: true,
-      encryption: QueueEncryption.SQS_MANAGED,
-      removalPolicy: RemovalPolicy.RETAIN,
+      ...durableQueue,
     });
     Validations.of(effectsDlq).acknowledge({
       id: 'AwsSolutions-SQS3',
@@ -237,17 +235,13 @@ export class Ratchet extends Construct {
       retentionPeriod: Duration.days(EFFECTS_QUEUE.retentionDays),
       // Six times the function's timeout, as AWS advises for an SQS event source.
       visibilityTimeout: Duration.minutes(6),
-      enforceSSL: true,
-      encryption: QueueEncryption.SQS_MANAGED,
-      removalPolicy: RemovalPolicy.RETAIN,
+      ...durableQueue,
       deadLetterQueue: { queue: effectsDlq, maxReceiveCount: EFFECTS_QUEUE.maxReceiveCount },
     });
     // Records the Pipe itself could not send (the queue unavailable for its whole retry budget).
     const pipeFailures = new Queue(this, 'EffectsPipeFailures', {
       retentionPeriod: Duration.days(14),
-      enforceSSL: true,
-      encryption: QueueEncryption.SQS_MANAGED,
-      removalPolicy: RemovalPolicy.RETAIN,
+      ...durableQueue,
     });
     Validations.of(pipeFailures).acknowledge({
       id: 'AwsSolutions-SQS3',
@@ -340,19 +334,13 @@ export class Ratchet extends Construct {
     this.historyTable = new Table(this, 'History', {
       partitionKey: { name: HISTORY_PARTITION_KEY, type: AttributeType.STRING },
       sortKey: { name: HISTORY_SORT_KEY, type: AttributeType.NUMBER },
-      billingMode: BillingMode.PAY_PER_REQUEST,
       timeToLiveAttribute: HISTORY_TTL_ATTRIBUTE,
-      encryption: TableEncryption.AWS_MANAGED,
-      pointInTimeRecoverySpecification: { pointInTimeRecoveryEnabled: true },
-      deletionProtection: true,
-      removalPolicy: RemovalPolicy.RETAIN,
+      ...durableTable,
     });
     const historyTable = this.historyTable;
     const historyFailures = new Queue(this, 'HistoryFailures', {
       retentionPeriod: Duration.days(14),
-      enforceSSL: true,
-      encryption: QueueEncryption.SQS_MANAGED,
-      removalPolicy: RemovalPolicy.RETAIN,
+      ...durableQueue,
     });
     Validations.of(historyFailures).acknowledge({
       id: 'AwsSolutions-SQS3',
