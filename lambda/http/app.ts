@@ -12,7 +12,7 @@ import { kindOfName, normalizeOperationName } from '../core/names.ts';
 import { trackedRecord } from '../core/reducer.ts';
 import { timeFromDate } from '../core/time.ts';
 import type { HistoryLog } from '../history/history.ts';
-import { type DecisionLog, InvalidCursorError, type OperationQueries, StoreRejectedError } from '../store/operation-store.ts';
+import { InvalidCursorError, type OperationQueries, StoreRejectedError } from '../store/operation-store.ts';
 import { FAILURES, type Failure, failureBody, MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
 export { type Failure, MAX_WEBHOOK_BODY_BYTES };
@@ -25,8 +25,6 @@ export interface AppDeps extends WebhookDeps {
   queries?: OperationQueries;
   /** `GET /operations/{name}/history` (written from the stream, see lambda/history); without it the route is 400. */
   history?: Pick<HistoryLog, 'list'>;
-  /** `GET /operations/{name}/decisions` (the embedded engine keeps them); without it the route is 400. */
-  decisions?: DecisionLog;
   /** Whether the store answers (the local runtime); without it `/healthz` reports the process only. */
   health?: () => Promise<'ok' | 'unavailable'>;
   /** Routes only one runtime has (the local runtime's effects admin), with the app's helpers. */

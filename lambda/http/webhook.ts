@@ -59,6 +59,10 @@ export interface WebhookDeps {
   ingest?: Omit<IngestDeps, 'store' | 'clock'>;
   /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
   receipts?: DeliveryReceipts;
+  /**
+   * The embedded engine's decisions: a JWT-signed delivery's `verifying-by-poll` is noted there, and the app serves
+   * `GET /operations/{name}/decisions` from it (without it that route is 400; in AWS decisions are log lines).
+   */
   decisions?: DecisionLog;
   /**
    * Dynamic-webhook deliveries signed with a JWT (which does not cover the
