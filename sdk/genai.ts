@@ -37,36 +37,41 @@ export function trackJobs<T extends Tracked>(ai: T, client: Pick<RatchetClient, 
     }
   };
 
+  /** `create` (its other arguments passed on), then the job it made tracked: its name and metadata read from the answer and the request. */
+  const tracking =
+    <P, R>(
+      create: (params: P, ...rest: unknown[]) => Promise<R>,
+      job: (answer: R, params: P) => { name?: string; metadata?: Metadata } | undefined,
+    ) =>
+    async (params: P, ...rest: unknown[]): Promise<R> => {
+      const answer = await create(params, ...rest);
+      const tracked = job(answer, params);
+      if (tracked) await track(tracked.name, tracked.metadata);
+      return answer;
+    };
+
   const { batches, models } = ai;
   const interactions = ai.interactions; // a getter that creates its client once: patch that one
-  const createBatch = batches.create.bind(batches);
-  batches.create = async (params) => {
-    const job = await createBatch(params);
-    await track(job.name, params.config?.webhookConfig?.userMetadata);
-    return job;
-  };
-  const createEmbeddings = batches.createEmbeddings.bind(batches);
-  batches.createEmbeddings = async (params) => {
-    const job = await createEmbeddings(params);
-    await track(job.name, undefined);
-    return job;
-  };
-  const generateVideos = models.generateVideos.bind(models);
-  models.generateVideos = async (params) => {
-    const operation = await generateVideos(params);
-    await track(operation.name, params.config?.webhookConfig?.userMetadata);
-    return operation;
-  };
-  const createInteraction = interactions.create.bind(interactions) as (...args: unknown[]) => Promise<{ id?: string }>;
-  const patched = async (
-    params: { background?: boolean; stream?: boolean; webhook_config?: { user_metadata?: Metadata } },
+  batches.create = tracking(batches.create.bind(batches), (batch, params) => ({
+    name: batch.name,
+    metadata: params.config?.webhookConfig?.userMetadata,
+  }));
+  batches.createEmbeddings = tracking(batches.createEmbeddings.bind(batches), (batch) => ({ name: batch.name }));
+  models.generateVideos = tracking(models.generateVideos.bind(models), (operation, params) => ({
+    name: operation.name,
+    metadata: params.config?.webhookConfig?.userMetadata,
+  }));
+  type InteractionParams = { background?: boolean; stream?: boolean; webhook_config?: { user_metadata?: Metadata } };
+  const createInteraction = interactions.create.bind(interactions) as unknown as (
+    params: InteractionParams,
     ...rest: unknown[]
-  ) => {
-    const interaction = await createInteraction(params, ...rest);
-    if (params.background && !params.stream && interaction.id)
-      await track(`interactions/${interaction.id}`, params.webhook_config?.user_metadata);
-    return interaction;
-  };
+  ) => Promise<{ id?: string }>;
+  const patched = tracking(createInteraction, (interaction, params) =>
+    // Only a background interaction (not streamed) is a job that outlives the call.
+    params.background && !params.stream && interaction.id
+      ? { name: `interactions/${interaction.id}`, metadata: params.webhook_config?.user_metadata }
+      : undefined,
+  );
   interactions.create = patched as unknown as typeof interactions.create;
   return ai;
 }
