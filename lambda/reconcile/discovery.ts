@@ -16,6 +16,7 @@ import { isNameOfKind } from '../core/names.ts';
 import { applyEvent } from '../core/reducer.ts';
 import { timeFromDate } from '../core/time.ts';
 import { type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
+import { AtMostEvery } from './at-most-every.ts';
 
 export const DISCOVERY_INTERVAL_MS = 60 * 60_000;
 /** After a failed sweep, the next try. */
@@ -52,25 +53,23 @@ export interface SweepResult {
 }
 
 export class BatchDiscovery {
-  private nextSweepAt = Number.NEGATIVE_INFINITY;
+  private readonly schedule: AtMostEvery;
 
-  constructor(private readonly deps: DiscoveryDeps) {}
+  constructor(private readonly deps: DiscoveryDeps) {
+    this.schedule = new AtMostEvery(deps.intervalMs ?? DISCOVERY_INTERVAL_MS, DISCOVERY_RETRY_MS, deps.clock);
+  }
 
   /** Sweeps if the last sweep is an interval old; undefined when it was not due or failed (logged, retried later, never thrown). */
-  async sweepIfDue(): Promise<SweepResult | undefined> {
-    const { logger, clock = Date.now, intervalMs = DISCOVERY_INTERVAL_MS } = this.deps;
-    const now = clock();
-    if (now < this.nextSweepAt) return undefined;
-    try {
-      const result = await this.sweep(now);
-      this.nextSweepAt = now + intervalMs;
-      logger[result.adopted > 0 ? 'warn' : 'info']('batch discovery swept', { ...result });
-      return result;
-    } catch (error) {
-      logger.warn('batch discovery failed; tried again later', { detail: (error as Error).message });
-      this.nextSweepAt = now + DISCOVERY_RETRY_MS;
-      return undefined;
-    }
+  sweepIfDue(): Promise<SweepResult | undefined> {
+    const { logger } = this.deps;
+    return this.schedule.run(
+      async (now) => {
+        const result = await this.sweep(now);
+        logger[result.adopted > 0 ? 'warn' : 'info']('batch discovery swept', { ...result });
+        return result;
+      },
+      (error) => logger.warn('batch discovery failed; tried again later', { detail: error.message }),
+    );
   }
 
   private async sweep(now: number): Promise<SweepResult> {

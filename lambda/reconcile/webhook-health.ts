@@ -6,6 +6,7 @@
  * between checks the last count is reported again, so an alarm on it holds.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
+import { AtMostEvery } from './at-most-every.ts';
 
 export const DISABLED_STATE = 'disabled_due_to_failed_deliveries';
 export const HEALTH_CHECK_INTERVAL_MS = 60 * 60_000;
@@ -30,10 +31,12 @@ export interface WebhookHealthDeps {
 }
 
 export class WebhookHealth {
-  private nextCheckAt = Number.NEGATIVE_INFINITY;
+  private readonly schedule: AtMostEvery;
   private disabled?: number;
 
-  constructor(private readonly deps: WebhookHealthDeps) {}
+  constructor(private readonly deps: WebhookHealthDeps) {
+    this.schedule = new AtMostEvery(deps.intervalMs ?? HEALTH_CHECK_INTERVAL_MS, HEALTH_CHECK_RETRY_MS, deps.clock);
+  }
 
   /**
    * The number of disabled webhooks pointing here, checked if the last check is
@@ -41,26 +44,23 @@ export class WebhookHealth {
    * is logged and tried again after HEALTH_CHECK_RETRY_MS, never thrown.
    */
   async disabledWebhooks(): Promise<number | undefined> {
-    const { logger, clock = Date.now, intervalMs = HEALTH_CHECK_INTERVAL_MS } = this.deps;
-    const now = clock();
-    if (now < this.nextCheckAt) return this.disabled;
-    try {
-      const mine = (await this.listAll()).filter((hook) => !this.deps.webhookUrl || hook.uri === this.deps.webhookUrl);
-      const disabled = mine.filter((hook) => hook.state === DISABLED_STATE);
-      if (disabled.length > 0) {
-        logger.error('Gemini disabled webhook(s) pointing here after failed deliveries; fix the cause, then run npm run connect', {
-          webhooks: disabled.map((hook) => hook.id),
-          state: DISABLED_STATE,
-        });
-      } else {
-        logger.info('webhook health checked', { webhooks: mine.length, disabled: 0 });
-      }
-      this.disabled = disabled.length;
-      this.nextCheckAt = now + intervalMs;
-    } catch (error) {
-      logger.warn('webhook health check failed; tried again later', { detail: (error as Error).message });
-      this.nextCheckAt = now + HEALTH_CHECK_RETRY_MS;
-    }
+    const { logger } = this.deps;
+    await this.schedule.run(
+      async () => {
+        const mine = (await this.listAll()).filter((hook) => !this.deps.webhookUrl || hook.uri === this.deps.webhookUrl);
+        const disabled = mine.filter((hook) => hook.state === DISABLED_STATE);
+        if (disabled.length > 0) {
+          logger.error('Gemini disabled webhook(s) pointing here after failed deliveries; fix the cause, then run npm run connect', {
+            webhooks: disabled.map((hook) => hook.id),
+            state: DISABLED_STATE,
+          });
+        } else {
+          logger.info('webhook health checked', { webhooks: mine.length, disabled: 0 });
+        }
+        this.disabled = disabled.length;
+      },
+      (error) => logger.warn('webhook health check failed; tried again later', { detail: error.message }),
+    );
     return this.disabled;
   }
 
