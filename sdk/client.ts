@@ -76,6 +76,9 @@ export interface WaitOptions {
   onChange?: (operation: OperationView) => void;
 }
 
+/** A deployed API's own host name, `<id>.execute-api.<region>.amazonaws.com`; the region is its group. */
+const EXECUTE_API_HOST = /\.execute-api\.([a-z0-9-]+)\.amazonaws\.com$/;
+
 /** Waits between reads in waitFor: 1 s, doubling to at most a minute. */
 export const WAIT_FIRST_MS = 1_000;
 export const WAIT_MAX_MS = 60_000;
@@ -93,7 +96,7 @@ export class RatchetClient {
     this.fetch = options.fetch ?? globalThis.fetch;
     if (options.signer === 'none') this.signer = undefined;
     else if (options.signer) this.signer = options.signer;
-    else if (/\.execute-api\.[a-z0-9-]+\.amazonaws\.com$/.test(url.hostname)) this.signer = sigV4Signer();
+    else if (EXECUTE_API_HOST.test(url.hostname)) this.signer = sigV4Signer();
   }
 
   /** Starts tracking a job (reconcile polls it before any webhook arrives). `created` is false when Ratchet already knew it. */
@@ -260,7 +263,7 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
 export function sigV4Signer(options: { region?: string; credentials?: SignatureV4Init['credentials'] } = {}): RequestSigner {
   let signer: Promise<SignatureV4> | undefined;
   return async ({ method, url, headers, body }) => {
-    const region = options.region ?? url.hostname.match(/\.execute-api\.([a-z0-9-]+)\.amazonaws\.com$/)?.[1] ?? process.env.AWS_REGION;
+    const region = options.region ?? url.hostname.match(EXECUTE_API_HOST)?.[1] ?? process.env.AWS_REGION;
     if (!region) throw new RatchetError('invalid-signature', `cannot tell the region of ${url.host}: pass sigV4Signer({ region })`);
     signer ??= (async () => {
       const [{ SignatureV4 }, { Sha256 }, { defaultProvider }] = await Promise.all([
