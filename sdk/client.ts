@@ -16,7 +16,7 @@ import type { SignatureV4 } from '@smithy/signature-v4';
 import { isTerminal, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
 import type { OperationRecord } from '../lambda/core/reducer.ts';
 import type { HistoryEntry } from '../lambda/history/history.ts';
-import type { Failure } from '../lambda/http/app.ts';
+import type { Failure } from '../lambda/http/webhook.ts';
 import type { OperationView } from '../lambda/store/operation-store.ts';
 
 type SignatureV4Init = ConstructorParameters<typeof SignatureV4>[0];

@@ -15,8 +15,6 @@ import type { HistoryLog } from '../history/history.ts';
 import { InvalidCursorError, type OperationQueries, StoreRejectedError } from '../store/operation-store.ts';
 import { FAILURES, type Failure, failureBody, MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
-export { type Failure, MAX_WEBHOOK_BODY_BYTES };
-
 /** `{"name": …}` with a name of at most 512 bytes fits many times over. */
 export const MAX_TRACK_BODY_BYTES = 4 * 1024;
 
