@@ -4,6 +4,8 @@ import { defineConfig } from 'vitest/config';
 process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 
 export default defineConfig({
+  // The package names examples/ import (@ratchet/client, …) are tsconfig.json's paths to the sources.
+  resolve: { tsconfigPaths: true },
   test: {
     env: { AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: 'true', POWERTOOLS_LOG_LEVEL: 'SILENT', POWERTOOLS_METRICS_DISABLED: 'true' },
     projects: [
@@ -20,6 +22,17 @@ export default defineConfig({
           globalSetup: ['test/support/dynamodb-global-setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'packages',
+          include: ['test/packages/**/*.test.ts'],
+          // Builds and packs every package once (packages/build.ts); the tests install the tarballs into fresh apps.
+          globalSetup: ['test/support/packages-global-setup.ts'],
+          testTimeout: 240_000,
+          hookTimeout: 240_000,
         },
       },
     ],

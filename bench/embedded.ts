@@ -11,7 +11,6 @@
  *   DynamoDB Local).
  * Then the effect lag at a fixed offered load, and the time to the ready line.
  */
-import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -20,6 +19,7 @@ import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.
 import { Receiver } from '../test/support/receiver.ts';
 import { run } from './cold-start.ts';
 import { type Mix, mixes, percentile, playMix } from './mixes.ts';
+import { type Started, startProcess, stopProcess } from './processes.ts';
 
 type System = 'ratchet' | 'ingest' | 'seed' | 'floor' | 'ref';
 interface Sample {
@@ -29,42 +29,7 @@ interface Sample {
   lost: number;
   wrongFinal: number;
 }
-interface Started {
-  url: string;
-  child: ChildProcess;
-  readyMs: number;
-}
-
 const median = (xs: number[]) => percentile(xs, 0.5);
-
-/** Spawns a server and waits for the line that gives its URL. */
-function startProcess(command: string[], env: Record<string, string>, ready: RegExp, cwd: string): Promise<Started> {
-  const started = performance.now();
-  const [file, ...args] = command as [string, ...string[]];
-  const child = spawn(file, args, {
-    cwd,
-    env: { ...process.env, POWERTOOLS_LOG_LEVEL: 'ERROR', ...env },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let output = '';
-  return new Promise((resolve, reject) => {
-    const look = (chunk: Buffer) => {
-      output += chunk;
-      const match = output.match(ready);
-      if (match) resolve({ url: match[1] as string, child, readyMs: performance.now() - started });
-    };
-    child.stdout?.on('data', look);
-    child.stderr?.on('data', look);
-    child.once('exit', (code) => reject(new Error(`${command.join(' ')} exited ${code}:\n${output}`)));
-  });
-}
-
-async function stopProcess(started: Started): Promise<void> {
-  if (started.child.exitCode !== null) return;
-  const exited = new Promise((resolve) => started.child.once('exit', resolve));
-  started.child.kill('SIGTERM');
-  await exited;
-}
 
 export interface EmbeddedOptions {
   root: string;

@@ -5,11 +5,13 @@
  * 1. The embedded engine (bench/embedded.ts): Ratchet on SQLite, the seed on
  *    SQLite, the floor, and with BENCH_COMPARE_REF the runtime at that ref;
  *    effect lag at BENCH_LAG_RATE deliveries/s; time to the ready line.
- * 2. The AWS path (bench/aws-path.ts): DynamoDB requests per delivery and
+ * 2. The packages (bench/packages.ts): each tarball installed alone, and the
+ *    installed server's time to its ready line beside this checkout's.
+ * 3. The AWS path (bench/aws-path.ts): DynamoDB requests per delivery and
  *    throughput against the seed on moto, the indexes' write cost,
  *    then each Lambda bundle's size and cold start.
  *
- * BENCH_SECTIONS (embedded,aws), BENCH_SIZE (deliveries per mix, 500),
+ * BENCH_SECTIONS (embedded,packages,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
  * BENCH_ROUNDS (3), BENCH_LAG_RATE (500), BENCH_LAG_COUNT (2000),
  * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset),
  * BENCH_DYNAMODB_LATENCY_MS (0; e.g. 4 models DynamoDB's network round trip).
@@ -21,7 +23,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { resolve } from 'node:path';
 import { benchEmbedded } from './embedded.ts';
 
-const sections = (process.env.BENCH_SECTIONS ?? 'embedded,aws').split(',');
+const sections = (process.env.BENCH_SECTIONS ?? 'embedded,packages,aws').split(',');
 if (sections.includes('embedded')) {
   await benchEmbedded({
     root: resolve(import.meta.dirname, '..'),
@@ -31,6 +33,10 @@ if (sections.includes('embedded')) {
     lagRate: Number(process.env.BENCH_LAG_RATE ?? 500),
     lagCount: Number(process.env.BENCH_LAG_COUNT ?? 2000),
   });
+}
+if (sections.includes('packages')) {
+  const { benchPackages } = await import('./packages.ts');
+  await benchPackages(resolve(import.meta.dirname, '..'), Number(process.env.BENCH_READY_RUNS ?? 5));
 }
 // The AWS part ends the process when it is done (esbuild's service would hold it open).
 if (sections.includes('aws')) await import('./aws-path.ts');

@@ -9,11 +9,9 @@
  */
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import type { Config } from './config.ts';
+import { configuredValue } from './not-configured.ts';
 
 type SecretSetting = 'WEBHOOK_SIGNING_SECRETS' | 'EFFECTS_SIGNING_SECRET' | 'EFFECTS_WEBHOOK_URL' | 'GEMINI_API_KEY';
-
-/** What the stack stores in each secret until it is set: "not configured", never a value to use. */
-export const NOT_CONFIGURED = 'not-configured';
 
 const CACHE_SECONDS = 300;
 const NOT_CONFIGURED_RECHECK_MS = 10_000;
@@ -22,12 +20,6 @@ const REFRESH_INTERVAL_MS = 30_000;
 const recheckAt = new Map<string, number>();
 /** Per secret ARN: when it was last fetched past the cache. */
 const fetchedAt = new Map<string, number>();
-
-/** The value, or undefined when it is not configured (empty, or the stack's placeholder). */
-export function configuredValue(value: string | undefined): string | undefined {
-  const trimmed = value?.trim() ?? '';
-  return trimmed === '' || trimmed === NOT_CONFIGURED ? undefined : trimmed;
-}
 
 /** The setting's value, or undefined when it is not configured (unset, empty, or the stack's placeholder). */
 export async function secretSetting(

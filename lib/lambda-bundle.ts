@@ -57,6 +57,8 @@ export interface LambdaBundle {
   totalBytes: number;
   /** The source files those init chunks hold (`node_modules/…`, `lambda/…`): what a cold start compiles. */
   initInputs: string[];
+  /** Every source file in the bundle, relative to the root (the published construct names the third-party ones). */
+  inputs: string[];
 }
 
 /** Builds `entry` (relative to `root`) into `outdir`, which is empty or missing. */
@@ -82,5 +84,6 @@ function measure(metafile: Metafile, root: string, outdir: string): LambdaBundle
     initBytes: bytes(init),
     totalBytes: bytes(Object.keys(outputs).filter((key) => key.endsWith('.mjs'))),
     initInputs: [...new Set([...init].flatMap((key) => Object.keys(outputs[key]?.inputs ?? {})))],
+    inputs: Object.keys(metafile.inputs),
   };
 }

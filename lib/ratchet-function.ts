@@ -1,27 +1,16 @@
 /**
- * A Lambda function with the house defaults: Node 24 on arm64, bundled by the
- * local esbuild as lib/lambda-bundle.ts says (no Docker), an explicit log
+ * A Lambda function with the house defaults: Node 24 on arm64, its code
+ * bundled as lib/lambda-bundle.ts says (lib/function-code.ts), an explicit log
  * group with retention, and grants that travel with the configuration they need.
  */
-import { resolve } from 'node:path';
-import { AssetHashType, type CfnResource, DockerImage, Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
+import { type CfnResource, Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
-import {
-  Architecture,
-  Code,
-  type FunctionOptions,
-  Function as LambdaFunction,
-  LoggingFormat,
-  Runtime,
-  Tracing,
-} from 'aws-cdk-lib/aws-lambda';
+import { Architecture, type FunctionOptions, Function as LambdaFunction, LoggingFormat, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
-import { bundleLambda } from './lambda-bundle.ts';
-
-const ROOT = resolve(import.meta.dirname, '..');
+import { functionCode } from './function-code.ts';
 
 export interface RatchetFunctionProps extends FunctionOptions {
   /** Path of the handler module, relative to the project root; it exports `handler`. */
@@ -47,22 +36,7 @@ export class RatchetFunction extends LambdaFunction {
       ...props,
       handler: 'index.handler',
       // The Lambda runtime ships the AWS SDK v3, but the bundle pins the version tested here.
-      code: Code.fromAsset(ROOT, {
-        assetHashType: AssetHashType.OUTPUT,
-        bundling: {
-          local: {
-            tryBundle: (outputDir) => {
-              bundleLambda(props.entry, outputDir);
-              return true;
-            },
-          },
-          // Never run: the local esbuild always bundles (CDK asks for an image all the same). The command names the
-          // entry because CDK caches a bundling by its JSON, where tryBundle is invisible: without it, the four
-          // functions would share one bundle.
-          image: DockerImage.fromRegistry('ratchet-bundles-locally-with-esbuild'),
-          command: ['esbuild', props.entry],
-        },
-      }),
+      code: functionCode(props.entry),
       // No --enable-source-maps: loading the maps costs every cold start; each .map sits beside its chunk in the asset.
       environment: { POWERTOOLS_SERVICE_NAME: 'ratchet', ...props.environment },
     });

@@ -25,10 +25,9 @@ import { type IQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import type { OperationKind, OperationState } from '../lambda/core/lifecycle.ts';
 import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from '../lambda/effects/dead-letters.ts';
-import { EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../lambda/effects/eventbridge-sink.ts';
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
-import { EFFECTS_PIPE, EFFECTS_QUEUE } from '../lambda/effects/settings.ts';
+import { EFFECTS_PIPE, EFFECTS_QUEUE, EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../lambda/effects/settings.ts';
 import {
   DEFAULT_HISTORY_RETENTION_DAYS,
   HISTORY_FILTER,
@@ -36,8 +35,8 @@ import {
   HISTORY_PARTITION_KEY,
   HISTORY_SORT_KEY,
   HISTORY_TTL_ATTRIBUTE,
-} from '../lambda/history/history.ts';
-import { NOT_CONFIGURED } from '../lambda/secrets.ts';
+} from '../lambda/history/history-table.ts';
+import { NOT_CONFIGURED } from '../lambda/not-configured.ts';
 import {
   EFFECTS_GROUP_ATTRIBUTE,
   LIST_INDEX,

@@ -39,7 +39,8 @@ import { OutboxFeed } from './engine/outbox.ts';
 import { LocalSchedule } from './engine/schedule.ts';
 import type { Sqlite } from './engine/sqlite.ts';
 
-export const DEFAULT_DATA_DIR = resolve(import.meta.dirname, '..', '.ratchet-data');
+/** `./.ratchet-data` in the folder Ratchet is started in (npm start: this checkout). */
+export const DEFAULT_DATA_DIR = resolve('.ratchet-data');
 export const IN_MEMORY = ':memory:';
 
 export interface LocalRuntime {

@@ -10,8 +10,8 @@ import { SchemaError } from './engine/schema.ts';
 import { startLocalRuntime } from './runtime.ts';
 
 parseCommandLine({
-  name: 'ratchet',
-  usage: `usage: [VARIABLE=value …] npm start
+  name: 'ratchet start',
+  usage: `usage: [VARIABLE=value …] ratchet start
   Runs Ratchet on this machine (the embedded engine in DATA_DIR, the HTTP API, history, effects, reconcile)
   until Ctrl-C. Configuration is by environment variable: PORT, HOST, DATA_DIR, WEBHOOK_SIGNING_SECRETS,
   GEMINI_API_KEY, RECONCILE_INTERVAL_SECONDS, EFFECTS_WEBHOOK_URL, EFFECTS_SIGNING_SECRET, … (see docs/contract.md).`,

@@ -12,19 +12,28 @@
  * store briefly unavailable), API Gateway's 429, 502 and 504, and a failed
  * connection are retried with backoff.
  */
-import type { SignatureV4 } from '@smithy/signature-v4';
 import { isTerminal, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
-import type { OperationRecord } from '../lambda/core/reducer.ts';
+import type { OperationRecord, OperationResult } from '../lambda/core/reducer.ts';
 import type { HistoryEntry } from '../lambda/history/history.ts';
 import type { Failure } from '../lambda/http/webhook.ts';
 import type { OperationView } from '../lambda/store/operation-store.ts';
 
-type SignatureV4Init = ConstructorParameters<typeof SignatureV4>[0];
+export type { HistoryEntry, OperationKind, OperationRecord, OperationResult, OperationState, OperationView };
 
-export type { HistoryEntry, OperationKind, OperationRecord, OperationState, OperationView };
-
-/** The API's error codes, and the client's own: `timeout` (waitFor ran out of time), `unreachable` (see waitFor). */
-export type RatchetErrorCode = Failure | 'timeout' | 'unreachable' | 'network' | 'unexpected-response';
+/**
+ * The API's error codes, and the client's own: `timeout` (waitFor ran out of
+ * time), `unreachable` (see waitFor), `network`, `unexpected-response`,
+ * `invalid-url` (the client's `url` is not an http(s) URL) and
+ * `missing-dependency` (SigV4 signing needs packages that are not installed).
+ */
+export type RatchetErrorCode =
+  | Failure
+  | 'timeout'
+  | 'unreachable'
+  | 'network'
+  | 'unexpected-response'
+  | 'invalid-url'
+  | 'missing-dependency';
 
 export class RatchetError extends Error {
   override name = 'RatchetError';
@@ -90,7 +99,7 @@ export class RatchetClient {
   private readonly fetch: typeof fetch;
 
   constructor(options: RatchetClientOptions) {
-    const url = new URL(options.url);
+    const url = httpUrl(options?.url);
     this.base = url.href.replace(/\/+$/, '');
     this.retries = options.retries ?? 4;
     this.fetch = options.fetch ?? globalThis.fetch;
@@ -225,6 +234,22 @@ export class RatchetClient {
  */
 const RETRIED = new Set([429, 502, 503, 504]);
 
+/** The API's base URL, or a RatchetError naming what was given instead. */
+function httpUrl(given: unknown): URL {
+  let url: URL | undefined;
+  try {
+    url = new URL(String(given));
+  } catch {
+    // not a URL at all: said below
+  }
+  if (typeof given !== 'string' || !url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
+    throw new RatchetError(
+      'invalid-url',
+      `RatchetClient: url must be an http:// or https:// URL, got ${JSON.stringify(given) ?? String(given)}`,
+    );
+  return url;
+}
+
 /** Names keep their slashes (`batches/123`); each segment is escaped. */
 function encodeName(name: string): string {
   return name.split('/').map(encodeURIComponent).join('/');
@@ -258,21 +283,31 @@ function sleep(ms: number, signal?: AbortSignal): Promise<void> {
  * SigV4 for API Gateway (`execute-api`) with the SDK's own signer and, unless
  * given, the default credential chain (environment, SSO, profiles, the
  * Lambda or container role…). The region is read from the API's host name
- * unless given (a custom domain needs it). Loaded on first use only.
+ * unless given (a custom domain needs it). Loaded on first use only, from
+ * the client's optional peer dependencies (SIGV4_PACKAGES): an app that never
+ * talks to a deployed stack installs none of the AWS SDK.
  */
-export function sigV4Signer(options: { region?: string; credentials?: SignatureV4Init['credentials'] } = {}): RequestSigner {
-  let signer: Promise<SignatureV4> | undefined;
+export function sigV4Signer(
+  options: { region?: string; credentials?: AwsCredentials | (() => Promise<AwsCredentials>) } = {},
+): RequestSigner {
+  let signer: Promise<Signer> | undefined;
   return async ({ method, url, headers, body }) => {
     const region = options.region ?? url.hostname.match(EXECUTE_API_HOST)?.[1] ?? process.env.AWS_REGION;
     if (!region) throw new RatchetError('invalid-signature', `cannot tell the region of ${url.host}: pass sigV4Signer({ region })`);
     signer ??= (async () => {
-      const [{ SignatureV4 }, { Sha256 }, { defaultProvider }] = await Promise.all([
-        import('@smithy/signature-v4'),
-        import('@smithy/core/checksum'),
-        import('@aws-sdk/credential-provider-node'),
+      const [{ SignatureV4 }, { Sha256 }, credentials] = await Promise.all([
+        optionalPeer(() => import('@smithy/signature-v4'), '@smithy/signature-v4'),
+        optionalPeer(() => import('@smithy/core/checksum'), '@smithy/core'),
+        options.credentials ??
+          optionalPeer(() => import('@aws-sdk/credential-provider-node'), '@aws-sdk/credential-provider-node').then((m) =>
+            m.defaultProvider(),
+          ),
       ]);
-      return new SignatureV4({ service: 'execute-api', region, sha256: Sha256, credentials: options.credentials ?? defaultProvider() });
-    })();
+      return new SignatureV4({ service: 'execute-api', region, sha256: Sha256, credentials });
+    })().catch((error) => {
+      signer = undefined; // a package installed meanwhile is found on the next request
+      throw error;
+    });
     const signed = await (await signer).sign({
       method,
       protocol: url.protocol,
@@ -287,3 +322,45 @@ export function sigV4Signer(options: { region?: string; credentials?: SignatureV
     return rest;
   };
 }
+
+/** AWS credentials, as the SDK's providers give them. */
+export interface AwsCredentials {
+  accessKeyId: string;
+  secretAccessKey: string;
+  sessionToken?: string;
+  expiration?: Date;
+}
+
+/** What the client needs of the SDK's SignatureV4. */
+interface Signer {
+  sign(request: {
+    method: string;
+    protocol: string;
+    hostname: string;
+    port?: number;
+    path: string;
+    query: Record<string, string>;
+    headers: Record<string, string>;
+    body?: string;
+  }): Promise<{ headers: Record<string, string> }>;
+}
+
+/**
+ * The SigV4 packages are optional peer dependencies: only an app that talks
+ * to a deployed stack installs them. Missing, they make one clear error.
+ */
+async function optionalPeer<T>(load: () => Promise<T>, name: string): Promise<T> {
+  try {
+    return await load();
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw error;
+    throw new RatchetError(
+      'missing-dependency',
+      `signing requests to a deployed Ratchet (SigV4) needs ${name}: npm install ${SIGV4_PACKAGES.join(' ')}`,
+    );
+  }
+}
+
+/** What an app installs beside the client to sign with SigV4 (the client's optional peer dependencies). */
+export const SIGV4_PACKAGES = ['@smithy/signature-v4', '@smithy/core', '@aws-sdk/credential-provider-node'];

@@ -13,7 +13,6 @@
  * batch; track a video or an interaction again yourself (`client.track`).
  */
 import type { GoogleGenAI } from '@google/genai';
-import type { RatchetClient } from './client.ts';
 
 export interface TrackJobsOptions {
   /** Called with each job that was created but could not be tracked. */
@@ -23,9 +22,14 @@ export interface TrackJobsOptions {
 }
 
 type Metadata = Record<string, unknown> | undefined;
+
+/** What trackJobs needs of a client: a RatchetClient from @ratchet/client (this package does not depend on it). */
+export interface JobTracker {
+  track(name: string, options: { metadata?: Record<string, unknown> }): Promise<unknown>;
+}
 type Tracked = Pick<GoogleGenAI, 'batches' | 'models' | 'interactions'>;
 
-export function trackJobs<T extends Tracked>(ai: T, client: Pick<RatchetClient, 'track'>, options: TrackJobsOptions = {}): T {
+export function trackJobs<T extends Tracked>(ai: T, client: JobTracker, options: TrackJobsOptions = {}): T {
   const { onTrackError, logger = console } = options;
   const track = async (name: string | undefined, metadata: Metadata) => {
     if (!name) return;

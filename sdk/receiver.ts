@@ -14,6 +14,8 @@ import * as z from 'zod/mini';
 import { OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../lambda/core/lifecycle.ts';
 import type { OperationResult } from '../lambda/core/reducer.ts';
 
+export type { OperationKind, OperationResult, OperationState };
+
 export type EffectErrorCode = 'missing-headers' | 'bad-signature' | 'stale-timestamp' | 'malformed-body';
 
 export class EffectVerificationError extends Error {

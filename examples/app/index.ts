@@ -13,9 +13,9 @@
  */
 import { createServer } from 'node:http';
 import { GoogleGenAI } from '@google/genai';
-import { RatchetClient } from 'ratchet/client';
-import { trackJobs } from 'ratchet/genai';
-import { type StateChangedEvent, verifyEffect } from 'ratchet/receiver';
+import { RatchetClient } from '@ratchet/client';
+import { type StateChangedEvent, verifyEffect } from '@ratchet/client/receiver';
+import { trackJobs } from '@ratchet/genai';
 
 const USAGE = 'usage: RATCHET_URL=… GEMINI_API_KEY=… EFFECTS_SIGNING_SECRET=whsec_… node --import tsx examples/app/index.ts';
 if (process.argv.includes('--help')) {

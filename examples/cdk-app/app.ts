@@ -4,11 +4,12 @@
  *
  *   cd examples/cdk-app && npx cdk synth      (or cdk deploy, then npm run connect -- --stack MyApp)
  */
+
+import { Ratchet } from '@ratchet/cdk';
 import { App, Stack } from 'aws-cdk-lib';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { Runtime } from 'aws-cdk-lib/aws-lambda';
 import { NodejsFunction } from 'aws-cdk-lib/aws-lambda-nodejs';
-import { Ratchet } from 'ratchet/cdk';
 
 const app = new App();
 const stack = new Stack(app, 'MyApp', { env: { account: process.env.CDK_DEFAULT_ACCOUNT, region: process.env.CDK_DEFAULT_REGION } });

@@ -1,6 +1,7 @@
 /** Runs once per batch that succeeded (an EventBridge rule on Ratchet's bus). */
+
+import type { StateChangedEvent } from '@ratchet/client/receiver';
 import type { EventBridgeEvent } from 'aws-lambda';
-import type { StateChangedEvent } from 'ratchet/receiver';
 
 export const handler = async (
   event: EventBridgeEvent<'Operation State Changed', StateChangedEvent['data'] & { idempotencyKey: string }>,

@@ -1,5 +1,5 @@
 /** Tracks a job Ratchet should follow, and reads it back (SigV4 with this function's role). */
-import { RatchetClient } from 'ratchet/client';
+import { RatchetClient } from '@ratchet/client';
 
 const ratchet = new RatchetClient({ url: process.env.RATCHET_URL as string });
 

@@ -4,8 +4,9 @@
  * and EFFECTS_SIGNING_SECRET to the secret connect stored. A function URL
  * hands over the raw body (base64 when binary): verify those bytes.
  */
+
+import { EffectVerificationError, verifyEffect } from '@ratchet/client/receiver';
 import type { LambdaFunctionURLEvent, LambdaFunctionURLResult } from 'aws-lambda';
-import { EffectVerificationError, verifyEffect } from 'ratchet/receiver';
 
 export const handler = async (event: LambdaFunctionURLEvent): Promise<LambdaFunctionURLResult> => {
   const body = Buffer.from(event.body ?? '', event.isBase64Encoded ? 'base64' : 'utf8');

@@ -1,10 +1,8 @@
 /** The AWS sink: each transition as an event on Ratchet's EventBridge bus. */
 import { type EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
+import { EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from './settings.ts';
 import { type EffectSink, SinkError } from './sinks.ts';
 import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
-
-export const EVENTBRIDGE_SOURCE = 'ratchet';
-export const EVENTBRIDGE_DETAIL_TYPE = 'Operation State Changed';
 
 export class EventBridgeSink implements EffectSink {
   readonly name = 'eventbridge';

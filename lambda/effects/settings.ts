@@ -5,6 +5,10 @@
 import type { Config } from '../config.ts';
 import type { RetrySettings } from './queue.ts';
 
+/** The EventBridge sink's events: what an `onStateChange` rule matches. */
+export const EVENTBRIDGE_SOURCE = 'ratchet';
+export const EVENTBRIDGE_DETAIL_TYPE = 'Operation State Changed';
+
 /** The table's stream -> effects queue Pipe. */
 export const EFFECTS_PIPE = {
   batchSize: 10,

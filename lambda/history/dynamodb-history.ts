@@ -1,16 +1,14 @@
 /** History in AWS: a DynamoDB table (partition: name, sort: version), kept `HISTORY_RETENTION_DAYS` by TTL. */
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
+import { entryOf, type HistoryEntry, type HistoryLog } from './history.ts';
 import {
   DEFAULT_HISTORY_RETENTION_DAYS,
-  entryOf,
   HISTORY_PARTITION_KEY,
   HISTORY_SORT_KEY,
   HISTORY_TTL_ATTRIBUTE,
-  type HistoryEntry,
-  type HistoryLog,
   MAX_HISTORY_ENTRIES,
-} from './history.ts';
+} from './history-table.ts';
 
 export function historyTableInput(tableName: string): CreateTableCommandInput {
   return {

@@ -10,22 +10,6 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import type { OperationRecord } from '../core/reducer.ts';
 
-/** The stream records history keeps: every applied write (a state change, a same-state refresh, a track). */
-export const HISTORY_FILTER = {
-  eventName: ['INSERT', 'MODIFY'],
-  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'refresh', 'track'] } } },
-} as const;
-
-/** The stream mapping's settings, the stack's and the local runtime's. */
-export const HISTORY_MAPPING = { batchSize: 100, retryAttempts: 10 } as const;
-
-export const HISTORY_PARTITION_KEY = 'name';
-export const HISTORY_SORT_KEY = 'version';
-export const HISTORY_TTL_ATTRIBUTE = 'expiresAt';
-export const DEFAULT_HISTORY_RETENTION_DAYS = 90;
-/** At most this many entries in one answer: the newest are kept if an operation ever had more. */
-export const MAX_HISTORY_ENTRIES = 1_000;
-
 export type HistoryEntry = Pick<
   OperationRecord,
   'version' | 'state' | 'previousState' | 'stateChanged' | 'source' | 'eventId' | 'updateTime' | 'recordedAt'

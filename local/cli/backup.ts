@@ -16,8 +16,8 @@ import { DEFAULT_DATA_DIR } from '../runtime.ts';
 import { failure, parseCommandLine, usageError } from './command-line.ts';
 
 const command = {
-  name: 'backup',
-  usage: `usage: [DATA_DIR=…] npm run backup -- <file>
+  name: 'ratchet backup',
+  usage: `usage: [DATA_DIR=…] ratchet backup <file>
   Copies DATA_DIR/ratchet.db (default ${DEFAULT_DATA_DIR}) to <file>, consistently, while Ratchet runs.
   Restore: stop Ratchet, replace DATA_DIR/ratchet.db with the copy (delete ratchet.db-wal and ratchet.db-shm), start it.`,
   options: {},

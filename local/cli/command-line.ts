@@ -8,7 +8,7 @@ import { type ParseArgsConfig, parseArgs } from 'node:util';
 export type Options = NonNullable<ParseArgsConfig['options']>;
 
 export interface CommandLine<O extends Options> {
-  /** `npm run NAME`: names the command in its one-line messages. */
+  /** `ratchet NAME`: names the command in its one-line messages. */
   name: string;
   /** The whole `--help` text, its first line `usage: …`. */
   usage: string;
@@ -37,10 +37,16 @@ export function parseCommandLine<O extends Options>(command: CommandLine<O>, arg
   return parsed;
 }
 
-/** Bad usage: one line, exit 2. */
-export function usageError(command: { name: string }, message: string): never {
-  console.error(`${command.name}: ${message} (see --help)`);
+/** Bad usage: one line, with the usage, on stderr; exit 2. */
+export function usageError(command: { name: string; usage: string }, message: string): never {
+  console.error(usageLine(command.name, message, command.usage));
   process.exit(2);
+}
+
+/** `name: message (usage: …; see --help)`, the usage's first line only. */
+export function usageLine(name: string, message: string, usage: string): string {
+  const first = (usage.split('\n')[0] as string).replace(/^usage:\s*/, '');
+  return `${name}: ${message} (usage: ${first}; see --help)`;
 }
 
 /** A failure: one line, exit 1. */

@@ -66,14 +66,14 @@ function secretsManager(): SecretStore {
 }
 
 const command = {
-  name: 'connect',
-  usage: `usage: npm run connect -- --stack NAME [options]
+  name: 'ratchet connect',
+  usage: `usage: ratchet connect --stack NAME [options]
 
 Registers the stack's webhook URL with Gemini (or finds and updates it), stores
 Gemini's signing secret and your API key in the stack's secrets, then sends
 Gemini's ping and waits until Ratchet has verified it. Safe to run again.
 
-  --stack NAME          the deployed stack (required; "Ratchet" by default in bin/ratchet.ts)
+  --stack NAME          the deployed stack (required; the standalone stack is "Ratchet")
   --rotate              rotate the signing secret; the previous one stays accepted for 24 h
   --effects-url URL     turn the signed outbound webhook on at URL (off: turn it off);
                         its whsec_ secret is generated once and kept in EffectsSigningSecret

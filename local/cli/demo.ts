@@ -15,8 +15,8 @@ import { Webhook } from 'standardwebhooks';
 import { parseCommandLine } from './command-line.ts';
 
 parseCommandLine({
-  name: 'demo',
-  usage: `usage: npm run demo
+  name: 'ratchet demo',
+  usage: `usage: ratchet demo
   Runs Ratchet in memory with a fake Gemini and a receiver, plays an out-of-order story in a few lines,
   and keeps running (the console URL is printed) until Ctrl-C.`,
   options: {},

@@ -8,7 +8,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { SUBSCRIBED_EVENTS } from '../../lambda/core/gemini-webhook.ts';
-import { configuredValue, NOT_CONFIGURED } from '../../lambda/secrets.ts';
+import { configuredValue, NOT_CONFIGURED } from '../../lambda/not-configured.ts';
 import type { DeliveryReceipts } from '../../lambda/store/operation-store.ts';
 
 /** The stack outputs connect reads (lib/ratchet-stack.ts). */

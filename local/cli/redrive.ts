@@ -21,13 +21,13 @@ import { effectsGroupOf } from '../../lambda/store/table.ts';
 import { failure, parseCommandLine } from './command-line.ts';
 
 const command = {
-  name: 'redrive',
-  usage: `usage: npm run redrive -- [--list] [--name OPERATION] [--skip NAME#VERSION] [--stack NAME]
+  name: 'ratchet redrive',
+  usage: `usage: ratchet redrive [--list] [--name OPERATION] [--skip NAME#VERSION] [--stack NAME]
   --list               what is dead-lettered, nothing re-driven
   --name OPERATION     only this operation's dead letters
   --skip NAME#VERSION  drop this one (never to be delivered), re-queue the rest
   --stack NAME         a deployed stack (AWS credentials and region from the environment); without it the
-                       running npm start (RATCHET_URL, default http://127.0.0.1:3000)`,
+                       running ratchet start (RATCHET_URL, default http://127.0.0.1:3000)`,
   options: { list: { type: 'boolean' }, name: { type: 'string' }, skip: { type: 'string' }, stack: { type: 'string' } },
 } as const;
 const { values } = parseCommandLine(command);

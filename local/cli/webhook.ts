@@ -13,8 +13,8 @@ import { failure, parseCommandLine, usageError } from './command-line.ts';
 import { postSignedWebhook } from './signed-webhook.ts';
 
 const command = {
-  name: 'webhook',
-  usage: `usage: WEBHOOK_SIGNING_SECRETS=whsec_… [RATCHET_URL=http://127.0.0.1:3000] npm run webhook -- <type> <id> [options]
+  name: 'ratchet webhook',
+  usage: `usage: WEBHOOK_SIGNING_SECRETS=whsec_… [RATCHET_URL=http://127.0.0.1:3000] ratchet webhook <type> <id> [options]
   --id <webhook-id>         the delivery id (default: a new one; repeat one to send a duplicate)
   --update-time <RFC 3339>  data.update_time, the event's own time
   --timestamp <RFC 3339>    the envelope's timestamp (default: now)
@@ -52,7 +52,7 @@ try {
 } catch (error) {
   const cause = (error as { cause?: { code?: string; message?: string } }).cause;
   const why = cause?.code ?? cause?.message ?? (error as Error).message;
-  failure({ name: 'ratchet' }, `cannot reach ${url} (${why}): is npm start running there?`);
+  failure(command, `cannot reach ${url} (${why}): is Ratchet running there?`);
 }
 console.log(`${response.status} ${await response.text()}  (webhook-id ${messageId})`);
 process.exit(response.ok ? 0 : 1);

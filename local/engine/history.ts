@@ -4,13 +4,8 @@
  * `HISTORY_RETENTION_DAYS`.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import {
-  DEFAULT_HISTORY_RETENTION_DAYS,
-  entryOf,
-  type HistoryEntry,
-  type HistoryLog,
-  MAX_HISTORY_ENTRIES,
-} from '../../lambda/history/history.ts';
+import { entryOf, type HistoryEntry, type HistoryLog } from '../../lambda/history/history.ts';
+import { DEFAULT_HISTORY_RETENTION_DAYS, MAX_HISTORY_ENTRIES } from '../../lambda/history/history-table.ts';
 import type { Change, OutboxConsumer } from './outbox.ts';
 import type { Sqlite } from './sqlite.ts';
 

@@ -265,19 +265,21 @@ describe('npm run connect', () => {
   it('fails with one clear line: unknown stack, a key Gemini refuses, no key and no terminal, no --stack', async () => {
     const noStack = await runConnect(['--stack', 'Nope']);
     expect(noStack.code).toBe(1);
-    expect(noStack.stderr.trim()).toMatch(/^connect: cannot read stack Nope: Stack with id Nope does not exist$/);
+    expect(noStack.stderr.trim()).toMatch(/^ratchet connect: cannot read stack Nope: Stack with id Nope does not exist$/);
 
     const badKey = await runConnect(['--stack', 'Ratchet'], { GEMINI_API_KEY: 'wrong' });
     expect(badKey.code).toBe(1);
-    expect(badKey.stderr.trim()).toMatch(/^connect: Gemini refused to list webhooks \(HTTP 401\): is GEMINI_API_KEY right\?$/);
+    expect(badKey.stderr.trim()).toMatch(/^ratchet connect: Gemini refused to list webhooks \(HTTP 401\): is GEMINI_API_KEY right\?$/);
 
     const noKey = await runConnect(['--stack', 'Ratchet'], { GEMINI_API_KEY: '' });
     expect(noKey.code).toBe(1);
-    expect(noKey.stderr.trim()).toBe('connect: GEMINI_API_KEY is not set and there is no terminal to ask for it');
+    expect(noKey.stderr.trim()).toBe('ratchet connect: GEMINI_API_KEY is not set and there is no terminal to ask for it');
 
     const noArgs = await runConnect([]);
-    expect(noArgs.stderr.trim()).toBe('connect: --stack NAME is required (see --help)');
+    expect(noArgs.stderr.trim()).toBe(
+      'ratchet connect: --stack NAME is required (usage: ratchet connect --stack NAME [options]; see --help)',
+    );
     const help = await runConnect(['--help']);
-    expect(help.stdout).toMatch(/^usage: npm run connect -- --stack NAME/);
+    expect(help.stdout).toMatch(/^usage: ratchet connect --stack NAME/);
   });
 });

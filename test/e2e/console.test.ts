@@ -143,8 +143,15 @@ describe('the console', () => {
     await page.click('#redrive');
     await page.waitForFunction("document.querySelector('#redrive')?.textContent?.startsWith('redriven')");
     await eventually(() => receiver.applied().some((d) => d.body.data.name === 'batches/c3'), 15_000, 'the redriven effect');
-    await page.reload();
-    expect(await page.locator('#timeline td.effect').textContent()).toBe('delivered');
+    // The receiver has it before Ratchet has recorded its answer: the page says so once it has.
+    await eventually(
+      async () => {
+        await page.reload();
+        return (await page.locator('#timeline td.effect').textContent()) === 'delivered';
+      },
+      15_000,
+      'the effect shown delivered',
+    );
     await page.close();
   });
 

@@ -96,7 +96,7 @@ describe('the first hour', () => {
     const nobody = await webhook(['batch.succeeded', 'batches/cli-3'], { RATCHET_URL: `http://127.0.0.1:${free}` });
     expect(nobody.code).toBe(1);
     expect(nobody.output.trim().split('\n')).toEqual([
-      `ratchet: cannot reach http://127.0.0.1:${free}/webhooks/gemini (ECONNREFUSED): is npm start running there?`,
+      `ratchet webhook: cannot reach http://127.0.0.1:${free}/webhooks/gemini (ECONNREFUSED): is Ratchet running there?`,
     ]);
     expect((await webhook(['batch.succeeded'])).code).toBe(2);
     expect((await webhook(['batch.succeeded', 'batches/x', '--data', '[1]'])).output).toContain('--data must be a JSON object');

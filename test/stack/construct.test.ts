@@ -14,7 +14,7 @@ import { Code, Function as LambdaFn, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { Queue } from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../../lambda/effects/eventbridge-sink.ts';
+import { EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../../lambda/effects/settings.ts';
 import { Ratchet } from '../../lib/ratchet.ts';
 import type { PolicyDocument } from '../support/aws/template.ts';
 

@@ -3,17 +3,19 @@
  * docs/ and examples/ resolves (the file, and the heading its #anchor names);
  * every command in the shell blocks of the README and docs/ names a real npm script, a flag
  * that script's --help lists, a context value the CDK app reads and a
- * variable Ratchet knows; every `ratchet/…` import in its code blocks names
- * an entry point that exports those names.
+ * variable Ratchet knows; every `@ratchet/…` import in its code blocks names
+ * a package entry point (packages/build.ts, packages/<name>/package.json)
+ * that exports those names.
  */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { describe, expect, it } from 'vitest';
+import { manifestOf, PACKAGES } from '../../packages/build.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 
 const read = (path: string) => readFileSync(join(PROJECT_ROOT, path), 'utf8');
-const pkg = JSON.parse(read('package.json')) as { scripts: Record<string, string>; exports: Record<string, string> };
+const pkg = JSON.parse(read('package.json')) as { scripts: Record<string, string> };
 
 function markdownFiles(): string[] {
   const found = ['README.md'];
@@ -80,14 +82,17 @@ describe('the documentation', () => {
     const config = read('lambda/config.ts');
     const app = read('bin/ratchet.ts');
     const help = new Map<string, string>();
-    const helpOf = (script: string) => {
-      if (!help.has(script)) {
-        const file = (pkg.scripts[script] as string).match(/tsx (\S+\.ts)/)?.[1];
-        if (!file) throw new Error(`npm run ${script} is not a tsx command line`);
-        help.set(script, execFileSync(process.execPath, ['--import', 'tsx', file, '--help'], { cwd: PROJECT_ROOT, encoding: 'utf8' }));
+    /** `--help` of a command line that runs a TypeScript file (an npm script's, or the `ratchet` bin's). */
+    const helpOf = (commandLine: string) => {
+      if (!help.has(commandLine)) {
+        const [, file, args = ''] = commandLine.match(/tsx (\S+\.ts)(.*)$/) ?? [];
+        if (!file) throw new Error(`${commandLine} is not a tsx command line`);
+        const argv = [...args.trim().split(/\s+/).filter(Boolean), '--help'];
+        help.set(commandLine, execFileSync(process.execPath, ['--import', 'tsx', file, ...argv], { cwd: PROJECT_ROOT, encoding: 'utf8' }));
       }
-      return help.get(script) as string;
+      return help.get(commandLine) as string;
     };
+    const ratchetBin = `tsx ${PACKAGES.server?.entries.ratchet}`;
     const problems: string[] = [];
     let commands = 0;
     for (const block of ['README.md', ...markdownFiles().filter((f) => f.startsWith('docs/'))].flatMap((f) => codeBlocks(read(f), 'sh'))) {
@@ -102,10 +107,21 @@ describe('the documentation', () => {
         if (npm) {
           const script = npm[2] ?? npm[1];
           if (!pkg.scripts[script as string]) problems.push(`${line}: no script ${script}`);
-          else
+          else if (script !== 'test')
             for (const [flag] of (npm[3] ?? '').matchAll(/--[a-z][a-z-]*/g)) {
-              if (!new RegExp(`${flag}(?![a-z-])`).test(helpOf(script as string)))
+              if (!new RegExp(`${flag}(?![a-z-])`).test(helpOf(pkg.scripts[script as string] as string)))
                 problems.push(`${line}: npm run ${script} -- --help lists no ${flag}`);
+            }
+        }
+        // The installed server's bin: `npx ratchet <command> [flags]`.
+        const bin = line.match(/npx ratchet (\S+)(.*)$/);
+        if (bin) {
+          const [, command, rest = ''] = bin;
+          if (!new RegExp(`[<|]${command}[|>]`).test(helpOf(ratchetBin))) problems.push(`${line}: ratchet has no command ${command}`);
+          else
+            for (const [flag] of rest.matchAll(/--[a-z][a-z-]*/g)) {
+              if (!new RegExp(`${flag}(?![a-z-])`).test(helpOf(`${ratchetBin} ${command}`)))
+                problems.push(`${line}: ratchet ${command} --help lists no ${flag}`);
             }
         }
         for (const [, key] of line.matchAll(/ -c (\w+)=/g)) {
@@ -121,13 +137,15 @@ describe('the documentation', () => {
     const problems: string[] = [];
     const docs = ['README.md', 'docs/apps.md'].map(read).join('\n');
     for (const block of codeBlocks(docs, 'ts')) {
-      for (const [, names, entry] of block.matchAll(/import \{([^}]+)\} from '(ratchet\/[a-z]+)'/g)) {
-        const target = pkg.exports[`./${(entry as string).slice('ratchet/'.length)}`];
-        if (!target) {
+      for (const [, names, entry, name, subpath] of block.matchAll(/import \{([^}]+)\} from '(@ratchet\/([a-z]+)(?:\/([a-z]+))?)'/g)) {
+        const spec = PACKAGES[name as string];
+        const exports = spec && (manifestOf(name as string) as { exports?: Record<string, unknown> }).exports;
+        const source = spec?.entries[subpath ?? 'index'];
+        if (!source || !exports?.[subpath ? `./${subpath}` : '.']) {
           problems.push(`${entry} is not an entry point`);
           continue;
         }
-        const exported = await import(join(PROJECT_ROOT, target));
+        const exported = await import(join(PROJECT_ROOT, source));
         for (const name of (names as string).split(',').map((n) => n.trim().replace(/^type /, ''))) {
           if (!(name in exported)) problems.push(`${entry} exports no ${name}`);
         }

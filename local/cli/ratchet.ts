@@ -1,0 +1,41 @@
+/**
+ * `ratchet <command>`: the server package's one bin, and what every `npm run`
+ * script of this repository calls. Each command is its own module, loaded only
+ * when named, so `ratchet webhook` never loads the engine and `ratchet start`
+ * never loads the AWS SDK.
+ */
+import { usageLine } from './command-line.ts';
+
+const COMMANDS: Record<string, { about: string; load: () => Promise<unknown> }> = {
+  start: { about: 'run Ratchet on this machine (the embedded engine in ./.ratchet-data or DATA_DIR)', load: () => import('../start.ts') },
+  demo: { about: 'the whole system with a fake Gemini, playing an out-of-order story', load: () => import('./demo.ts') },
+  webhook: { about: 'send one signed Gemini-style delivery to a running Ratchet', load: () => import('./webhook.ts') },
+  redrive: { about: 'list or re-drive dead-lettered effects (locally, or --stack NAME)', load: () => import('./redrive.ts') },
+  backup: { about: 'a consistent copy of the data folder while Ratchet runs', load: () => import('./backup.ts') },
+  connect: { about: 'connect a deployed stack to Gemini (webhook, secrets, ping)', load: () => import('./connect.ts') },
+};
+
+export const USAGE = `usage: ratchet <${Object.keys(COMMANDS).join('|')}> [options]`;
+const HELP = `${USAGE}
+
+${Object.entries(COMMANDS)
+  .map(([name, { about }]) => `  ${name.padEnd(8)} ${about}`)
+  .join('\n')}
+
+ratchet <command> --help says more about each. Configuration is by environment variable (docs/contract.md).`;
+
+const [command, ...rest] = process.argv.slice(2);
+if (command === '--help' || command === '-h' || command === 'help') {
+  console.log(HELP);
+  process.exit(0);
+}
+const chosen = command === undefined ? undefined : COMMANDS[command];
+if (!chosen) {
+  const why =
+    command === undefined ? 'no command given' : command.startsWith('-') ? `unknown option ${command}` : `unknown command ${command}`;
+  console.error(usageLine('ratchet', why, USAGE));
+  process.exit(2);
+}
+// The command reads its own arguments from process.argv, as if run alone.
+process.argv.splice(2, process.argv.length - 2, ...rest);
+await chosen.load();
