@@ -46,6 +46,8 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
   const secret = newSecret();
   const outbound = newSecret();
   const receiver = await new Receiver(outbound).start();
+  // The reads that check final states need the API token (a comparison ref older than the token ignores it).
+  const BENCH_API_TOKEN = 'bench-api-token-0123456789abcdef';
   const work = mkdtempSync(join(tmpdir(), 'ratchet-bench-embedded-'));
   const runtimeEnv = (dir: string) => ({
     DATA_DIR: join(work, dir),
@@ -53,6 +55,7 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
     WEBHOOK_SIGNING_SECRETS: secret,
     EFFECTS_WEBHOOK_URL: receiver.url,
     EFFECTS_SIGNING_SECRET: outbound,
+    RATCHET_API_TOKEN: BENCH_API_TOKEN,
   });
   const READY = /Ratchet ready at (http:\/\/\S+) /;
   const started: Partial<Record<System, Started>> = {};
@@ -108,7 +111,11 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
           seedDb?.get<{ state: string }>('SELECT state FROM seed WHERE name = ?', name) ??
           (system === 'seed'
             ? undefined
-            : ((await (await fetch(`${(started[system] as Started).url}/operations/${name}`)).json()) as { state?: string }));
+            : ((await (
+                await fetch(`${(started[system] as Started).url}/operations/${name}`, {
+                  headers: { authorization: `Bearer ${BENCH_API_TOKEN}` },
+                })
+              ).json()) as { state?: string }));
         if (stored?.state !== expected.state) wrong++;
       }
       seedDb?.close();

@@ -19,6 +19,31 @@ export const GOOGLE_WEBHOOK_KEYS_URL = 'https://generativelanguage.googleapis.co
 /** The issuer dynamic-webhook JWTs are expected to carry unless GEMINI_WEBHOOK_ISSUER says otherwise. */
 export const GOOGLE_WEBHOOK_ISSUER = 'https://generativelanguage.googleapis.com';
 
+export const WEBHOOK_SCHEMES = ['hmac', 'v1a', 'jwt'] as const;
+export type WebhookScheme = (typeof WEBHOOK_SCHEMES)[number];
+
+/** `hmac,v1a` → the schemes; undefined when a value is not one (or none is given). */
+export function webhookSchemes(value: string): WebhookScheme[] | undefined {
+  const names = value.split(/[\s,]+/).filter(Boolean);
+  if (names.length === 0 || names.some((name) => !(WEBHOOK_SCHEMES as readonly string[]).includes(name))) return undefined;
+  return names as WebhookScheme[];
+}
+
+/** PUBLIC_URL's URLs (space- or comma-separated); none when one is not http(s). */
+export function publicUrls(value: string | undefined): URL[] {
+  const urls: URL[] = [];
+  for (const entry of (value ?? '').split(/[\s,]+/).filter(Boolean)) {
+    try {
+      const url = new URL(entry);
+      if (url.protocol !== 'http:' && url.protocol !== 'https:') return [];
+      urls.push(url);
+    } catch {
+      return [];
+    }
+  }
+  return urls;
+}
+
 const Env = z.object({
   TABLE_NAME: withDefault(text(), 'ratchet-operations'),
   DYNAMODB_ENDPOINT: optional(z.url()),
@@ -31,6 +56,8 @@ const Env = z.object({
   GEMINI_API_KEY_ARN: optional(z.string()),
   /** The JSON Web Key Set dynamic-webhook signatures (`v1a` Ed25519, RS256 JWTs) are checked against. */
   GEMINI_WEBHOOK_KEYS_URL: withDefault(z.url(), GOOGLE_WEBHOOK_KEYS_URL),
+  /** After a failed fetch of those keys (or a signature no key matched), how long before they are fetched again. */
+  GEMINI_WEBHOOK_KEYS_RETRY_SECONDS: withDefault(number(z.positive()), 30),
   /** Expected `aud` of dynamic-webhook JWTs; unset: JWT-signed deliveries are refused (401). */
   GEMINI_WEBHOOK_AUDIENCE: optional(text()),
   /** Expected `iss` of dynamic-webhook JWTs. */
@@ -66,6 +93,19 @@ const Env = z.object({
   HISTORY_TABLE: optional(text()),
   /** How long history entries are kept (DynamoDB TTL). */
   HISTORY_RETENTION_DAYS: withDefault(number(z.positive()), 90),
+  /** Local runtime: the API tokens (space- or comma-separated, for rotation); unset: the data folder's token file. */
+  RATCHET_API_TOKEN: optional(z.string()),
+  /** Local runtime: the URL(s) Ratchet is reached at from outside (a TLS proxy in front); their hosts and origins are allowed. */
+  PUBLIC_URL: optional(z.string().check(z.refine((value) => publicUrls(value).length > 0, 'expected one or more http(s) URLs'))),
+  /** How many tracks (POST /operations, local runtime) one credential may make a minute; and how many polls JWT-only deliveries may ask (both engines). */
+  TRACK_RATE_PER_MINUTE: withDefault(number(integer, z.positive()), 600),
+  /** Local runtime: an operation tracked but never observed stops being polled after this many days, and is deleted as long again later. */
+  TRACKED_EXPIRY_DAYS: withDefault(number(z.positive()), 7),
+  /** The webhook signature schemes accepted: hmac (v1), v1a (Ed25519), jwt (RS256, needs GEMINI_WEBHOOK_AUDIENCE). */
+  GEMINI_WEBHOOK_SCHEMES: withDefault(
+    z.string().check(z.refine((value) => webhookSchemes(value) !== undefined, `expected one or more of ${WEBHOOK_SCHEMES.join(', ')}`)),
+    WEBHOOK_SCHEMES.join(','),
+  ),
   PORT: withDefault(number(integer, z.minimum(0), z.maximum(65535)), 3000),
   HOST: withDefault(text(), '127.0.0.1'),
   DATA_DIR: optional(text()),

@@ -6,16 +6,16 @@
  * Each part lives in local/engine; this file only connects them.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { serve } from '@hono/node-server';
 import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { Config } from '../lambda/config.ts';
-import { ConfigError } from '../lambda/config.ts';
+import { ConfigError, publicUrls } from '../lambda/config.ts';
 import { createEffectsHandler } from '../lambda/effects/process.ts';
 import { redrive } from '../lambda/effects/redrive.ts';
 import { retrySettings } from '../lambda/effects/settings.ts';
@@ -28,8 +28,10 @@ import { BatchDiscovery } from '../lambda/reconcile/discovery.ts';
 import { pollNow } from '../lambda/reconcile/poll-now.ts';
 import { reconcile } from '../lambda/reconcile/reconcile.ts';
 import { WebhookHealth } from '../lambda/reconcile/webhook-health.ts';
+import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
+import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
-import { openDataFolder } from './engine/data-folder.ts';
+import { DEFAULT_DATA_DIR, openDataFolder } from './engine/data-folder.ts';
 import { SqliteEffectsQueue } from './engine/effects-queue.ts';
 import { pruneEffectRecords, SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
 import { writeProbe } from './engine/health.ts';
@@ -39,30 +41,47 @@ import { OutboxFeed } from './engine/outbox.ts';
 import { LocalSchedule } from './engine/schedule.ts';
 import type { Sqlite } from './engine/sqlite.ts';
 
-/** `./.ratchet-data` in the folder Ratchet is started in (npm start: this checkout). */
-export const DEFAULT_DATA_DIR = resolve('.ratchet-data');
 export const IN_MEMORY = ':memory:';
 
 export interface LocalRuntime {
   url: string;
   /** The SQLite file (or `:memory:`). */
   dataFile: string;
-  /** Set when no WEBHOOK_SIGNING_SECRETS was configured: the generated development secret. */
+  /** Set when no WEBHOOK_SIGNING_SECRETS was configured: the generated development secret (never printed). */
   devSecret?: string;
+  /** Where the development secret is kept (not with `:memory:`). */
+  devSecretFile?: string;
+  /** The API token in force (the first, during a rotation): in this process only, never printed. */
+  apiToken: string;
+  /** Where the tokens came from, and the token file when that is where. */
+  tokens: Pick<ApiTokens, 'source' | 'file'>;
+  /** A one-time link that signs the console in (within 15 minutes), then opens `next` (default `/`). */
+  loginLink(next?: string): string;
   stop(): Promise<void>;
 }
 
 export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   const logger = createLogger();
   const dataDir = config.DATA_DIR ?? DEFAULT_DATA_DIR;
-  const devSecret = config.WEBHOOK_SIGNING_SECRETS ? undefined : developmentSecret(dataDir);
-  const secrets = parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS ?? (devSecret as string));
+  // Refused before anything is written: a host others can reach, and no token.
+  resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST, { generate: false });
   const data = openDataFolder(dataDir);
   const stopped: Array<() => unknown> = [() => data.close()];
   const stop = async () => {
     for (const step of stopped.splice(0).reverse()) await step();
   };
   try {
+    if (data.tightened.length > 0)
+      logger.warn(`data folder: brought to owner-only (0700 for the folder, 0600 for its files): ${data.tightened.join(', ')}`);
+    const devSecret = config.WEBHOOK_SIGNING_SECRETS ? undefined : developmentSecret(dataDir);
+    const secrets = parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS ?? (devSecret as string));
+    const tokens = resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST) as ApiTokens;
+    const guard = new AccessGuard({
+      tokens: tokens.tokens,
+      publicUrls: publicUrls(config.PUBLIC_URL),
+      trackRatePerMinute: config.TRACK_RATE_PER_MINUTE,
+      logger,
+    });
     if (data.dynamoDbLocalLeftover) {
       logger.warn(
         `${data.dynamoDbLocalLeftover} holds data of the DynamoDB Local runtime (before the embedded engine); it is left as it is and not read`,
@@ -84,9 +103,13 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       receipts: store,
       verifier: new WebhookSignatureVerifier(async () => secrets, dynamicWebhooks(config)),
       pollNow: config.GEMINI_API_KEY ? (operation) => pollNow(operation, { store, wake: async () => schedule?.runSoon() }) : undefined,
+      jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
       logger,
       metrics,
       health: writeProbe(db),
+      guard: (routes) => guard.install(routes),
+      // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
+      originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
       extraRoutes: (routes, { sameOriginJson, fail }) => {
         effectsAdminRoutes(routes, { sameOriginJson, fail, effects });
         consoleRoutes(routes, { store, history, effects: () => effects, reconcileOn: Boolean(config.GEMINI_API_KEY) });
@@ -125,10 +148,22 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     schedule = await startReconcile(config, store, logger);
     if (schedule) stopped.push(() => schedule?.stop());
     const { port } = server.address() as AddressInfo;
+    guard.listeningOn(port);
     const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
     const url = `http://${host}:${port}`;
     data.announce(url);
-    return { url, dataFile: db.path, devSecret, stop };
+    // The console is opened on loopback (a wildcard HOST listens there too).
+    const local = /^(0\.0\.0\.0|::|\[::\])$/.test(config.HOST) ? `http://127.0.0.1:${port}` : url;
+    return {
+      url,
+      dataFile: db.path,
+      ...(devSecret && { devSecret }),
+      ...(devSecret && dataDir !== IN_MEMORY && { devSecretFile: join(dataDir, DEV_SECRET_FILE) }),
+      apiToken: tokens.tokens[0] as string,
+      tokens: { source: tokens.source, ...(tokens.file && { file: tokens.file }) },
+      loginLink: (next) => guard.loginLink(local, next),
+      stop,
+    };
   } catch (error) {
     await stop();
     throw error;
@@ -170,7 +205,6 @@ function developmentSecret(dataDir: string): string {
       // not a secret (edited by hand?): replaced below
     }
   }
-  mkdirSync(dataDir, { recursive: true });
   writeFileSync(file, `${fresh}\n`, { mode: 0o600 });
   return fresh;
 }

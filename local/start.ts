@@ -4,6 +4,7 @@
  */
 import { ConfigError, loadConfig } from '../lambda/config.ts';
 import { InvalidSecretError } from '../lambda/http/webhook-signature.ts';
+import { TokenConfigError } from './access/api-token.ts';
 import { parseCommandLine } from './cli/command-line.ts';
 import { DataFolderError } from './engine/data-folder.ts';
 import { SchemaError } from './engine/schema.ts';
@@ -14,7 +15,8 @@ parseCommandLine({
   usage: `usage: [VARIABLE=value …] ratchet start
   Runs Ratchet on this machine (the embedded engine in DATA_DIR, the HTTP API, history, effects, reconcile)
   until Ctrl-C. Configuration is by environment variable: PORT, HOST, DATA_DIR, WEBHOOK_SIGNING_SECRETS,
-  GEMINI_API_KEY, RECONCILE_INTERVAL_SECONDS, EFFECTS_WEBHOOK_URL, EFFECTS_SIGNING_SECRET, … (see docs/contract.md).`,
+  GEMINI_API_KEY, RECONCILE_INTERVAL_SECONDS, EFFECTS_WEBHOOK_URL, EFFECTS_SIGNING_SECRET, RATCHET_API_TOKEN, PUBLIC_URL,
+  … (see docs/contract.md). Every route but the webhook and /healthz needs the API token.`,
   options: {},
 });
 
@@ -33,13 +35,29 @@ try {
   // npm does not always pass SIGTERM on to its script: stop when the parent is gone.
   const parent = process.ppid;
   setInterval(() => process.ppid !== parent && void shutdown('parent exited'), 1_000).unref();
+  // Paths and how to use them, never a secret or a token: this output lands in terminals' scrollback and in logs.
   if (runtime.devSecret) {
     console.log(
-      `No WEBHOOK_SIGNING_SECRETS set; deliveries signed with the development secret are accepted (kept in the data folder, the same after a restart):\n  ${runtime.devSecret}`,
+      runtime.devSecretFile
+        ? `Webhooks: no WEBHOOK_SIGNING_SECRETS set; deliveries signed with the development secret in ${runtime.devSecretFile} are accepted (the same after a restart): export WEBHOOK_SIGNING_SECRETS=$(cat ${runtime.devSecretFile})`
+        : 'Webhooks: no WEBHOOK_SIGNING_SECRETS set and no data folder: a development secret for this run only; set WEBHOOK_SIGNING_SECRETS to sign with one you know',
     );
   }
+  const { source, file } = runtime.tokens;
+  console.log(
+    source === 'RATCHET_API_TOKEN'
+      ? 'API: every route but the webhook and /healthz needs Authorization: Bearer <a token of RATCHET_API_TOKEN>'
+      : file
+        ? `API: every route but the webhook and /healthz needs Authorization: Bearer <the token in ${file}>${source === 'generated' ? ' (generated now, owner-only)' : ''}, e.g. curl -H "Authorization: Bearer $(cat ${file})" ${runtime.url}/operations`
+        : 'API: every route but the webhook and /healthz needs a token: this run generated one it keeps in memory only; set RATCHET_API_TOKEN to call the API',
+  );
+  console.log(`Console: ${runtime.loginLink()} (signs in once, within 15 minutes; or sign in with the API token)`);
   console.log(`Ratchet ready at ${runtime.url} (webhook: POST ${runtime.url}/webhooks/gemini, data: ${runtime.dataFile})`);
 } catch (error) {
+  if (error instanceof TokenConfigError) {
+    console.error(`ratchet: ${error.message}`);
+    process.exit(2);
+  }
   const known = [ConfigError, InvalidSecretError, DataFolderError, SchemaError].some((type) => error instanceof type);
   const code = (error as NodeJS.ErrnoException).code;
   // The runtime has already stopped what it started.

@@ -4,9 +4,12 @@
  * stack (the `/operations` routes need IAM: requests are signed with SigV4
  * and the default AWS credential chain).
  *
- *   const ratchet = new RatchetClient({ url: process.env.RATCHET_URL });
+ *   const ratchet = new RatchetClient({ url: process.env.RATCHET_URL, token: process.env.RATCHET_API_TOKEN });
  *   await ratchet.track('batches/123', { metadata: { order: 'A-17' } });
  *   const done = await ratchet.waitFor('batches/123', { until: 'terminal', timeoutMs: 3_600_000 });
+ *
+ * On one machine every route needs the API token: `token`, or
+ * RATCHET_API_TOKEN from the environment.
  *
  * Errors are RatchetError, whose `code` is the API's error code. A 503 (the
  * store briefly unavailable), API Gateway's 429, 502 and 504, and a failed
@@ -65,6 +68,12 @@ export interface RatchetClientOptions {
    * when `url` is an `execute-api` host, none otherwise (the local runtime).
    */
   signer?: RequestSigner | 'none';
+  /**
+   * The API token of a Ratchet on one machine (`Authorization: Bearer`);
+   * default RATCHET_API_TOKEN from the environment (its first, when it holds
+   * several). Not sent to a deployed stack, whose routes are SigV4's.
+   */
+  token?: string;
   /** Retries of a 429, 502, 503 or 504, or a failed connection (default 4: after about 0.2, 0.4, 0.8, 1.6 s). */
   retries?: number;
   fetch?: typeof fetch;
@@ -95,6 +104,7 @@ export const WAIT_MAX_MS = 60_000;
 export class RatchetClient {
   private readonly base: string;
   private readonly signer?: RequestSigner;
+  private readonly token?: string;
   private readonly retries: number;
   private readonly fetch: typeof fetch;
 
@@ -106,6 +116,8 @@ export class RatchetClient {
     if (options.signer === 'none') this.signer = undefined;
     else if (options.signer) this.signer = options.signer;
     else if (EXECUTE_API_HOST.test(url.hostname)) this.signer = sigV4Signer();
+    const token = options.token ?? globalThis.process?.env?.RATCHET_API_TOKEN?.split(/[\s,]+/).find(Boolean);
+    if (!this.signer && token) this.token = token;
   }
 
   /** Starts tracking a job (reconcile polls it before any webhook arrives). `created` is false when Ratchet already knew it. */
@@ -189,6 +201,7 @@ export class RatchetClient {
       let headers: Record<string, string> = {
         accept: 'application/json',
         ...(body !== undefined && { 'content-type': 'application/json' }),
+        ...(this.token && { authorization: `Bearer ${this.token}` }),
       };
       if (this.signer) headers = { ...headers, ...(await this.signer({ method, url, headers, ...(body !== undefined && { body }) })) };
       let response: Response;

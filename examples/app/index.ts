@@ -3,8 +3,8 @@
  * tracked at creation (`trackJobs`), waits for its outcome (`waitFor`), and
  * receives the signed effect Ratchet sends for it (`verifyEffect`).
  *
- *   RATCHET_URL=http://127.0.0.1:3000 GEMINI_API_KEY=… EFFECTS_SIGNING_SECRET=whsec_… \
- *     node --import tsx examples/app/index.ts
+ *   RATCHET_URL=http://127.0.0.1:3000 RATCHET_API_TOKEN=$(cat .ratchet-data/api-token) \
+ *     GEMINI_API_KEY=… EFFECTS_SIGNING_SECRET=whsec_… node --import tsx examples/app/index.ts
  *
  * Ratchet must send its effects here: start it with
  * EFFECTS_WEBHOOK_URL=http://127.0.0.1:4000/effects (RECEIVER_PORT) and the
@@ -17,7 +17,8 @@ import { RatchetClient } from '@ratchet/client';
 import { type StateChangedEvent, verifyEffect } from '@ratchet/client/receiver';
 import { trackJobs } from '@ratchet/genai';
 
-const USAGE = 'usage: RATCHET_URL=… GEMINI_API_KEY=… EFFECTS_SIGNING_SECRET=whsec_… node --import tsx examples/app/index.ts';
+const USAGE =
+  'usage: RATCHET_URL=… RATCHET_API_TOKEN=… GEMINI_API_KEY=… EFFECTS_SIGNING_SECRET=whsec_… node --import tsx examples/app/index.ts';
 if (process.argv.includes('--help')) {
   console.log(USAGE);
   process.exit(0);

@@ -90,6 +90,7 @@ export const handler = handle(
     receipts: store,
     verifier: new WebhookSignatureVerifier(signingSecrets, dynamicWebhooks(config)),
     pollNow: (operation) => pollNow(operation, { store, wake: wakeReconcile }),
+    jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
     logger,
     metrics,
   }),

@@ -5,6 +5,7 @@
  */
 import { Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
+import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import * as z from 'zod/mini';
 import { OPERATION_KINDS, OPERATION_STATES } from '../core/lifecycle.ts';
@@ -25,6 +26,14 @@ export interface AppDeps extends WebhookDeps {
   history?: Pick<HistoryLog, 'list'>;
   /** Whether the store answers (the local runtime); without it `/healthz` reports the process only. */
   health?: () => Promise<'ok' | 'unavailable'>;
+  /**
+   * Whether a browser's Origin may send a state-changing request. Default: the
+   * request's own origin (API Gateway, where the routes need SigV4 anyway);
+   * the local runtime passes its allow-list (local/access/guard.ts).
+   */
+  originAllowed?: (origin: string, requestUrl: string) => boolean;
+  /** Middleware in front of every route, put on the app first (the local runtime's access guard). */
+  guard?: (app: Hono) => void;
   /** Routes only one runtime has (the local runtime's effects admin), with the app's helpers. */
   extraRoutes?: (app: Hono, helpers: { sameOriginJson: MiddlewareHandler; fail: (failure: Failure, message: string) => Response }) => void;
 }
@@ -57,8 +66,10 @@ function sameOrigin(origin: string, requestUrl: string): boolean {
 
 export function createApp(deps: AppDeps): Hono {
   const { store, logger } = deps;
+  const originAllowed = deps.originAllowed ?? sameOrigin;
   const clock = deps.clock ?? (() => new Date());
   const app = new Hono();
+  deps.guard?.(app);
   const fail = (failure: Failure, message: string) =>
     new Response(JSON.stringify(failureBody(failure, message)), {
       status: FAILURES[failure],
@@ -83,13 +94,14 @@ export function createApp(deps: AppDeps): Hono {
   const receive = receiveWebhook(deps);
   app.post('/webhooks/gemini', limit(MAX_WEBHOOK_BODY_BYTES), async (c) => {
     const answer = await receive(await c.req.text(), c.req.raw.headers);
+    if (answer.retryAfterSeconds !== undefined) c.header('retry-after', String(answer.retryAfterSeconds));
     return c.json(answer.body, answer.status as ContentfulStatusCode);
   });
 
   // Not a "simple" request a page could send cross-site: JSON only, from no browser or from this origin.
   const sameOriginJson: MiddlewareHandler = async (c, next) => {
     const origin = c.req.header('origin');
-    if (origin !== undefined && !sameOrigin(origin, c.req.url)) {
+    if (origin !== undefined && !originAllowed(origin, c.req.url)) {
       logger.warn('request from a foreign origin refused', { origin: origin.slice(0, 200), path: c.req.path });
       return fail('foreign-origin', 'requests from another origin are refused');
     }
@@ -178,6 +190,8 @@ export function createApp(deps: AppDeps): Hono {
   deps.extraRoutes?.(app, { sameOriginJson, fail });
   app.notFound(() => fail('not-found', 'no such route'));
   app.onError((error) => {
+    // A middleware's own answer (the local runtime's bearer check, a 401 with its WWW-Authenticate).
+    if (error instanceof HTTPException) return error.getResponse();
     logger.error('unhandled error', { error });
     return fail('internal', 'internal error');
   });

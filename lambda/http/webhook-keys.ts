@@ -16,17 +16,22 @@ export class KeysUnavailableError extends Error {
 export interface KeySetOptions {
   /** How long a fetched key set is used before it is fetched again. */
   maxAgeMs?: number;
-  /** A refetch asked for because no key matched happens at most this often. */
+  /** A refetch asked for because no key matched, or after a failed fetch, happens at most this often. */
   cooldownMs?: number;
   timeoutMs?: number;
   fetch?: typeof fetch;
   clock?: () => number;
 }
 
-/** The published keys, cached; fetched again when old, or (at most every cooldown) when no key matched. */
+/**
+ * The published keys, cached; fetched again when old, or (at most every
+ * cooldown, 30 s) when no key matched or the last fetch failed.
+ */
 export class WebhookKeySet {
   private cached?: { keys: JWK[]; at: number };
   private lastFetch = Number.NEGATIVE_INFINITY;
+  /** The last fetch's failure, answered without fetching until the cooldown has passed. */
+  private failed?: KeysUnavailableError;
   private inFlight?: Promise<JWK[]>;
   private readonly maxAgeMs: number;
   private readonly cooldownMs: number;
@@ -50,6 +55,9 @@ export class WebhookKeySet {
    */
   async keys(options: { refresh?: boolean } = {}): Promise<JWK[]> {
     const now = this.clock();
+    // Negative cache: a fetch that failed is not tried again within the cooldown, whatever the
+    // requests that ask (a `v1a,<junk>` header costs no secret to send).
+    if (this.failed && now - this.lastFetch < this.cooldownMs) throw this.failed;
     const fresh = this.cached && now - this.cached.at < this.maxAgeMs;
     if (this.cached && (options.refresh ? now - this.lastFetch < this.cooldownMs : fresh)) return this.cached.keys;
     this.inFlight ??= this.fetchKeys().finally(() => {
@@ -60,6 +68,17 @@ export class WebhookKeySet {
 
   private async fetchKeys(): Promise<JWK[]> {
     this.lastFetch = this.clock();
+    try {
+      const keys = await this.fetchOnce();
+      this.failed = undefined;
+      return keys;
+    } catch (error) {
+      this.failed = error as KeysUnavailableError;
+      throw error;
+    }
+  }
+
+  private async fetchOnce(): Promise<JWK[]> {
     let body: unknown;
     try {
       const response = await (this.options.fetch ?? fetch)(this.url, {
@@ -95,34 +114,43 @@ export function verifiesEd25519(keys: readonly JWK[], signedContent: string, sig
   });
 }
 
-export type JwtVerdict = { ok: true } | { ok: false; reason: string; unknownKey?: boolean };
+/** How long after its `iat` a delivery's JWT is still taken: a captured token is worth minutes, not hours. */
+export const JWT_MAX_AGE_SECONDS = 600;
+
+export type JwtVerdict = { ok: true; expiresAt: number } | { ok: false; reason: string; unknownKey?: boolean };
 
 /**
- * An RS256 JWT checked against the RSA keys: signature, `aud`, `iss`, and an
- * `exp` that must be present and not past. No other algorithm is accepted
- * (`none`, HS256 with the public key as secret, …). jose loads on the first
- * JWT: deliveries signed with the shared secret never need it.
+ * An RS256 JWT checked against the RSA keys: signature, `aud`, `iss`, an `exp`
+ * that must be present and not past, an `iat` within JWT_MAX_AGE_SECONDS, and
+ * (when the token names one) `webhook_id` equal to the delivery's
+ * `webhook-id`. No other algorithm is accepted (`none`, HS256 with the public
+ * key as secret, …). jose loads on the first JWT: deliveries signed with the
+ * shared secret never need it.
  */
 export async function verifyJwt(
   keys: readonly JWK[],
   token: string,
-  expected: { audience: string; issuer: string; now: number },
+  expected: { audience: string; issuer: string; now: number; webhookId: string },
 ): Promise<JwtVerdict> {
   const rsa = keys.filter((key) => key.kty === 'RSA' && (key.use === undefined || key.use === 'sig'));
   const { createLocalJWKSet, errors, jwtVerify } = await import('jose');
   try {
-    await jwtVerify(token, createLocalJWKSet({ keys: rsa }), {
+    const { payload } = await jwtVerify(token, createLocalJWKSet({ keys: rsa }), {
       algorithms: ['RS256'],
       audience: expected.audience,
       issuer: expected.issuer,
-      requiredClaims: ['exp'],
+      requiredClaims: ['exp', 'iat'],
+      maxTokenAge: JWT_MAX_AGE_SECONDS,
       currentDate: new Date(expected.now),
       clockTolerance: 30,
     });
-    return { ok: true };
+    if (payload.webhook_id !== undefined && payload.webhook_id !== expected.webhookId)
+      return { ok: false, reason: 'JWT names another webhook-id' };
+    return { ok: true, expiresAt: (payload.exp as number) * 1000 };
   } catch (error) {
     if (error instanceof errors.JWKSNoMatchingKey) return { ok: false, reason: 'JWT signed with an unknown key', unknownKey: true };
-    if (error instanceof errors.JWTExpired) return { ok: false, reason: 'JWT expired' };
+    if (error instanceof errors.JWTExpired)
+      return { ok: false, reason: error.claim === 'iat' ? `JWT issued more than ${JWT_MAX_AGE_SECONDS} s ago` : 'JWT expired' };
     if (error instanceof errors.JWTClaimValidationFailed) return { ok: false, reason: `JWT claim ${error.claim} invalid` };
     if (error instanceof errors.JOSEAlgNotAllowed) return { ok: false, reason: 'JWT algorithm not allowed (RS256 only)' };
     return { ok: false, reason: 'JWT invalid' };

@@ -7,8 +7,9 @@
  *   not cover the body: its deliveries come back as `scheme: 'jwt'`, and the
  *   caller must not apply their body.
  */
+import { createHash } from 'node:crypto';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import type { Config } from '../config.ts';
+import { type Config, type WebhookScheme, webhookSchemes } from '../config.ts';
 import { KeysUnavailableError, verifiesEd25519, verifyJwt, WebhookKeySet } from './webhook-keys.ts';
 
 /** A request's headers, read by name (a fetch `Headers`, or a plain object behind `get`). */
@@ -65,7 +66,9 @@ function decodes(secret: string): boolean {
 }
 
 export type Verification =
-  | { ok: true; id: string; scheme: 'hmac' | 'ed25519' | 'jwt' }
+  | { ok: true; id: string; scheme: 'hmac' | 'ed25519' }
+  /** `token`: a digest of the JWT (never the JWT), for the receiver's replay binding; valid until `expiresAt` (ms). */
+  | { ok: true; id: string; scheme: 'jwt'; token: { digest: string; expiresAt: number } }
   | { ok: false; reason: string; status?: 'keys-unavailable' };
 
 /** Standard Webhooks' replay window, held for every scheme. */
@@ -76,16 +79,30 @@ export interface DynamicWebhookOptions {
   /** Expected `aud` of JWT-signed deliveries; without it they are refused. */
   audience?: string;
   issuer: string;
+  /**
+   * The schemes accepted (GEMINI_WEBHOOK_SCHEMES; default all three). A
+   * scheme turned off is refused without a look at its signature, so
+   * `v1a`/JWT junk then costs no key fetch at all.
+   */
+  schemes?: readonly WebhookScheme[];
 }
 
 /** The dynamic-webhook settings from the configuration (the keys cached per process). */
 export function dynamicWebhooks(
-  config: Pick<Config, 'GEMINI_WEBHOOK_KEYS_URL' | 'GEMINI_WEBHOOK_AUDIENCE' | 'GEMINI_WEBHOOK_ISSUER'>,
+  config: Pick<
+    Config,
+    | 'GEMINI_WEBHOOK_KEYS_URL'
+    | 'GEMINI_WEBHOOK_KEYS_RETRY_SECONDS'
+    | 'GEMINI_WEBHOOK_AUDIENCE'
+    | 'GEMINI_WEBHOOK_ISSUER'
+    | 'GEMINI_WEBHOOK_SCHEMES'
+  >,
 ): DynamicWebhookOptions {
   return {
-    keys: new WebhookKeySet(config.GEMINI_WEBHOOK_KEYS_URL),
+    keys: new WebhookKeySet(config.GEMINI_WEBHOOK_KEYS_URL, { cooldownMs: config.GEMINI_WEBHOOK_KEYS_RETRY_SECONDS * 1000 }),
     audience: config.GEMINI_WEBHOOK_AUDIENCE,
     issuer: config.GEMINI_WEBHOOK_ISSUER,
+    schemes: webhookSchemes(config.GEMINI_WEBHOOK_SCHEMES),
   };
 }
 
@@ -126,7 +143,9 @@ export class WebhookSignatureVerifier {
     const jwts = entries.filter((entry) => JWT.test(entry));
     const reasons: string[] = [];
     let notConfigured: NotConfiguredError | undefined;
-    if (hmac.length > 0) {
+    const accepts = (scheme: WebhookScheme) => this.dynamic?.schemes?.includes(scheme) ?? true;
+    if (hmac.length > 0 && !accepts('hmac')) reasons.push('v1 signatures are not accepted here (GEMINI_WEBHOOK_SCHEMES)');
+    else if (hmac.length > 0) {
       try {
         const verdict = await this.verifyHmac(id, timestamp, hmac.join(' '), rawBody);
         if (verdict === 'ok') return { ok: true, id, scheme: 'hmac' };
@@ -138,14 +157,15 @@ export class WebhookSignatureVerifier {
     }
     try {
       if (ed25519.length > 0) {
-        if (!this.dynamic) reasons.push('v1a signatures are not accepted here');
+        if (!this.dynamic || !accepts('v1a')) reasons.push('v1a signatures are not accepted here');
         else if (await this.verifyEd25519(this.dynamic, `${id}.${timestamp}.${rawBody}`, ed25519))
           return { ok: true, id, scheme: 'ed25519' };
         else reasons.push('no matching v1a signature');
       }
-      if (jwts.length > 0) {
-        const verdict = await this.verifyJwts(jwts, now);
-        if (verdict === 'ok') return { ok: true, id, scheme: 'jwt' };
+      if (jwts.length > 0 && !accepts('jwt')) reasons.push('JWT signatures are not accepted here');
+      else if (jwts.length > 0) {
+        const verdict = await this.verifyJwts(jwts, now, id);
+        if (typeof verdict !== 'string') return { ok: true, id, scheme: 'jwt', token: verdict };
         reasons.push(verdict);
       }
     } catch (error) {
@@ -174,16 +194,17 @@ export class WebhookSignatureVerifier {
     return matches(await dynamic.keys.keys()) || matches(await dynamic.keys.keys({ refresh: true }));
   }
 
-  private async verifyJwts(tokens: string[], now: number): Promise<string> {
+  /** The verified token's digest and expiry, or why none verified. */
+  private async verifyJwts(tokens: string[], now: number, webhookId: string): Promise<{ digest: string; expiresAt: number } | string> {
     const { dynamic } = this;
     if (!dynamic) return 'JWT signatures are not accepted here';
     if (!dynamic.audience) return 'JWT-signed deliveries are refused: GEMINI_WEBHOOK_AUDIENCE is not set';
-    const expected = { audience: dynamic.audience, issuer: dynamic.issuer, now };
+    const expected = { audience: dynamic.audience, issuer: dynamic.issuer, now, webhookId };
     let reason = 'JWT invalid';
     for (const token of tokens) {
       let verdict = await verifyJwt(await dynamic.keys.keys(), token, expected);
       if (!verdict.ok && verdict.unknownKey) verdict = await verifyJwt(await dynamic.keys.keys({ refresh: true }), token, expected);
-      if (verdict.ok) return 'ok';
+      if (verdict.ok) return { digest: createHash('sha256').update(token).digest('base64url'), expiresAt: verdict.expiresAt };
       reason = verdict.reason;
     }
     return reason;

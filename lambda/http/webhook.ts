@@ -16,6 +16,7 @@ import type { OperationEvent } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
 import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
 import { type DecisionLog, type DeliveryReceipts, type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
+import { TokenBucket } from './token-bucket.ts';
 import { type HeaderReader, NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
 
 export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
@@ -27,6 +28,12 @@ export const FAILURES = {
   /** A browser page from another origin: refused, so no web page can drive the runtime. */
   'foreign-origin': 403,
   'invalid-signature': 401,
+  /** No API token, or a wrong one (the local runtime: every route but the webhook and /healthz). */
+  unauthorized: 401,
+  /** A Host this runtime does not serve (DNS rebinding, or PUBLIC_URL unset behind a proxy). */
+  'misdirected-request': 421,
+  /** Too many tracks (or polls asked by JWT-only deliveries) for one credential: Retry-After says when. */
+  'rate-limited': 429,
   'malformed-request': 400,
   /** The store refused the event for good (e.g. DynamoDB's ValidationException): a retry would fail the same way. */
   unstorable: 400,
@@ -47,6 +54,8 @@ export function failureBody(failure: Failure, message: string): { error: Failure
 export interface WebhookAnswer {
   status: (typeof FAILURES)[Failure] | 200;
   body: unknown;
+  /** `Retry-After` (seconds) of a 429. */
+  retryAfterSeconds?: number;
 }
 
 export interface WebhookDeps {
@@ -70,6 +79,12 @@ export interface WebhookDeps {
    * instead. Without this they are answered 503 (nothing here can poll).
    */
   pollNow?: (operation: { name: string; kind: OperationKind }) => Promise<'scheduled' | 'terminal'>;
+  /**
+   * How many polls JWT-only deliveries may ask for a minute (their burst too),
+   * all of them together: each costs a call to Gemini with the operator's key,
+   * like a track. Default 600, as TRACK_RATE_PER_MINUTE's.
+   */
+  jwtPollsPerMinute?: number;
 }
 
 const ok = (body: unknown): WebhookAnswer => ({ status: 200, body });
@@ -81,6 +96,9 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
   const clock = deps.clock ?? (() => new Date());
   // Per process (a Lambda instance): which write variant an operation's next event likely needs.
   const hints = new RecentRecords();
+  const jwtReplays = new JwtReplays(() => clock().getTime());
+  const jwtPollsPerMinute = deps.jwtPollsPerMinute ?? 600;
+  const jwtPolls = new TokenBucket(jwtPollsPerMinute, 60_000, () => clock().getTime());
   const count = (metric: string) => {
     if (!metrics) return;
     metrics.addMetric(metric, MetricUnit.Count, 1);
@@ -136,7 +154,24 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
       return ok({ applied: false, reason: 'unknown-event-type' });
     }
     const { event } = mapping;
-    if (verification.scheme === 'jwt') return verifyByPoll(event, deliveryId);
+    if (verification.scheme === 'jwt') {
+      // The token does not cover the body: it may ask a poll of one operation, for its lifetime, and no other.
+      if (!jwtReplays.bind(verification.token, event.name)) {
+        logger.warn('webhook rejected', { decision: 'rejected', reason: 'jwt-replayed', webhookId: deliveryId, operation: event.name });
+        count('WebhookRejected');
+        return fail('invalid-signature', 'this JWT was already used for a delivery about another operation');
+      }
+      const waitMs = jwtPolls.take('jwt');
+      if (waitMs > 0) {
+        logger.warn('webhook refused: too many polls asked by JWT-only deliveries', { webhookId: deliveryId, operation: event.name });
+        count('WebhookRateLimited');
+        return {
+          ...fail('rate-limited', `JWT-only deliveries ask at most ${jwtPollsPerMinute} polls a minute; retry later`),
+          retryAfterSeconds: Math.ceil(waitMs / 1000),
+        };
+      }
+      return verifyByPoll(event, deliveryId);
+    }
     try {
       const result = await ingest({ ...event, scheme: verification.scheme }, { hints, ...deps.ingest, store, clock });
       const log = {
@@ -220,5 +255,27 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
       count('WebhookNotRecorded');
       return fail('not-recorded', 'could not ask for the poll; retry later');
     }
+  }
+}
+
+/**
+ * Which operation each JWT (by digest) asked about, for as long as the token
+ * is valid: a retry of the same delivery passes, the same token over another
+ * body (another name) does not. Only Google's keys make such tokens, so the
+ * map holds what Gemini sent in the last minutes; expired ones are dropped as
+ * it grows.
+ */
+class JwtReplays {
+  private readonly named = new Map<string, { name: string; expiresAt: number }>();
+
+  constructor(private readonly now: () => number) {}
+
+  bind(token: { digest: string; expiresAt: number }, name: string): boolean {
+    const now = this.now();
+    const seen = this.named.get(token.digest);
+    if (seen && seen.expiresAt > now) return seen.name === name;
+    if (this.named.size >= 10_000) for (const [digest, entry] of this.named) if (entry.expiresAt <= now) this.named.delete(digest);
+    this.named.set(token.digest, { name, expiresAt: token.expiresAt });
+    return true;
   }
 }

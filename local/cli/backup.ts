@@ -9,10 +9,9 @@
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { DB_FILE } from '../engine/data-folder.ts';
+import { DB_FILE, DEFAULT_DATA_DIR } from '../engine/data-folder.ts';
 import { schemaVersionOf } from '../engine/schema.ts';
 import { Sqlite } from '../engine/sqlite.ts';
-import { DEFAULT_DATA_DIR } from '../runtime.ts';
 import { failure, parseCommandLine, usageError } from './command-line.ts';
 
 const command = {

@@ -96,8 +96,12 @@ async function webhook(type: string, id: string, time: string, webhookId = `msg_
   const answer = (await response.json()) as { applied: boolean; reason?: string };
   return answer.applied ? 'applied' : `not applied: ${answer.reason}`;
 }
+const authorization = { authorization: `Bearer ${runtime.apiToken}` };
 const stateOf = async (name: string) =>
-  (await (await fetch(`${runtime.url}/operations/${name}`)).json()) as { state: string | null; version: number };
+  (await (await fetch(`${runtime.url}/operations/${name}`, { headers: authorization })).json()) as {
+    state: string | null;
+    version: number;
+  };
 async function until(check: () => Promise<boolean> | boolean, what: string) {
   for (let waited = 0; !(await check()); waited += 100) {
     if (waited > 20_000) throw new Error(`demo: timed out waiting for ${what}`);
@@ -107,7 +111,7 @@ async function until(check: () => Promise<boolean> | boolean, what: string) {
 
 try {
   say(`Ratchet ready at ${runtime.url} (demo: a fake Gemini at ${gemini.baseUrl} and a receiver; data: ${runtime.dataFile})`);
-  say(`Watch it in the console: ${runtime.url}/`);
+  say(`Watch it in the console (this link signs you in, once): ${runtime.loginLink()}`);
 
   const batch = 'batches/demo-race';
   say(`\n1. A poll and a webhook race on ${batch}.`);
@@ -115,7 +119,7 @@ try {
   await fetch(`${runtime.url}/operations`, {
     method: 'POST',
     body: JSON.stringify({ name: batch }),
-    headers: { 'content-type': 'application/json' },
+    headers: { 'content-type': 'application/json', ...authorization },
   });
   await until(async () => (await stateOf(batch)).state === 'RUNNING', 'the first poll');
   say('   reconcile polled it: RUNNING');
@@ -149,8 +153,10 @@ try {
   await until(() => received.includes(`${outage}#2`), 'the effects after the outage');
 
   say(`\nDone: ${new Set(received).size} state changes, each delivered once, in order per operation.`);
-  say(`See the refused poll and the duplicate, each with its reason: ${runtime.url}/console/operations/${batch}`);
-  say(`All operations: ${runtime.url}/ — Ctrl-C stops the demo.`);
+  say(
+    `See the refused poll and the duplicate, each with its reason (signs you in, once): ${runtime.loginLink(`/console/operations/${batch}`)}`,
+  );
+  say(`All operations, once signed in: ${runtime.url}/ — Ctrl-C stops the demo.`);
 } catch (error) {
   console.error((error as Error).message);
   await stop(1);

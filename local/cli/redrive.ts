@@ -18,6 +18,8 @@ import { REDRIVEN_ATTRIBUTE } from '../../lambda/effects/queue.ts';
 import { type RedriveOptions, redrive } from '../../lambda/effects/redrive.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { effectsGroupOf } from '../../lambda/store/table.ts';
+import { tokenForCommands } from '../access/api-token.ts';
+import { DEFAULT_DATA_DIR } from '../engine/data-folder.ts';
 import { failure, parseCommandLine } from './command-line.ts';
 
 const command = {
@@ -27,7 +29,8 @@ const command = {
   --name OPERATION     only this operation's dead letters
   --skip NAME#VERSION  drop this one (never to be delivered), re-queue the rest
   --stack NAME         a deployed stack (AWS credentials and region from the environment); without it the
-                       running ratchet start (RATCHET_URL, default http://127.0.0.1:3000)`,
+                       running ratchet start (RATCHET_URL, default http://127.0.0.1:3000), with its API token
+                       (RATCHET_API_TOKEN, else the token file of DATA_DIR, default ./.ratchet-data)`,
   options: { list: { type: 'boolean' }, name: { type: 'string' }, skip: { type: 'string' }, stack: { type: 'string' } },
 } as const;
 const { values } = parseCommandLine(command);
@@ -45,18 +48,22 @@ function print(letters: DeadLetter[], undecodable: Array<{ sequence: string; nam
 
 async function local(): Promise<void> {
   const url = process.env.RATCHET_URL ?? `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 3000}`;
+  const token = tokenForCommands(process.env, DEFAULT_DATA_DIR);
+  const authorization: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
   let response: Response;
   try {
     response = values.list
-      ? await fetch(`${url}/effects/dead-letters`)
+      ? await fetch(`${url}/effects/dead-letters`, { headers: authorization })
       : await fetch(`${url}/effects/redrive`, {
           method: 'POST',
           body: JSON.stringify(options),
-          headers: { 'content-type': 'application/json' },
+          headers: { 'content-type': 'application/json', ...authorization },
         });
   } catch {
-    throw new Error(`no Ratchet answers at ${url}: start it with npm start (or set RATCHET_URL)`);
+    throw new Error(`no Ratchet answers at ${url}: start it with ratchet start (or set RATCHET_URL)`);
   }
+  if (response.status === 401)
+    throw new Error(`${url} refused the API token: set RATCHET_API_TOKEN, or DATA_DIR to the data folder of the Ratchet there`);
   // biome-ignore lint/suspicious/noExplicitAny: the runtime's own JSON, shaped by the route
   const body = (await response.json()) as any;
   if (!response.ok) throw new Error(`${response.status}: ${JSON.stringify(body)}`);

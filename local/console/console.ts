@@ -1,7 +1,8 @@
 /**
  * The local console: plain server-rendered HTML, no framework, nothing from
- * the internet, no script but the one redrive button's fetch (same origin,
- * JSON, so the API's cross-site guard admits it). `?refresh=N` reloads the
+ * the internet, no script but view.ts's one (the redrive button's POST, with
+ * the session's CSRF token; allowed by the page's CSP nonce). Behind the API
+ * token like every route (local/access/guard.ts). `?refresh=N` reloads the
  * page every N seconds.
  *
  *   GET /                           operations, open first, with counts per state and kind as filter links
@@ -91,7 +92,7 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
       operations.length > PAGE_SIZE && `<a href="${linkTo(filter, { page: filter.page + 1 })}">more</a>`,
     ].filter(Boolean);
     const footer = `<p>${pages.join(' · ')}${pages.length ? ' · ' : ''}${refreshLink((refresh) => linkTo(filter, { refresh, page: filter.page }), filter.refresh)}</p>`;
-    return c.html(page('operations', countsNav(deps, filter, deadNames.size) + table + footer, filter.refresh));
+    return c.html(render(c, 'operations', countsNav(deps, filter, deadNames.size) + table + footer, filter.refresh));
   });
 
   app.get('/console/operations/:name{.+}', async (c) => {
@@ -99,10 +100,10 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     try {
       name = normalizeOperationName(c.req.param('name'));
     } catch (error) {
-      return c.html(page('not an operation', `<p>${escapeHtml((error as Error).message)}</p>`), 400);
+      return c.html(render(c, 'not an operation', `<p>${escapeHtml((error as Error).message)}</p>`), 400);
     }
     const view = await deps.store.describe(name);
-    if (!view) return c.html(page('unknown', `<p>No operation named <code>${escapeHtml(name)}</code>.</p>`), 404);
+    if (!view) return c.html(render(c, 'unknown', `<p>No operation named <code>${escapeHtml(name)}</code>.</p>`), 404);
     const now = Date.now();
     const { refresh } = filterOf(c);
     const here = (r: number | undefined) => `/console/operations/${escapeHtml(name)}${r ? `?refresh=${r}` : ''}`;
@@ -114,7 +115,16 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     const body = `${summary}<h2>Timeline</h2>
 <p><small>Every event this operation received, oldest first: applied writes, and refused events greyed with the reason.</small></p>
 ${await timeline(deps, view, now)}<p>${refreshLink(here, refresh)} · <a href="/operations/${escapeHtml(name)}/decisions">decisions as JSON</a></p>`;
-    return c.html(page(name, body, refresh));
+    return c.html(render(c, name, body, refresh));
+  });
+}
+
+/** A page with this answer's CSP nonce and the session's CSRF token (local/access/guard.ts sets both). */
+function render(c: Context, title: string, body: string, refreshSeconds?: number): string {
+  return page(title, body, {
+    ...(refreshSeconds && { refreshSeconds }),
+    nonce: c.get('secureHeadersNonce' as never) as string | undefined,
+    csrf: c.get('csrfToken' as never) as string | undefined,
   });
 }
 
@@ -185,7 +195,7 @@ async function timeline(deps: ConsoleDeps, view: OperationView, now: number): Pr
     ? ''
     : '<p><small>The outbound sink is off (<code>EFFECTS_WEBHOOK_URL</code> is not set): no effects.</small></p>';
   const dead = effectOf.deadLetters.length
-    ? `<p><button id="redrive" onclick="fetch('/effects/redrive',{method:'POST',headers:{'content-type':'application/json'},body:JSON.stringify({name:${escapeHtml(JSON.stringify(view.name))}})}).then(r=>r.json()).then(r=>{this.textContent='redriven: '+JSON.stringify(r);})">redrive</button></p>`
+    ? `<p><button id="redrive" data-post="/effects/redrive" data-body="${escapeHtml(JSON.stringify({ name: view.name }))}">redrive</button></p>`
     : '';
   return `<div class="scroll"><table id="timeline"><thead><tr><th>when</th><th>source</th><th class="wide">event</th><th>what Ratchet did</th><th>effect</th></tr></thead>
 <tbody>${rows.join('')}</tbody></table></div>${sinkOff}${dead}`;

@@ -20,10 +20,30 @@ nav a.current{background:#222;color:#fff;border-color:#222}.count{font-weight:60
 tr.refused,tr.noted{color:#888}tr.refused td,tr.noted td{font-style:italic}.reason{color:#555}small{color:#777}
 @media (max-width:640px){body{margin:.6rem}td,th{padding:.25rem .3rem}.wide{display:none}}`;
 
-export function page(title: string, body: string, refreshSeconds?: number): string {
+/**
+ * The console's one script, allowed by the page's CSP nonce (no inline
+ * handlers): a button with `data-post` POSTs its `data-body` there as JSON,
+ * with the session's CSRF token, and shows the answer.
+ */
+const SCRIPT = `const csrf=document.querySelector('meta[name=csrf-token]')?.content??'';
+for(const b of document.querySelectorAll('button[data-post]'))b.addEventListener('click',async()=>{
+const r=await fetch(b.dataset.post,{method:'POST',headers:{'content-type':'application/json','x-csrf-token':csrf},body:b.dataset.body});
+b.textContent=(r.ok?'redriven: ':'refused: ')+JSON.stringify(await r.json());});`;
+
+export interface PageOptions {
+  refreshSeconds?: number;
+  /** The CSP nonce of this answer (Hono's secure-headers): the style and the script carry it. */
+  nonce?: string;
+  /** The session's CSRF token, for the script's POSTs. */
+  csrf?: string;
+}
+
+export function page(title: string, body: string, options: PageOptions = {}): string {
+  const { refreshSeconds, nonce, csrf } = options;
+  const nonceAttribute = nonce ? ` nonce="${escapeHtml(nonce)}"` : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
-${refreshSeconds ? `<meta http-equiv="refresh" content="${refreshSeconds}">` : ''}<title>${escapeHtml(title)} · Ratchet</title><style>${STYLE}</style>
-</head><body><h1><a href="/">Ratchet</a> · ${escapeHtml(title)}</h1>${body}</body></html>`;
+${refreshSeconds ? `<meta http-equiv="refresh" content="${refreshSeconds}">` : ''}${csrf ? `<meta name="csrf-token" content="${escapeHtml(csrf)}">` : ''}<title>${escapeHtml(title)} · Ratchet</title><style${nonceAttribute}>${STYLE}</style>
+</head><body><h1><a href="/">Ratchet</a> · ${escapeHtml(title)}</h1>${body}<script${nonceAttribute}>${SCRIPT}</script></body></html>`;
 }
 
 /** "12 s ago", "3 min ago", "in 40 s"; the exact UTC time on hover. */

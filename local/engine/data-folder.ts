@@ -7,11 +7,13 @@
  * drops that lock when the process ends, `kill -9` included, so a crash never
  * leaves a stale lock behind; `ratchet.pid` only names the holder.
  */
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 import { checkNotNewer, migrate } from './schema.ts';
 import { Sqlite } from './sqlite.ts';
 
+/** `./.ratchet-data` in the folder Ratchet is started in (npm start: this checkout). */
+export const DEFAULT_DATA_DIR = resolve('.ratchet-data');
 export const DB_FILE = 'ratchet.db';
 const LOCK_FILE = 'ratchet.lock';
 const HOLDER_FILE = 'ratchet.pid';
@@ -24,6 +26,8 @@ export class DataFolderError extends Error {
 
 export interface OpenedData {
   db: Sqlite;
+  /** Files (and the folder) found open to others and brought to owner-only at this start. */
+  tightened: string[];
   /** The folder's files were written by the DynamoDB Local runtime: named once at start, left as they are. */
   dynamoDbLocalLeftover?: string;
   /** The schema version the file had before this start (0: a new file). */
@@ -38,9 +42,12 @@ export function openDataFolder(dataDir: string): OpenedData {
   if (dataDir === ':memory:') {
     const db = Sqlite.open(':memory:');
     const migratedFrom = migrate(db);
-    return { db, migratedFrom, announce: () => {}, close: () => db.close() };
+    return { db, migratedFrom, tightened: [], announce: () => {}, close: () => db.close() };
   }
-  mkdirSync(dataDir, { recursive: true });
+  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const tightened = ownerOnly(dataDir, 0o700);
+  // SQLite creates its files 0644 and gives the WAL and shared-memory files its database file's mode: created owner-only first.
+  for (const name of [LOCK_FILE, DB_FILE]) writeFileSync(join(dataDir, name), '', { flag: 'a', mode: 0o600 });
   const lock = holdLock(dataDir);
   try {
     const leftover = join(dataDir, DYNAMODB_LOCAL_FILE);
@@ -61,11 +68,15 @@ export function openDataFolder(dataDir: string): OpenedData {
     }
     const holder = join(dataDir, HOLDER_FILE);
     const describe = (url?: string) =>
-      writeFileSync(holder, `${JSON.stringify({ pid: process.pid, since: new Date().toISOString(), ...(url && { url }) })}\n`);
+      writeFileSync(holder, `${JSON.stringify({ pid: process.pid, since: new Date().toISOString(), ...(url && { url }) })}\n`, {
+        mode: 0o600,
+      });
     describe();
+    for (const name of OWNER_ONLY_FILES) tightened.push(...ownerOnly(join(dataDir, name), 0o600));
     return {
       db,
       migratedFrom,
+      tightened,
       ...(existsSync(leftover) && { dynamoDbLocalLeftover: leftover }),
       announce: (url) => describe(url),
       close: () => {
@@ -77,6 +88,18 @@ export function openDataFolder(dataDir: string): OpenedData {
     lock.close();
     throw error;
   }
+}
+
+/** Every file of the folder that holds data, secrets or the lock: owner-only. */
+const OWNER_ONLY_FILES = [DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, LOCK_FILE, HOLDER_FILE, 'dev-webhook-secret', 'api-token'];
+
+/** Brings `path` to `mode` if it is open to anyone else; `[path]` when it had to. */
+function ownerOnly(path: string, mode: number): string[] {
+  if (!existsSync(path)) return [];
+  const was = statSync(path).mode & 0o777;
+  if ((was & 0o077) === 0) return [];
+  chmodSync(path, mode);
+  return [`${path} (was ${was.toString(8)})`];
 }
 
 function holdLock(dataDir: string): Sqlite {

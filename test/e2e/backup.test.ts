@@ -81,10 +81,10 @@ describe('npm run backup', () => {
     copyFileSync(files[1] as string, join(restored, DB_FILE));
     const again = await startRatchet({ DATA_DIR: restored, WEBHOOK_SIGNING_SECRETS: secret });
     try {
-      const listed = (await (await fetch(`${again.url}/operations?limit=100`)).json()) as { operations: Array<{ name: string }> };
+      const listed = (await (await again.api(`/operations?limit=100`)).json()) as { operations: Array<{ name: string }> };
       expect(listed.operations.length).toBeGreaterThan(0);
       const first = listed.operations[0]?.name as string;
-      expect((await fetch(`${again.url}/operations/${first}`)).status).toBe(200);
+      expect((await again.api(`/operations/${first}`)).status).toBe(200);
     } finally {
       await again.stop();
     }

@@ -27,7 +27,7 @@ const counting: typeof fetch = (input, init) => {
 
 beforeAll(async () => {
   runtime = await startLocalRuntime(loadConfig({ DATA_DIR: dataDir, PORT: '0', WEBHOOK_SIGNING_SECRETS: secret }));
-  client = new RatchetClient({ url: runtime.url, fetch: counting });
+  client = new RatchetClient({ url: runtime.url, token: runtime.apiToken, fetch: counting });
 });
 
 afterAll(async () => {
@@ -166,13 +166,13 @@ describe('RatchetClient against the local runtime', () => {
       return fetch(input, init);
     };
     const name = batch();
-    const retrying = new RatchetClient({ url: runtime.url, fetch: flaky });
+    const retrying = new RatchetClient({ url: runtime.url, token: runtime.apiToken, fetch: flaky });
     expect((await retrying.track(name)).created).toBe(true);
     expect(unavailable).toBe(-1);
 
     const down: typeof fetch = async () =>
       new Response(JSON.stringify({ error: 'not-recorded', message: 'store unavailable' }), { status: 503 });
-    const error = await new RatchetClient({ url: runtime.url, fetch: down, retries: 1 }).get(name).catch((e) => e);
+    const error = await new RatchetClient({ url: runtime.url, token: runtime.apiToken, fetch: down, retries: 1 }).get(name).catch((e) => e);
     expect(error).toMatchObject({ code: 'not-recorded', status: 503 });
 
     const refused = await new RatchetClient({ url: 'http://127.0.0.1:9', retries: 0 }).get(name).catch((e) => e);

@@ -8,7 +8,7 @@
  */
 import type { Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { hostsBeyondLoopback, launchChromium, recordingPage } from '../support/browser.ts';
+import { hostsBeyondLoopback, launchChromium, recordingPage, signIn } from '../support/browser.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
@@ -43,6 +43,7 @@ afterEach(() => {
 async function open(path: string, viewport?: { width: number; height: number }) {
   const { page, requests } = await recordingPage(browser, viewport);
   page.on('close', () => requested.push(...requests));
+  await signIn(page, ratchet.url, ratchet.apiToken as string);
   await page.goto(`${ratchet.url}${path}`);
   return page;
 }
@@ -51,7 +52,7 @@ async function deliver(type: string, id: string, time: string, webhookId?: strin
   expect((await fetch(`${ratchet.url}/webhooks/gemini`, { method: 'POST', body, headers })).status).toBe(200);
 }
 const historyLength = async (name: string) =>
-  ((await (await fetch(`${ratchet.url}/operations/${name}/history`)).json()) as { history: unknown[] }).history.length;
+  ((await (await ratchet.api(`/operations/${name}/history`)).json()) as { history: unknown[] }).history.length;
 
 const rowNames = (page: Awaited<ReturnType<typeof open>>) =>
   page.locator('#operations tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-name')));
@@ -60,7 +61,7 @@ const countOf = async (page: Awaited<ReturnType<typeof open>>, filter: string) =
 
 describe('the console', () => {
   it('counts operations per state and kind, each count a filter link, open operations first, times as "ago"', async () => {
-    await fetch(`${ratchet.url}/operations`, {
+    await ratchet.api(`/operations`, {
       method: 'POST',
       body: JSON.stringify({ name: 'batches/c0', metadata: { order: '<A-17>' } }),
       headers: { 'content-type': 'application/json' },
@@ -141,7 +142,8 @@ describe('the console', () => {
     expect(await page.locator('#timeline tbody tr td.effect').allInnerTexts()).toEqual([expect.stringMatching(/^dead-lettered gone/)]);
     receiver.mode = 'ok';
     await page.click('#redrive');
-    await page.waitForFunction("document.querySelector('#redrive')?.textContent?.startsWith('redriven')");
+    // A locator, not waitForFunction's string: the page's CSP allows no eval.
+    await page.locator('#redrive', { hasText: /^redriven: / }).waitFor();
     await eventually(() => receiver.applied().some((d) => d.body.data.name === 'batches/c3'), 15_000, 'the redriven effect');
     // The receiver has it before Ratchet has recorded its answer: the page says so once it has.
     await eventually(
@@ -164,10 +166,68 @@ describe('the console', () => {
     }
   });
 
+  it('opens from the one-time link Ratchet printed, which signs in once; without signing in it is a login page (401)', async () => {
+    const link = ratchet.output().match(/Console: (http:\S+\/login\?code=\S+)/)?.[1] as string;
+    expect(link).toMatch(new RegExp(`^${ratchet.url}/login\\?code=`));
+    const { page, requests } = await recordingPage(browser);
+    page.on('close', () => requested.push(...requests));
+    const first = await page.goto(link);
+    expect(page.url()).toBe(`${ratchet.url}/`);
+    expect(first?.status()).toBe(200);
+    const cookie = (await page.context().cookies()).find((c) => c.name === 'ratchet_session');
+    expect(cookie).toMatchObject({ httpOnly: true, sameSite: 'Strict', secure: false });
+    expect(cookie?.expires).toBeGreaterThan(Date.now() / 1000 + 11 * 3600);
+    await page.close();
+
+    const { page: other, requests: otherRequests } = await recordingPage(browser);
+    other.on('close', () => requested.push(...otherRequests));
+    expect((await other.goto(link))?.status()).toBe(401); // used once already
+    expect(await other.locator('form[action="/login"] input[name=token]').count()).toBe(1);
+    expect((await other.goto(`${ratchet.url}/`))?.status()).toBe(401);
+    await other.close();
+  });
+
+  it('refuses to be framed, and a signed-in page cannot change anything without its CSRF token', async () => {
+    const { createServer } = await import('node:http');
+    const framing = createServer((_req, res) =>
+      res.writeHead(200, { 'content-type': 'text/html' }).end(`<iframe src="${ratchet.url}/"></iframe>`),
+    );
+    await new Promise<void>((resolve) => framing.listen(0, '127.0.0.1', resolve));
+    try {
+      const page = await open('/');
+      const headers = (await page.goto(`${ratchet.url}/`))?.headers() ?? {};
+      expect(headers['content-security-policy']).toContain("frame-ancestors 'none'");
+      expect(headers['x-frame-options']).toBe('DENY');
+      expect(headers['cache-control']).toBe('no-store');
+      await page.goto(`http://127.0.0.1:${(framing.address() as { port: number }).port}/`);
+      const frame = page.frames().find((f) => f !== page.mainFrame());
+      await page.waitForTimeout(300);
+      // Chromium puts its error page where a refused frame would be: the console is not in it.
+      expect(frame?.url()).not.toBe(`${ratchet.url}/`);
+      expect(
+        await frame
+          ?.locator('#operations')
+          .count()
+          .catch(() => 0),
+      ).toBe(0);
+
+      // Same origin and signed in, but no x-csrf-token: what a forged form or script would send.
+      await page.goto(`${ratchet.url}/`);
+      const status = await page.evaluate(async () => {
+        const response = await fetch('/effects/redrive', { method: 'POST', headers: { 'content-type': 'application/json' }, body: '{}' });
+        return response.status;
+      });
+      expect(status).toBe(401);
+      await page.close();
+    } finally {
+      framing.close();
+    }
+  });
+
   it('answers 404 and 400 pages for an unknown operation and a bad name', async () => {
-    expect((await fetch(`${ratchet.url}/console/operations/batches/nobody`)).status).toBe(404);
-    expect((await fetch(`${ratchet.url}/console/operations/files/x`)).status).toBe(400);
-    const html = await (await fetch(`${ratchet.url}/console/operations/batches/nobody`)).text();
+    expect((await ratchet.api(`/console/operations/batches/nobody`)).status).toBe(404);
+    expect((await ratchet.api(`/console/operations/files/x`)).status).toBe(400);
+    const html = await (await ratchet.api(`/console/operations/batches/nobody`)).text();
     expect(html).toContain('No operation named');
   });
 });

@@ -120,12 +120,12 @@ describe('kill -9 during a storm', () => {
     expect(unanswered).toBeGreaterThan(0);
 
     for (const name of names) {
-      const record = await (await fetch(`${ratchet.url}/operations/${name}`)).json();
+      const record = await (await ratchet.api(`/operations/${name}`)).json();
       expect(record, name).toMatchObject({ state: 'SUCCEEDED', version: 3, eventId: `${name}:3` });
     }
     const historyOf = async (name: string) =>
       (
-        (await (await fetch(`${ratchet.url}/operations/${name}/history`)).json()) as {
+        (await (await ratchet.api(`/operations/${name}/history`)).json()) as {
           history: Array<{ version: number; eventId: string; state: string }>;
         }
       ).history;

@@ -21,15 +21,16 @@ describe('npm run demo', () => {
       expect(output).toContain('Done: 5 state changes, each delivered once, in order per operation.');
       expect(output.match(/receiver: /g)).toHaveLength(5);
       expect(output).not.toMatch(/\n\s+at /);
-      const console = await (await fetch(`${demo.url}/`)).text();
+      const console = await (await demo.api('/')).text();
       for (const name of ['batches/demo-race', 'interactions/demo-late', 'interactions/demo-outage']) expect(console).toContain(name);
 
-      const racePage = output.match(/See the refused poll and the duplicate, each with its reason: (http:\S+)/)?.[1];
-      expect(racePage).toBe(`${demo.url}/console/operations/batches/demo-race`);
+      const racePage = output.match(/See the refused poll and the duplicate, each with its reason \(signs you in, once\): (http:\S+)/)?.[1];
+      expect(racePage).toMatch(new RegExp(`^${demo.url}/login\\?code=`));
       const browser = await launchChromium();
       try {
         const { page, requests } = await recordingPage(browser);
         await page.goto(racePage as string);
+        expect(page.url()).toBe(`${demo.url}/console/operations/batches/demo-race`);
         const refused = await page.locator('#timeline tr.refused').allTextContents();
         expect(refused).toEqual([
           expect.stringMatching(/^.*ago\s*poll.*RUNNING.*refused: after the job ended \(regress-from-terminal\)/),

@@ -36,6 +36,8 @@ beforeAll(async () => {
     DATA_DIR: ':memory:',
     WEBHOOK_SIGNING_SECRETS: newSecret(),
     GEMINI_WEBHOOK_KEYS_URL: keys.url,
+    // A failed key fetch is remembered this long (30 s by default; test/e2e/access.test.ts holds the default).
+    GEMINI_WEBHOOK_KEYS_RETRY_SECONDS: '1',
     GEMINI_WEBHOOK_AUDIENCE: AUDIENCE,
     GEMINI_API_KEY: gemini.apiKey,
     GEMINI_BASE_URL: gemini.baseUrl,
@@ -57,7 +59,7 @@ async function deliver(signed: SignedDelivery) {
   const response = await fetch(`${ratchet.url}/webhooks/gemini`, { method: 'POST', body: signed.body, headers: signed.headers });
   return { status: response.status, body: (await response.json()) as Record<string, unknown> };
 }
-const read = async (name: string) => (await (await fetch(`${ratchet.url}/operations/${name}`)).json()) as OperationRecord;
+const read = async (name: string) => (await (await ratchet.api(`/operations/${name}`)).json()) as OperationRecord;
 
 describe('dynamic webhooks through npm start', () => {
   it('answers 503 while the key set cannot be fetched, and applies the same delivery once it can', async () => {
@@ -70,6 +72,9 @@ describe('dynamic webhooks through npm start', () => {
     } finally {
       keys.down = false;
     }
+    // The failure is remembered for GEMINI_WEBHOOK_KEYS_RETRY_SECONDS: Gemini's retry after it is applied.
+    expect((await deliver(delivery)).status).toBe(503);
+    await new Promise((resolve) => setTimeout(resolve, 1_100));
     expect(await deliver(delivery)).toMatchObject({ status: 200, body: { applied: true } });
   });
 
@@ -86,7 +91,7 @@ describe('dynamic webhooks through npm start', () => {
     expect((await deliver(ed25519Delivery(ed25519Key(), envelope('batch.failed', { id: other })))).status).toBe(401);
     const tampered = ed25519Delivery(ed, envelope('batch.succeeded', { id: other }));
     expect((await deliver({ ...tampered, body: tampered.body.replace('succeeded', 'failed') })).status).toBe(401);
-    expect((await fetch(`${ratchet.url}/operations/${other}`)).status).toBe(404);
+    expect((await ratchet.api(`/operations/${other}`)).status).toBe(404);
   });
 
   it('never applies the body of a JWT-signed delivery: it polls the operation at once and stores what Gemini says', async () => {
@@ -99,7 +104,7 @@ describe('dynamic webhooks through npm start', () => {
     expect(await read(name)).toMatchObject({ state: 'SUCCEEDED', source: 'poll', providerState: 'JOB_STATE_SUCCEEDED' }); // the SDK's spelling
     expect(gemini.requests).toContain(name);
     // Its decision says so: tracked (the poll it asks for), the delivery, then the poll's own.
-    const { decisions } = (await (await fetch(`${ratchet.url}/operations/${name}/decisions`)).json()) as { decisions: unknown[] };
+    const { decisions } = (await (await ratchet.api(`/operations/${name}/decisions`)).json()) as { decisions: unknown[] };
     expect(decisions).toEqual([
       expect.objectContaining({ source: 'track', verdict: 'applied', version: 1 }),
       expect.objectContaining({ source: 'webhook', verdict: 'verifying-by-poll', scheme: 'jwt', state: 'FAILED' }),
@@ -118,7 +123,7 @@ describe('dynamic webhooks through npm start', () => {
       await jwtDelivery(rsa, body, { audience: AUDIENCE, alg: 'HS256', secret: publicKeyAsSecret(rsa) }),
     ];
     for (const forged of forgeries) expect((await deliver(forged)).status).toBe(401);
-    expect((await fetch(`${ratchet.url}/operations/${name}`)).status).toBe(404);
+    expect((await ratchet.api(`/operations/${name}`)).status).toBe(404);
     expect(gemini.requests).not.toContain(name);
   });
 });

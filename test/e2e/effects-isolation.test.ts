@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { DeadLetter } from '../../lambda/effects/dead-letters.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
-import { type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';
+import { type RatchetProcess, runToExit, startRatchet, TEST_API_TOKEN } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
 
 const inbound = newSecret();
@@ -50,8 +50,7 @@ async function deliver(type: string, id: string, time: string): Promise<number> 
   return Date.now();
 }
 
-const deadLetters = async () =>
-  ((await (await fetch(`${ratchet.url}/effects/dead-letters`)).json()) as { deadLetters: DeadLetter[] }).deadLetters;
+const deadLetters = async () => ((await (await ratchet.api(`/effects/dead-letters`)).json()) as { deadLetters: DeadLetter[] }).deadLetters;
 
 /** Effect lag (webhook answered 200 -> receiver got the effect) for `count` operations, one change each. */
 async function lags(prefix: string, count: number): Promise<number[]> {
@@ -100,7 +99,11 @@ describe('one failing operation among many', () => {
     // The receiver is fixed; redrive delivers both, in order.
     receiver.refuseOnly = undefined;
     receiver.mode = 'ok';
-    const run = await runToExit(['npm', 'run', 'redrive'], { ...process.env, RATCHET_URL: ratchet.url } as Record<string, string>);
+    const run = await runToExit(['npm', 'run', 'redrive'], {
+      ...process.env,
+      RATCHET_URL: ratchet.url,
+      RATCHET_API_TOKEN: TEST_API_TOKEN,
+    } as Record<string, string>);
     expect(run.output).toContain('2 re-queued, 0 skipped');
     expect(run.code).toBe(0);
     await eventually(() => receiver.accepted.filter((d) => d.body.data.name === bad).length === 2, 15_000, 'the re-driven effects');

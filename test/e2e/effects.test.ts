@@ -117,7 +117,7 @@ describe('effects from the stream', () => {
     expectOrderedChains(applied);
     for (let i = 0; i < 12; i++) {
       const name = `interactions/mixed-${i}`;
-      const stored = (await (await fetch(`${ratchet.url}/operations/${name}`)).json()) as OperationRecord;
+      const stored = (await (await ratchet.api(`/operations/${name}`)).json()) as OperationRecord;
       const sent = applied.filter((d) => d.body.data.name === name);
       // Whichever terminal state landed first is the only one that went out, and it is the stored one.
       expect(sent.filter((d) => ['SUCCEEDED', 'FAILED'].includes(d.body.data.state))).toHaveLength(1);

@@ -79,7 +79,7 @@ describe('the first hour', () => {
     expect(applied.output).toMatch(/^200 .*"applied":true/);
     const again = await webhook(['batch.failed', 'batches/cli', '--id', 'msg_cli', '--update-time', '2026-11-30T10:00:00.5Z']);
     expect(again.output).toContain('"reason":"duplicate"');
-    const record = await (await fetch(`${ratchet.url}/operations/batches/cli`)).json();
+    const record = await (await ratchet.api(`/operations/batches/cli`)).json();
     expect(record).toMatchObject({
       state: 'FAILED',
       updateTime: '2026-11-30T10:00:00.500000000Z',

@@ -46,7 +46,7 @@ beforeAll(async () => {
   runtime = await startLocalRuntime(
     loadConfig({ DATA_DIR: dataDir, PORT: '0', GEMINI_API_KEY: KEY, GEMINI_BASE_URL: gemini.baseUrl, RECONCILE_INTERVAL_SECONDS: '1' }),
   );
-  client = new RatchetClient({ url: runtime.url });
+  client = new RatchetClient({ url: runtime.url, token: runtime.apiToken });
 });
 
 afterAll(async () => {

@@ -52,12 +52,12 @@ async function deliver(body: string | object, id?: string) {
 }
 
 const read = async (name: string) => {
-  const response = await fetch(`${ratchet.url}/operations/${name}`);
+  const response = await ratchet.api(`/operations/${name}`);
   return { status: response.status, body: (await response.json()) as OperationRecord & { error?: string } };
 };
 
 const track = (name: string, headers: Record<string, string> = { 'content-type': 'application/json' }) =>
-  fetch(`${ratchet.url}/operations`, { method: 'POST', body: JSON.stringify({ name }), headers });
+  ratchet.api(`/operations`, { method: 'POST', body: JSON.stringify({ name }), headers });
 
 describe('1. names are resource names', () => {
   const tricks = ['batches/../x', 'batches/./x', 'batches/x/..', 'models/veo/operations/../../../files/x', 'batch_../files/x'];
@@ -115,7 +115,7 @@ describe('3. an empty map in a result, and a record that cannot be decoded', () 
     expect(effect?.body.data).toMatchObject({ state: 'FAILED', result: { error: { status: 'INTERNAL' } } });
     expect(receiver.applied().find((d) => d.body.data.name === 'batches/empty-error')?.body.data).toMatchObject({ result: { error: {} } });
 
-    const { undecodable } = (await (await fetch(`${ratchet.url}/effects/dead-letters`)).json()) as {
+    const { undecodable } = (await (await ratchet.api(`/effects/dead-letters`)).json()) as {
       undecodable: Array<{ name: string; reason: string; raw: string }>;
     };
     const letter = undecodable.find((item) => item.name === 'batches/poison');
@@ -212,7 +212,7 @@ describe('6. POST /operations from a web page', () => {
     socket.on('error', () => {}); // EPIPE/ECONNRESET once the server has answered and closed
     const closed = new Promise<void>((resolve) => socket.once('close', () => resolve()));
     socket.write(
-      `POST /operations HTTP/1.1\r\nhost: ${hostname}:${port}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`,
+      `POST /operations HTTP/1.1\r\nhost: ${hostname}:${port}\r\nauthorization: Bearer ${ratchet.apiToken}\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\n\r\n`,
     );
     const chunk = `${(8 * 1024).toString(16)}\r\n${' '.repeat(8 * 1024)}\r\n`;
     let sent = 0;
@@ -229,7 +229,7 @@ describe('6. POST /operations from a web page', () => {
 
   it('refuses cross-site "simple" requests and foreign origins', async () => {
     const body = JSON.stringify({ name: 'batches/from-a-page' });
-    const post = (headers: Record<string, string>) => fetch(`${ratchet.url}/operations`, { method: 'POST', body, headers });
+    const post = (headers: Record<string, string>) => ratchet.api(`/operations`, { method: 'POST', body, headers });
     expect((await post({ 'content-type': 'text/plain', origin: 'https://evil.example' })).status).toBe(403);
     expect((await post({ 'content-type': 'text/plain' })).status).toBe(415);
     expect((await post({ 'content-type': 'application/json', origin: 'https://evil.example' })).status).toBe(403);

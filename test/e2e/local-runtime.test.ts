@@ -28,7 +28,7 @@ function deliver(payload: unknown, options: { id?: string; timestamp?: number; s
 }
 
 const read = async (name: string) => {
-  const response = await fetch(`${ratchet.url}/operations/${name}`);
+  const response = await ratchet.api(`/operations/${name}`);
   return { status: response.status, body: await response.json() };
 };
 
@@ -49,7 +49,10 @@ describe('npm start', () => {
   });
 
   it('applies signed deliveries and answers stale and duplicate ones with 200 and no change', async () => {
-    const running = await post(ratchet.url, '/operations', JSON.stringify({ name: 'batch_e2e' }), { 'content-type': 'application/json' });
+    const running = await post(ratchet.url, '/operations', JSON.stringify({ name: 'batch_e2e' }), {
+      'content-type': 'application/json',
+      authorization: `Bearer ${ratchet.apiToken}`,
+    });
     expect(running.status).toBe(201);
     const done = await deliver(envelope('batch.succeeded', { id: 'batch_e2e', output_file_uri: 'files/out-1' }, '2026-11-30T10:00:00.5Z'), {
       id: 'msg_done',
@@ -86,13 +89,12 @@ describe('npm start', () => {
   });
 
   it("lists what it holds and keeps each operation's history from the stream (GET /operations, …/history)", async () => {
-    const listed = (await (await fetch(`${ratchet.url}/operations?kind=batch&state=SUCCEEDED`)).json()) as {
+    const listed = (await (await ratchet.api(`/operations?kind=batch&state=SUCCEEDED`)).json()) as {
       operations: Array<{ name: string }>;
     };
     expect(listed.operations.map((o) => o.name)).toContain('batches/e2e');
     const history = async () =>
-      ((await (await fetch(`${ratchet.url}/operations/batches/e2e/history`)).json()) as { history: Array<Record<string, unknown>> })
-        .history;
+      ((await (await ratchet.api(`/operations/batches/e2e/history`)).json()) as { history: Array<Record<string, unknown>> }).history;
     await eventually(async () => (await history()).length === 2, 15_000, 'history from the stream');
     expect((await history()).map((e) => [e.version, e.previousState, e.state, e.source, e.eventId])).toEqual([
       [1, null, null, 'track', null],

@@ -15,6 +15,7 @@ import { loadConfig } from '../../lambda/config.ts';
 import { type LocalRuntime, startLocalRuntime } from '../../local/runtime.ts';
 import { EffectVerificationError, type StateChangedEvent, verifyEffect } from '../../sdk/receiver.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { apiOf } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
 
 const inbound = newSecret();
@@ -70,7 +71,7 @@ const codeOf = (run: () => unknown) => {
 describe('verifyEffect', () => {
   it('returns the typed event of each real effect, with its idempotency id', async () => {
     const name = `batches/receiver-${Date.now()}`;
-    await fetch(`${runtime.url}/operations`, {
+    await apiOf(runtime)(`/operations`, {
       method: 'POST',
       headers: { 'content-type': 'application/json' },
       body: JSON.stringify({ name, metadata: { order: 'A-17' } }),

@@ -35,8 +35,7 @@ afterAll(async () => {
   await gemini?.stop();
 });
 
-const stateOf = async (name: string) =>
-  ((await (await fetch(`${ratchet.url}/operations/${name}`)).json()) as { state: string | null }).state;
+const stateOf = async (name: string) => ((await (await ratchet.api(`/operations/${name}`)).json()) as { state: string | null }).state;
 
 describe('npm start with reconcile', () => {
   it('follows tracked operations by polling alone and fires each state change once, in order', async () => {
@@ -44,7 +43,7 @@ describe('npm start with reconcile', () => {
     const video = 'models/veo-3.0-generate-001/operations/e2e-poll';
     const interaction = 'interactions/e2e-poll';
     for (const name of ['batch_e2e-poll', video, 'interaction_e2e-poll']) {
-      const response = await fetch(`${ratchet.url}/operations`, {
+      const response = await ratchet.api(`/operations`, {
         method: 'POST',
         body: JSON.stringify({ name }),
         headers: { 'content-type': 'application/json' },

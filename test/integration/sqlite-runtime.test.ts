@@ -18,6 +18,7 @@ import { SqliteOperationStore } from '../../local/engine/operation-store.ts';
 import { type LocalRuntime, startLocalRuntime } from '../../local/runtime.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { formatTime, normalisedForm } from '../support/histories.ts';
+import { apiOf } from '../support/ratchet-process.ts';
 import { shuffle } from '../support/shuffle.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 
@@ -43,7 +44,7 @@ const interactionArb = fc
   .filter((i) => i.waits.length > 0 || i.end !== undefined);
 
 /** A runtime of its own for the enclosing describe, on a fresh data folder: read `.url` inside its tests. */
-function runtimeFor(secret: string): { readonly url: string } {
+function runtimeFor(secret: string): { readonly url: string; readonly apiToken: string } {
   const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-sqlite-runtime-'));
   let runtime: LocalRuntime;
   beforeAll(async () => {
@@ -56,6 +57,9 @@ function runtimeFor(secret: string): { readonly url: string } {
   return {
     get url() {
       return runtime.url;
+    },
+    get apiToken() {
+      return runtime.apiToken;
     },
   };
 }
@@ -104,7 +108,7 @@ describe('the embedded engine behind its HTTP API', () => {
           }),
         );
         for (const [name, want] of expected) {
-          const record = (await (await fetch(`${runtime.url}/operations/${name}`)).json()) as {
+          const record = (await (await apiOf(runtime)(`/operations/${name}`)).json()) as {
             state: string;
             updateTime: string;
             version: number;
@@ -130,7 +134,7 @@ describe('the decisions log', () => {
     decisions: Array<{ eventId: string; verdict: string; version?: number; reason?: string; scheme?: string; source: string }>;
   };
   const decisionsOf = async (name: string) => {
-    const response = await fetch(`${runtime.url}/operations/${name}/decisions`);
+    const response = await apiOf(runtime)(`/operations/${name}/decisions`);
     return { status: response.status, body: (await response.json()) as Decisions };
   };
   const post = (delivery: { body: string; headers: Record<string, string> }) =>
@@ -173,7 +177,7 @@ describe('the decisions log', () => {
       // Every delivery once: applied + discarded = received, the same ids.
       expect(body.decisions.map((d) => d.eventId).sort()).toEqual(received.map((s) => s.id).sort());
       const applied = body.decisions.filter((d) => d.verdict === 'applied');
-      const record = (await (await fetch(`${runtime.url}/operations/${name}`)).json()) as { version: number };
+      const record = (await (await apiOf(runtime)(`/operations/${name}`)).json()) as { version: number };
       expect(applied.map((d) => d.version)).toEqual(Array.from({ length: record.version }, (_, v) => v + 1));
       // The reasons are the ones the sender was told.
       const told = (answers.get(name) ?? [])

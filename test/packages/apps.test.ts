@@ -57,6 +57,7 @@ async function runApp(app: FreshApp, args: string[], env: Record<string, string>
     env: {
       PATH: process.env.PATH,
       RATCHET_URL: ratchet.url,
+      RATCHET_API_TOKEN: ratchet.apiToken as string,
       EFFECTS_SIGNING_SECRET: outbound,
       RECEIVER_PORT: String(receiverPort),
       ...env,

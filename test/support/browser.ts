@@ -29,3 +29,10 @@ export async function recordingPage(
 /** The hosts a page's requests went to, other than 127.0.0.1 (and `data:`/`about:` URLs, which go nowhere). */
 export const hostsBeyondLoopback = (requests: string[]) =>
   requests.map((url) => new URL(url)).filter((url) => /^https?:$/.test(url.protocol) && url.hostname !== '127.0.0.1');
+
+/** Signs a page's browser context in to a Ratchet's console with its API token, as a person pastes it into /login. */
+export async function signIn(page: Page, baseUrl: string, token: string): Promise<void> {
+  await page.goto(`${baseUrl}/login`);
+  await page.fill('input[name=token]', token);
+  await Promise.all([page.waitForURL(`${baseUrl}/`), page.click('button[type=submit]')]);
+}

@@ -47,17 +47,28 @@ export const GOOGLE_ISSUER = 'https://generativelanguage.googleapis.com';
 export async function jwtDelivery(
   key: SigningKey,
   payload: unknown,
-  claims: { audience: string; issuer?: string; expiresInSeconds?: number; alg?: string; secret?: Uint8Array },
+  claims: {
+    audience: string;
+    issuer?: string;
+    expiresInSeconds?: number;
+    alg?: string;
+    secret?: Uint8Array;
+    /** `iat` this long before now (default 0); `withoutIat` leaves it out. */
+    issuedAgoSeconds?: number;
+    withoutIat?: boolean;
+    /** The `webhook_id` claim, when it is to differ from the delivery's webhook-id. */
+    webhookId?: string;
+  },
 ): Promise<SignedDelivery> {
   const body = JSON.stringify(payload);
   const id = `msg_${randomUUID()}`;
   const timestamp = Math.floor(Date.now() / 1000);
-  const jwt = new SignJWT({ webhook_id: id } satisfies JWTPayload)
+  const jwt = new SignJWT({ webhook_id: claims.webhookId ?? id } satisfies JWTPayload)
     .setProtectedHeader({ alg: claims.alg ?? 'RS256', kid: key.kid, typ: 'JWT' })
     .setIssuer(claims.issuer ?? GOOGLE_ISSUER)
     .setAudience(claims.audience)
-    .setIssuedAt(timestamp)
     .setExpirationTime(timestamp + (claims.expiresInSeconds ?? 300));
+  if (!claims.withoutIat) jwt.setIssuedAt(timestamp - (claims.issuedAgoSeconds ?? 0));
   const token = await jwt.sign(claims.secret ?? key.privateKey);
   return { body, headers: headersFor(id, timestamp, token) };
 }

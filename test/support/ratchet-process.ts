@@ -3,15 +3,34 @@
  * its ready line.
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 
 export const PROJECT_ROOT = resolve(import.meta.dirname, '..', '..');
+
+/** The API token test servers get unless a test sets RATCHET_API_TOKEN itself ('' to have one generated). */
+export const TEST_API_TOKEN = 'test-api-token-0123456789abcdef';
+
+/** fetch on a Ratchet's API, with its token. */
+export type ApiFetch = (path: string, init?: RequestInit) => Promise<Response>;
+
+export function apiOf(ratchet: { url: string; apiToken?: string }): ApiFetch {
+  return (path, init = {}) =>
+    fetch(`${ratchet.url}${path}`, {
+      ...init,
+      headers: { ...(ratchet.apiToken && { authorization: `Bearer ${ratchet.apiToken}` }), ...(init.headers as Record<string, string>) },
+    });
+}
 
 export interface RatchetProcess {
   url: string;
   /** The embedded engine's SQLite file (or `:memory:`). */
   dataFile: string;
   devSecret?: string;
+  /** The API token it accepts: the test's RATCHET_API_TOKEN, or the one it generated into its data folder. */
+  apiToken?: string;
+  /** fetch on its API, with that token. */
+  api: ApiFetch;
   child: ChildProcess;
   output(): string;
   /** Signals the process group (SIGINT is what a terminal's Ctrl-C sends) and waits until all of it is gone. */
@@ -30,7 +49,7 @@ export async function startRatchet(env: Record<string, string>, options: StartOp
   const [file, ...args] = command as [string, ...string[]];
   const child = spawn(file, args, {
     cwd,
-    env: { ...process.env, PORT: '0', POWERTOOLS_LOG_LEVEL: 'WARN', ...env },
+    env: { ...process.env, PORT: '0', POWERTOOLS_LOG_LEVEL: 'WARN', RATCHET_API_TOKEN: TEST_API_TOKEN, ...env },
     detached: true,
     stdio: ['ignore', 'pipe', 'pipe'],
   });
@@ -58,10 +77,19 @@ export async function startRatchet(env: Record<string, string>, options: StartOp
       setTimeout(() => reject(new Error(`not ready after ${readyWithinMs} ms:\n${output}`)), readyWithinMs),
     ),
   ]);
+  const url = ready[1] as string;
+  const fileNamed = (pattern: RegExp) => {
+    const file = output.match(pattern)?.[1];
+    return file ? readFileSync(file, 'utf8').trim() : undefined;
+  };
+  const tokenFromEnv = (env.RATCHET_API_TOKEN ?? TEST_API_TOKEN).split(/[\s,]+/).find(Boolean);
+  const apiToken = tokenFromEnv ?? fileNamed(/Bearer <the token in (\S+)>/);
   return {
-    url: ready[1] as string,
+    url,
     dataFile: ready[2] as string,
-    devSecret: output.match(/\b(whsec_\S+)/)?.[1],
+    devSecret: fileNamed(/the development secret in (\S+) are accepted/),
+    apiToken,
+    api: apiOf({ url, ...(apiToken && { apiToken }) }),
     child,
     output: () => output,
     stop: async (sig = 'SIGINT') => {

@@ -122,6 +122,18 @@ describe('RS256 JWT signatures', () => {
     expect(verdicts['wrong audience'].reason).toBe('JWT claim aud invalid');
   });
 
+  it('refuses a JWT issued too long ago, one without iat, and one naming another webhook-id', async () => {
+    const v = verifier();
+    const old = await jwtDelivery(rsa, payload, { audience: AUDIENCE, issuedAgoSeconds: 660, expiresInSeconds: 600 });
+    expect(await verify(v, old)).toMatchObject({ ok: false, reason: 'JWT issued more than 600 s ago' });
+    const noIat = await jwtDelivery(rsa, payload, { audience: AUDIENCE, withoutIat: true });
+    expect(await verify(v, noIat)).toMatchObject({ ok: false, reason: 'JWT claim iat invalid' });
+    const elsewhere = await jwtDelivery(rsa, payload, { audience: AUDIENCE, webhookId: 'msg_another' });
+    expect(await verify(v, elsewhere)).toMatchObject({ ok: false, reason: 'JWT names another webhook-id' });
+    const fine = await jwtDelivery(rsa, payload, { audience: AUDIENCE });
+    expect(await verify(v, fine)).toMatchObject({ ok: true, token: { digest: expect.any(String), expiresAt: expect.any(Number) } });
+  });
+
   it('refuses every JWT when no audience is configured', async () => {
     const verdict = await verify(verifier({ audience: undefined }), await jwtDelivery(rsa, payload, { audience: AUDIENCE }));
     expect(verdict).toEqual({ ok: false, reason: 'JWT-signed deliveries are refused: GEMINI_WEBHOOK_AUDIENCE is not set' });
@@ -131,6 +143,31 @@ describe('RS256 JWT signatures', () => {
     const plain = new WebhookSignatureVerifier(async () => [newSecret()]);
     expect(await verify(plain, await jwtDelivery(rsa, payload, { audience: AUDIENCE }))).toMatchObject({ ok: false });
     expect(await verify(plain, ed25519Delivery(ed, payload))).toMatchObject({ ok: false });
+  });
+});
+
+describe('GEMINI_WEBHOOK_SCHEMES', () => {
+  it('a scheme turned off is refused without a key fetch; the ones left on still verify', async () => {
+    const secret = newSecret();
+    const only = (schemes: Array<'hmac' | 'v1a' | 'jwt'>) =>
+      new WebhookSignatureVerifier(async () => [secret], {
+        keys: new WebhookKeySet(server.url),
+        audience: AUDIENCE,
+        issuer: GOOGLE_ISSUER,
+        schemes,
+      });
+    const before = server.fetches;
+    const hmacOnly = only(['hmac']);
+    expect(await verify(hmacOnly, ed25519Delivery(ed, payload))).toEqual({ ok: false, reason: 'v1a signatures are not accepted here' });
+    expect(await verify(hmacOnly, await jwtDelivery(rsa, payload, { audience: AUDIENCE }))).toEqual({
+      ok: false,
+      reason: 'JWT signatures are not accepted here',
+    });
+    expect(server.fetches).toBe(before);
+    expect(await verify(hmacOnly, signedDelivery(secret, payload))).toMatchObject({ ok: true, scheme: 'hmac' });
+    const dynamicOnly = only(['v1a', 'jwt']);
+    expect(await verify(dynamicOnly, signedDelivery(secret, payload))).toMatchObject({ ok: false, reason: /not accepted here/ });
+    expect(await verify(dynamicOnly, ed25519Delivery(ed, payload))).toMatchObject({ ok: true, scheme: 'ed25519' });
   });
 });
 
@@ -166,6 +203,23 @@ describe('WebhookKeySet', () => {
     now = 31_000 + 300_000;
     await keys.keys();
     expect(calls).toHaveLength(3);
+  });
+
+  it('remembers a failed fetch for the cooldown: repeated asks cost no fetch, and the key set is tried again after it', async () => {
+    let now = 0;
+    let down = true;
+    const { calls, fetchFn } = counting(() => (down ? new Response('', { status: 503 }) : Response.json(jwks)));
+    const keys = new WebhookKeySet('http://keys.test/jwks.json', { fetch: fetchFn, clock: () => now, cooldownMs: 30_000 });
+    for (let i = 0; i < 50; i++) {
+      now += 500;
+      await expect(keys.keys({ refresh: i % 2 === 0 })).rejects.toThrow(/unavailable: answered 503/);
+    }
+    expect(calls).toHaveLength(1);
+    down = false;
+    now = 500 + 30_000; // the cooldown since the one fetch
+
+    await expect(keys.keys()).resolves.toHaveLength(1);
+    expect(calls).toHaveLength(2);
   });
 
   it('throws KeysUnavailableError on a non-2xx, a body that is not a key set, and a timeout', async () => {

@@ -20,10 +20,10 @@ const keys = new WebhookKeySet('http://keys.test/jwks.json', {
   fetch: (async () => Response.json({ keys: [rsa.publicJwk] })) as unknown as typeof fetch,
 });
 
-function appWith(pollNow?: Parameters<typeof createApp>[0]['pollNow']) {
+function appWith(pollNow?: Parameters<typeof createApp>[0]['pollNow'], jwtPollsPerMinute?: number) {
   const store = new MemoryStore();
   const verifier = new WebhookSignatureVerifier(async () => [], { keys, audience: AUDIENCE, issuer: GOOGLE_ISSUER });
-  return { store, app: createApp({ store, verifier, logger: silentLogger, pollNow }) };
+  return { store, app: createApp({ store, verifier, logger: silentLogger, pollNow, ...(jwtPollsPerMinute && { jwtPollsPerMinute }) }) };
 }
 
 async function deliverJwt(app: ReturnType<typeof createApp>, payload: unknown) {
@@ -62,6 +62,39 @@ describe('a JWT-signed delivery', () => {
       throw new Error('store unavailable');
     });
     expect(await deliverJwt(failing.app, payload)).toMatchObject({ status: 503, body: { error: 'not-recorded' } });
+  });
+});
+
+describe('what one JWT can make Ratchet do', () => {
+  it('one token asks about one operation: its retry passes, the same token over another body is 401 and polls nothing', async () => {
+    const asked: string[] = [];
+    const { app } = appWith(async (operation) => {
+      asked.push(operation.name);
+      return 'scheduled';
+    });
+    const captured = await jwtDelivery(rsa, envelope('batch.succeeded', { id: 'batches/mine' }), { audience: AUDIENCE });
+    const send = (body: string) => app.request('/webhooks/gemini', { method: 'POST', body, headers: captured.headers });
+    expect((await send(captured.body)).status).toBe(200);
+    expect((await send(captured.body)).status).toBe(200); // Gemini's retry of the same delivery
+    for (const other of ['batches/theirs-1', 'batches/theirs-2', 'batches/theirs-3']) {
+      const forged = captured.body.replace('batches/mine', other);
+      const response = await send(forged);
+      expect(response.status).toBe(401);
+      expect(await response.json()).toMatchObject({ error: 'invalid-signature', message: expect.stringMatching(/another operation/) });
+    }
+    expect(asked).toEqual(['batches/mine', 'batches/mine']);
+  });
+
+  it('JWT-only deliveries together ask at most jwtPollsPerMinute polls: then 429 with Retry-After', async () => {
+    const asked = vi.fn(async () => 'scheduled' as const);
+    const { app } = appWith(asked, 2);
+    for (const id of ['batches/r1', 'batches/r2']) expect((await deliverJwt(app, envelope('batch.succeeded', { id }))).status).toBe(200);
+    const { body, headers } = await jwtDelivery(rsa, envelope('batch.succeeded', { id: 'batches/r3' }), { audience: AUDIENCE });
+    const refused = await app.request('/webhooks/gemini', { method: 'POST', body, headers });
+    expect(refused.status).toBe(429);
+    expect(Number(refused.headers.get('retry-after'))).toBeGreaterThanOrEqual(1);
+    expect(await refused.json()).toMatchObject({ error: 'rate-limited' });
+    expect(asked).toHaveBeenCalledTimes(2);
   });
 });
 

@@ -1,0 +1,308 @@
+/**
+ * Who may use the one-machine runtime, in front of the shared HTTP app:
+ *
+ * - `POST /webhooks/gemini` is open (its signature is its credential), and
+ *   `GET /healthz` needs no token.
+ * - Every other route answers only to a Host this Ratchet serves (127.0.0.1,
+ *   localhost, [::1], PUBLIC_URL's hosts: 421 otherwise, which stops DNS
+ *   rebinding), only to an Origin among those (403), and only with a
+ *   credential (401 `{"error":"unauthorized"}`): `Authorization: Bearer
+ *   <token>`, or the console's session cookie, which a state-changing request
+ *   must pair with its CSRF token (`x-csrf-token`).
+ * - The console signs in from a one-time link (`loginLink`, printed at start)
+ *   or with the token pasted into `/login`: a session cookie follows
+ *   (HttpOnly, SameSite=Strict, Secure behind HTTPS, 12 h).
+ * - Tracking (`POST /operations`) is rate-limited per credential (429 with
+ *   Retry-After).
+ *
+ * Every answer carries the security headers (Hono's secure-headers: a CSP
+ * whose only script and style are the console's own, by nonce; no framing;
+ * nosniff; no referrer) and `Cache-Control: no-store`.
+ */
+import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import type { Context, Hono, MiddlewareHandler } from 'hono';
+import { bearerAuth } from 'hono/bearer-auth';
+import { getCookie, setCookie } from 'hono/cookie';
+import { NONCE, secureHeaders } from 'hono/secure-headers';
+import { TokenBucket } from '../../lambda/http/token-bucket.ts';
+import { FAILURES, type Failure, failureBody } from '../../lambda/http/webhook.ts';
+import { escapeHtml, page } from '../console/view.ts';
+
+const SESSION_COOKIE = 'ratchet_session';
+const SESSION_MS = 12 * 3_600_000;
+const LOGIN_CODE_MS = 15 * 60_000;
+/** Open routes: the signature is the webhook's credential; a health check needs none. */
+const OPEN = [
+  { method: 'POST', path: '/webhooks/gemini' },
+  { method: 'GET', path: '/healthz' },
+];
+const LOOPBACK_HOSTS = ['127.0.0.1', 'localhost', '[::1]'];
+
+export interface AccessOptions {
+  tokens: readonly string[];
+  /** PUBLIC_URL: where this Ratchet is reached from outside (a proxy in front), one or more. */
+  publicUrls: readonly URL[];
+  /** Tracks a credential may make per minute (its burst too). */
+  trackRatePerMinute: number;
+  logger: Logger;
+  clock?: () => number;
+}
+
+interface Session {
+  csrf: string;
+  expiresAt: number;
+  /** Which token signed it in (rate limits are per credential). */
+  principal: string;
+}
+
+export class AccessGuard {
+  private readonly sessions = new Map<string, Session>();
+  private readonly loginCodes = new Map<string, { expiresAt: number; next: string }>();
+  private readonly digests: Buffer[];
+  private readonly tracking: TokenBucket;
+  private readonly clock: () => number;
+  private readonly allowedHosts: Set<string>;
+  private allowedOrigins = new Set<string>();
+
+  constructor(private readonly options: AccessOptions) {
+    this.clock = options.clock ?? Date.now;
+    this.digests = options.tokens.map(digest);
+    this.tracking = new TokenBucket(options.trackRatePerMinute, 60_000, this.clock);
+    this.allowedHosts = new Set([...LOOPBACK_HOSTS, ...options.publicUrls.map((url) => url.hostname)]);
+  }
+
+  /** Once listening: the loopback origins on this port, beside PUBLIC_URL's. */
+  listeningOn(port: number): void {
+    this.allowedOrigins = new Set([
+      ...LOOPBACK_HOSTS.map((host) => `http://${host}:${port}`),
+      ...this.options.publicUrls.map((url) => url.origin),
+    ]);
+  }
+
+  /** Whether a browser page at `origin` may call this Ratchet: a loopback origin on its port, or PUBLIC_URL's. */
+  originAllowed(origin: string): boolean {
+    return this.allowedOrigins.has(origin);
+  }
+
+  /** A link that signs the console in once, within 15 minutes, then opens `next` (a path of the console, default `/`). */
+  loginLink(baseUrl: string, next = '/'): string {
+    const code = randomBytes(24).toString('base64url');
+    this.loginCodes.set(code, { expiresAt: this.clock() + LOGIN_CODE_MS, next: localPath(next) });
+    return `${baseUrl}/login?code=${code}`;
+  }
+
+  /** The security headers, the checks and the sign-in routes, on `app` before any other route. */
+  install(app: Hono): void {
+    app.use(
+      '*',
+      secureHeaders({
+        contentSecurityPolicy: {
+          defaultSrc: ["'none'"],
+          scriptSrc: [NONCE],
+          styleSrc: [NONCE],
+          connectSrc: ["'self'"],
+          formAction: ["'self'"],
+          frameAncestors: ["'none'"],
+          baseUri: ["'none'"],
+        },
+        xFrameOptions: 'DENY',
+        referrerPolicy: 'no-referrer',
+        // The proxy that terminates TLS sets HSTS for its own name: Ratchet speaks plain HTTP behind it.
+        strictTransportSecurity: false,
+      }),
+    );
+    app.use('*', async (c, next) => {
+      await next();
+      c.header('cache-control', 'no-store');
+    });
+    app.use('*', this.check());
+    app.get('/login', (c) => this.loginWithCode(c));
+    app.post('/login', (c) => this.loginWithToken(c));
+    app.post('/logout', (c) => {
+      const id = getCookie(c, SESSION_COOKIE);
+      if (id) this.sessions.delete(id);
+      setCookie(c, SESSION_COOKIE, '', { path: '/', httpOnly: true, sameSite: 'Strict', maxAge: 0 });
+      return c.redirect('/login', 303);
+    });
+  }
+
+  private check(): MiddlewareHandler {
+    const bearer = bearerAuth({
+      verifyToken: (token) => this.matches(token),
+      noAuthenticationHeader: { message: (c) => this.unauthorized(c, 'Authorization: Bearer <token> is required') },
+      invalidAuthenticationHeader: { message: (c) => this.unauthorized(c, 'Authorization must be Bearer <token>') },
+      invalidToken: { message: (c) => this.unauthorized(c, 'the token is not one this Ratchet accepts') },
+    });
+    return async (c, next) => {
+      if (OPEN.some((route) => route.method === c.req.method && route.path === c.req.path)) return next();
+      const host = c.req.header('host') ?? '';
+      if (!this.allowedHosts.has(hostnameOf(host))) {
+        this.options.logger.warn('request for a host this Ratchet does not serve refused', { host: host.slice(0, 200), path: c.req.path });
+        return fail(
+          'misdirected-request',
+          `${host.slice(0, 100) || 'no Host'} is not a host this Ratchet serves (PUBLIC_URL names the public ones)`,
+        );
+      }
+      if (!this.fromAllowedPage(c)) {
+        this.options.logger.warn('request from a foreign origin refused', {
+          origin: c.req.header('origin')?.slice(0, 200),
+          site: c.req.header('sec-fetch-site'),
+          path: c.req.path,
+        });
+        return fail('foreign-origin', 'requests from another origin are refused');
+      }
+      if (c.req.path === '/login' || c.req.path === '/logout') return next();
+      if (c.req.header('authorization') !== undefined) {
+        return bearer(c, async () => {
+          if (this.overTrackingRate(c, principalOf(c.req.header('authorization') as string))) return;
+          await next();
+        });
+      }
+      const session = this.sessionOf(c);
+      if (!session) return this.unauthorized(c, 'Authorization: Bearer <token> is required');
+      if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !sameSecret(c.req.header('x-csrf-token') ?? '', session.csrf)) {
+        return fail('unauthorized', 'a signed-in console request that changes something must carry its x-csrf-token');
+      }
+      if (this.overTrackingRate(c, session.principal)) return c.res;
+      c.set('csrfToken' as never, session.csrf as never);
+      await next();
+    };
+  }
+
+  /**
+   * Whether a request a browser may have sent comes from this Ratchet's own
+   * pages. An Origin must be one of the allowed origins; `Origin: null` is what
+   * a browser sends for its own form posts and fetches under `Referrer-Policy:
+   * no-referrer`, so it passes only where the browser's Fetch Metadata says
+   * same-origin. Any other site's request (`Sec-Fetch-Site: same-site` covers
+   * localhost's other ports) is refused, but a link followed from elsewhere
+   * (it carries no session cookie: SameSite=Strict).
+   */
+  private fromAllowedPage(c: Context): boolean {
+    const origin = c.req.header('origin');
+    const site = c.req.header('sec-fetch-site');
+    if (origin === 'null') {
+      if (site !== 'same-origin') return false;
+    } else if (origin !== undefined && !this.originAllowed(origin)) return false;
+    const followedLink = c.req.method === 'GET' && c.req.header('sec-fetch-mode') === 'navigate';
+    return !((site === 'cross-site' || site === 'same-site') && !followedLink);
+  }
+
+  /** True (the 429 already set on `c`) when this credential tracked too much this minute. */
+  private overTrackingRate(c: Context, principal: string): boolean {
+    if (c.req.method !== 'POST' || c.req.path !== '/operations') return false;
+    const waitMs = this.tracking.take(principal);
+    if (waitMs === 0) return false;
+    c.res = fail('rate-limited', `too many tracks with this credential: at most ${this.options.trackRatePerMinute} a minute`);
+    c.res.headers.set('retry-after', String(Math.ceil(waitMs / 1000)));
+    return true;
+  }
+
+  /** Compares with every token, each in constant time, so neither timing nor the count tells which was close. */
+  private matches(token: string): boolean {
+    const given = digest(token);
+    let found = false;
+    for (const expected of this.digests) found = timingSafeEqual(given, expected) || found;
+    return found;
+  }
+
+  private sessionOf(c: Context): Session | undefined {
+    const id = getCookie(c, SESSION_COOKIE);
+    const session = id ? this.sessions.get(id) : undefined;
+    if (!session) return undefined;
+    if (session.expiresAt <= this.clock()) {
+      this.sessions.delete(id as string);
+      return undefined;
+    }
+    return session;
+  }
+
+  private startSession(c: Context, principal: string, next = '/'): Response {
+    for (const [id, session] of this.sessions) if (session.expiresAt <= this.clock()) this.sessions.delete(id);
+    const id = randomBytes(32).toString('base64url');
+    this.sessions.set(id, { csrf: randomBytes(24).toString('base64url'), expiresAt: this.clock() + SESSION_MS, principal });
+    setCookie(c, SESSION_COOKIE, id, {
+      path: '/',
+      httpOnly: true,
+      sameSite: 'Strict',
+      secure: this.overHttps(c),
+      maxAge: SESSION_MS / 1000,
+    });
+    return c.redirect(next, 303);
+  }
+
+  private loginWithCode(c: Context): Response {
+    const code = c.req.query('code');
+    if (code === undefined) return this.loginPage(c, 200);
+    const link = this.loginCodes.get(code);
+    this.loginCodes.delete(code);
+    for (const [other, { expiresAt }] of this.loginCodes) if (expiresAt <= this.clock()) this.loginCodes.delete(other);
+    if (!link || link.expiresAt <= this.clock()) return this.loginPage(c, 401, 'This sign-in link was used already, or has expired.');
+    return this.startSession(c, 'login-link', link.next);
+  }
+
+  private async loginWithToken(c: Context): Promise<Response> {
+    const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
+    const token = typeof form.token === 'string' ? form.token.trim() : '';
+    if (!token || !this.matches(token)) return this.loginPage(c, 401, 'That is not a token this Ratchet accepts.');
+    return this.startSession(c, principalOf(`Bearer ${token}`));
+  }
+
+  private unauthorized(c: Context, message: string): Response {
+    const wantsPage =
+      c.req.method === 'GET' &&
+      (c.req.path === '/' || c.req.path.startsWith('/console/')) &&
+      /text\/html/.test(c.req.header('accept') ?? '');
+    const response = wantsPage ? this.loginPage(c, 401) : fail('unauthorized', message);
+    response.headers.set('www-authenticate', 'Bearer realm="ratchet"');
+    return response;
+  }
+
+  private loginPage(c: Context, status: 200 | 401, problem?: string): Response {
+    const nonce = c.get('secureHeadersNonce' as never) as string | undefined;
+    const body = `${problem ? `<p class="FAILED">${escapeHtml(problem)}</p>` : ''}
+<p>Open the sign-in link Ratchet printed when it started, or paste its API token (RATCHET_API_TOKEN, or the file
+<code>api-token</code> in its data folder).</p>
+<form method="post" action="/login"><p><label>API token <input type="password" name="token" autocomplete="current-password" required size="48"></label>
+<button type="submit">Sign in</button></p></form>`;
+    return c.html(page('sign in', body, { nonce }), status);
+  }
+
+  private overHttps(c: Context): boolean {
+    return c.req.header('x-forwarded-proto') === 'https' || new URL(c.req.url).protocol === 'https:';
+  }
+}
+
+function fail(failure: Failure, message: string): Response {
+  return new Response(JSON.stringify(failureBody(failure, message)), {
+    status: FAILURES[failure],
+    headers: { 'content-type': 'application/json' },
+  });
+}
+
+function digest(value: string): Buffer {
+  return createHash('sha256').update(value).digest();
+}
+
+function sameSecret(given: string, expected: string): boolean {
+  return timingSafeEqual(digest(given), digest(expected));
+}
+
+/** A credential's name for its rate limit: a digest of the token, never the token. */
+function principalOf(authorization: string): string {
+  return digest(authorization.replace(/^Bearer\s+/i, ''))
+    .toString('base64url')
+    .slice(0, 16);
+}
+
+/** Only a path of this site: never another origin (`//evil.example`, `https://…`). */
+function localPath(path: string): string {
+  return path.startsWith('/') && !path.startsWith('//') && !path.includes('\\') ? path : '/';
+}
+
+/** `example.com:3000` → `example.com`; `[::1]:3000` → `[::1]`. */
+function hostnameOf(host: string): string {
+  const match = host.toLowerCase().match(/^(\[[^\]]*\]|[^:]*)(?::\d+)?$/);
+  return match?.[1] ?? '';
+}
