@@ -9,7 +9,7 @@
  */
 import { CfnOutput, Duration, RemovalPolicy, SecretValue, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
-import { HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
+import { type CfnStage, HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
 import { AttributeType, BillingMode, StreamViewType, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
@@ -85,6 +85,12 @@ const ACCESS_LOG_FORMAT = AccessLogFormat.custom(
   }),
 );
 
+const DEFAULT_THROTTLING = {
+  webhook: { rateLimit: 150, burstLimit: 300 },
+  operations: { rateLimit: 50, burstLimit: 100 },
+  healthz: { rateLimit: 5, burstLimit: 10 },
+};
+
 /** How often reconcile runs; also its base poll interval per operation. */
 const RECONCILE_INTERVAL = Duration.minutes(1);
 
@@ -98,8 +104,27 @@ export interface RatchetProps {
    * JWT-signed deliveries are refused. `v1a` (Ed25519) deliveries need no setting.
    */
   geminiWebhookAudience?: string;
+  /**
+   * The webhook signature schemes accepted (GEMINI_WEBHOOK_SCHEMES; default
+   * all three). Leaving out the ones Gemini does not use for you (e.g.
+   * `['hmac']` for static webhooks only) means junk `v1a` or JWT signatures
+   * never make the API fetch Google's keys.
+   */
+  geminiWebhookSchemes?: Array<'hmac' | 'v1a' | 'jwt'>;
+  /**
+   * Throttling per route, so a flood on one cannot 429 the others (API
+   * Gateway's route settings; default: the webhook 150/s with bursts of 300,
+   * the IAM routes together 50/s and 100, /healthz 5/s and 10).
+   */
+  throttling?: { webhook?: RouteThrottle; operations?: RouteThrottle; healthz?: RouteThrottle };
   /** How long history entries are kept (default 90 days). */
   historyRetentionDays?: number;
+}
+
+/** Requests per second (steady) and burst of one route. */
+export interface RouteThrottle {
+  rateLimit: number;
+  burstLimit: number;
 }
 
 /** Which state changes an `onStateChange` rule matches; each list left out matches anything. */
@@ -171,7 +196,10 @@ export class Ratchet extends Construct {
       description: 'Gemini webhook and operations API',
       // The webhook route is open: a flood must not take every concurrent execution of the account.
       ...(props.apiReservedConcurrency !== 0 && { reservedConcurrentExecutions: props.apiReservedConcurrency ?? 20 }),
-      ...(props.geminiWebhookAudience && { environment: { GEMINI_WEBHOOK_AUDIENCE: props.geminiWebhookAudience } }),
+      environment: {
+        ...(props.geminiWebhookAudience && { GEMINI_WEBHOOK_AUDIENCE: props.geminiWebhookAudience }),
+        ...(props.geminiWebhookSchemes && { GEMINI_WEBHOOK_SCHEMES: props.geminiWebhookSchemes.join(',') }),
+      },
     })
       .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
       .bindIndex(this.table, LIST_INDEX, ['Query'])
@@ -179,7 +207,7 @@ export class Ratchet extends Construct {
 
     const accessLogs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.RETAIN });
     this.api = new HttpApi(this, 'HttpApi', { description: 'Ratchet', createDefaultStage: false });
-    new HttpStage(this, 'ApiStage', {
+    const stage = new HttpStage(this, 'ApiStage', {
       httpApi: this.api,
       stageName: '$default',
       autoDeploy: true,
@@ -200,8 +228,22 @@ export class Ratchet extends Construct {
           'Gemini cannot sign requests with IAM: the webhook is authenticated by its Standard Webhooks signature; healthz reveals nothing.',
       });
     }
-    this.api.addRoutes({ path: '/operations', methods: [HttpMethod.POST, HttpMethod.GET], integration, authorizer: iam });
-    this.api.addRoutes({ path: '/operations/{name+}', methods: [HttpMethod.GET], integration, authorizer: iam });
+    const guarded = [
+      ...this.api.addRoutes({ path: '/operations', methods: [HttpMethod.POST, HttpMethod.GET], integration, authorizer: iam }),
+      ...this.api.addRoutes({ path: '/operations/{name+}', methods: [HttpMethod.GET], integration, authorizer: iam }),
+    ];
+    // Each route its own throttle: anonymous webhook traffic cannot use up what the IAM routes need, nor the reverse.
+    const throttle = { ...DEFAULT_THROTTLING, ...props.throttling };
+    const settings = (limit: RouteThrottle) => ({ ThrottlingRateLimit: limit.rateLimit, ThrottlingBurstLimit: limit.burstLimit });
+    const routeSettings: Record<string, unknown> = {
+      'POST /webhooks/gemini': settings(throttle.webhook),
+      'GET /healthz': settings(throttle.healthz),
+    };
+    for (const key of ['POST /operations', 'GET /operations', 'GET /operations/{name+}'])
+      routeSettings[key] = settings(throttle.operations);
+    (stage.node.defaultChild as CfnStage).addPropertyOverride('RouteSettings', routeSettings);
+    // The route settings name routes that must exist first.
+    for (const route of [...open, ...guarded]) stage.node.addDependency(route);
 
     // Effects: the table's stream, filtered to applied state changes, in order, to the sinks.
     const ledger = new Table(this, 'EffectsLedger', {

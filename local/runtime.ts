@@ -31,7 +31,7 @@ import { WebhookHealth } from '../lambda/reconcile/webhook-health.ts';
 import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
-import { DEFAULT_DATA_DIR, openDataFolder } from './engine/data-folder.ts';
+import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, openDataFolder } from './engine/data-folder.ts';
 import { SqliteEffectsQueue } from './engine/effects-queue.ts';
 import { pruneEffectRecords, SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
 import { writeProbe } from './engine/health.ts';
@@ -130,6 +130,10 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       () => feed.prune(),
       () => history.prune(),
       () => store.pruneDecisions(),
+      () => {
+        const deleted = store.deleteUnseen(config.TRACKED_EXPIRY_DAYS * 2 * 86_400_000);
+        if (deleted > 0) logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
+      },
       () => pruneEffectRecords(db),
     ]);
     stopped.push(() => clearInterval(maintenance));
@@ -185,8 +189,6 @@ function startMaintenance(logger: Logger, tasks: Array<() => unknown>): NodeJS.T
   return setInterval(run, 3600_000).unref();
 }
 
-export const DEV_SECRET_FILE = 'dev-webhook-secret';
-
 /**
  * The development secret, kept beside the data it signs for (`DATA_DIR`, owner
  * read-only), so the one exported a minute ago still works after a restart. A
@@ -226,7 +228,16 @@ async function startReconcile(config: Config, store: SqliteOperationStore, logge
   const schedule = new LocalSchedule(
     periodMs,
     () =>
-      reconcile({ store, poller, health, discovery, logger, intervalSeconds: config.RECONCILE_INTERVAL_SECONDS, budgetMs: periodMs * 0.8 }),
+      reconcile({
+        store,
+        poller,
+        health,
+        discovery,
+        logger,
+        intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
+        budgetMs: periodMs * 0.8,
+        unseenExpiryMs: config.TRACKED_EXPIRY_DAYS * 86_400_000,
+      }),
     logger,
   );
   schedule.start();

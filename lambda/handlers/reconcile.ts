@@ -49,6 +49,7 @@ export const handler = async (_event: unknown, context: Context): Promise<Reconc
     logger,
     intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
     budgetMs: Math.max(1_000, context.getRemainingTimeInMillis() - SAFETY_MS),
+    unseenExpiryMs: config.TRACKED_EXPIRY_DAYS * 86_400_000,
   });
   for (const [name, value] of Object.entries(stats)) {
     if (value === undefined) continue;

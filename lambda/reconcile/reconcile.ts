@@ -14,7 +14,10 @@
  * - a state Gemini answers that Ratchet has no mapping for: counted
  *   (`unknownStates`), kept raw in `pollNote`, backed off like a failure, never guessed;
  * - a name that is not a well-formed name of its kind is never sent (the
- *   poller refuses it): polling stops at once (`pollNote: invalid-name`).
+ *   poller refuses it): polling stops at once (`pollNote: invalid-name`);
+ * - tracked but never observed (no state yet) for longer than
+ *   `unseenExpiryMs` (TRACKED_EXPIRY_DAYS): polling stops, unpolled
+ *   (`pollNote: expired-unseen`), so names nobody created cost no polls forever.
  *
  * Each run also reports how many Gemini webhooks pointing here Gemini has
  * disabled (checked at most hourly, see webhook-health.ts), and at most
@@ -50,6 +53,8 @@ export interface ReconcileDeps {
   health?: WebhookHealth;
   /** The hourly sweep for batches nobody tracked. */
   discovery?: BatchDiscovery;
+  /** An operation tracked this long ago and never observed is polled no more (TRACKED_EXPIRY_DAYS; default never). */
+  unseenExpiryMs?: number;
 }
 
 export interface ReconcileStats {
@@ -64,6 +69,8 @@ export interface ReconcileStats {
   deferred: number;
   /** Names the poller refused to send (not a well-formed name of their kind); polling them stopped. */
   refused: number;
+  /** Tracked, never observed, past the expiry: polling them stopped without a poll. */
+  expired: number;
   /** Answers with a state Ratchet has no mapping for (also counted in `failed`). */
   unknownStates: number;
   /** Age of the oldest open operation due this run, in seconds (0 when none): stuck jobs show here. */
@@ -91,6 +98,7 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
     conflicts: 0,
     deferred: 0,
     refused: 0,
+    expired: 0,
     unknownStates: 0,
     oldestOpenAgeSeconds: 0,
   };
@@ -133,6 +141,19 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
 
 async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, stats: ReconcileStats): Promise<void> {
   const { store, poller, logger, clock = () => new Date() } = deps;
+  if (
+    record.state === null &&
+    deps.unseenExpiryMs !== undefined &&
+    clock().getTime() - Date.parse(record.createdAt) > deps.unseenExpiryMs
+  ) {
+    stats.expired++;
+    logger.warn('tracked but never observed since it was tracked: polling stopped', {
+      operation: record.name,
+      trackedAt: record.createdAt,
+    });
+    await store.schedulePoll(record.name, record.version, { ...poll, nextPollAt: null, note: 'expired-unseen' });
+    return;
+  }
   stats.polled++;
   const reschedule = (
     fields: { unchangedPolls: number; failedPolls: number; notFoundPolls: number; note?: string },

@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { readDataFolderFile } from '../engine/data-folder.ts';
 
 export const TOKEN_FILE = 'api-token';
 /** What a bearer token may hold (RFC 6750's token68), and at least this long: a guessable token is no token. */
@@ -77,13 +78,6 @@ export function resolveApiTokens(
  * (its first), else the token file of the data folder it points at
  * (DATA_DIR, default ./.ratchet-data); undefined when there is neither.
  */
-export function tokenForCommands(env: NodeJS.ProcessEnv, defaultDataDir: string): string | undefined {
-  const fromEnv = env.RATCHET_API_TOKEN?.split(/[\s,]+/).find(Boolean);
-  if (fromEnv) return fromEnv;
-  const file = join(env.DATA_DIR || defaultDataDir, TOKEN_FILE);
-  try {
-    return readFileSync(file, 'utf8').trim() || undefined;
-  } catch {
-    return undefined;
-  }
+export function tokenForCommands(env: NodeJS.ProcessEnv): string | undefined {
+  return env.RATCHET_API_TOKEN?.split(/[\s,]+/).find(Boolean) ?? readDataFolderFile(env, TOKEN_FILE)?.split(/\s+/)[0];
 }

@@ -19,7 +19,6 @@ import { type RedriveOptions, redrive } from '../../lambda/effects/redrive.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { effectsGroupOf } from '../../lambda/store/table.ts';
 import { tokenForCommands } from '../access/api-token.ts';
-import { DEFAULT_DATA_DIR } from '../engine/data-folder.ts';
 import { failure, parseCommandLine } from './command-line.ts';
 
 const command = {
@@ -48,7 +47,7 @@ function print(letters: DeadLetter[], undecodable: Array<{ sequence: string; nam
 
 async function local(): Promise<void> {
   const url = process.env.RATCHET_URL ?? `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 3000}`;
-  const token = tokenForCommands(process.env, DEFAULT_DATA_DIR);
+  const token = tokenForCommands(process.env);
   const authorization: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
   let response: Response;
   try {

@@ -15,6 +15,21 @@ import { Sqlite } from './sqlite.ts';
 /** `./.ratchet-data` in the folder Ratchet is started in (npm start: this checkout). */
 export const DEFAULT_DATA_DIR = resolve('.ratchet-data');
 export const DB_FILE = 'ratchet.db';
+/** The development webhook secret, generated when WEBHOOK_SIGNING_SECRETS is unset (owner-only). */
+export const DEV_SECRET_FILE = 'dev-webhook-secret';
+
+/**
+ * A file of the data folder a command-line tool points at (DATA_DIR, default
+ * ./.ratchet-data), trimmed; undefined when it cannot be read. The tools find
+ * the API token and the development secret this way, as the server left them.
+ */
+export function readDataFolderFile(env: NodeJS.ProcessEnv, name: string): string | undefined {
+  try {
+    return readFileSync(join(env.DATA_DIR || DEFAULT_DATA_DIR, name), 'utf8').trim() || undefined;
+  } catch {
+    return undefined;
+  }
+}
 const LOCK_FILE = 'ratchet.lock';
 const HOLDER_FILE = 'ratchet.pid';
 /** What the runtime before the embedded engine kept in the folder (DynamoDB Local's own SQLite file). */
@@ -91,7 +106,7 @@ export function openDataFolder(dataDir: string): OpenedData {
 }
 
 /** Every file of the folder that holds data, secrets or the lock: owner-only. */
-const OWNER_ONLY_FILES = [DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, LOCK_FILE, HOLDER_FILE, 'dev-webhook-secret', 'api-token'];
+const OWNER_ONLY_FILES = [DB_FILE, `${DB_FILE}-wal`, `${DB_FILE}-shm`, LOCK_FILE, HOLDER_FILE, DEV_SECRET_FILE, 'api-token'];
 
 /** Brings `path` to `mode` if it is open to anyone else; `[path]` when it had to. */
 function ownerOnly(path: string, mode: number): string[] {

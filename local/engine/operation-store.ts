@@ -10,6 +10,7 @@
  */
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
+import { timeFromDate } from '../../lambda/core/time.ts';
 import {
   type ApplyOutcome,
   type Decision,
@@ -171,6 +172,26 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
         Date.now() - DECISION_RETENTION_DAYS * 86_400_000,
       )
       .map((row) => JSON.parse(row.decision) as Decision);
+  }
+
+  /**
+   * Deletes operations tracked more than `olderThanMs` ago and never
+   * observed (no state: reconcile stopped polling them at half that age),
+   * with their history and decisions. Returns how many.
+   */
+  deleteUnseen(olderThanMs: number, now = Date.now()): number {
+    const cutoff = timeFromDate(new Date(now - olderThanMs));
+    return this.db.write(() => {
+      const names = this.db
+        .all<{ name: string }>("SELECT name FROM operations WHERE state IS NULL AND json_extract(record, '$.createdAt') < ?", cutoff)
+        .map((row) => row.name);
+      for (const name of names) {
+        this.db.run('DELETE FROM operations WHERE name = ?', name);
+        this.db.run('DELETE FROM history WHERE name = ?', name);
+        this.db.run('DELETE FROM decisions WHERE name = ?', name);
+      }
+      return names.length;
+    });
   }
 
   /** Removes decisions past their 30 days. */

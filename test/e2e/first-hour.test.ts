@@ -12,7 +12,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEV_SECRET_FILE } from '../../local/runtime.ts';
+import { DEV_SECRET_FILE } from '../../local/engine/data-folder.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { PROJECT_ROOT, type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';
@@ -62,6 +62,12 @@ describe('the first hour', () => {
     ratchet = await startRatchet(env());
     expect(ratchet.devSecret).toBe(before);
     expect((await webhook(['batch.succeeded', 'batches/after-restart'])).code).toBe(0);
+    // Without WEBHOOK_SIGNING_SECRETS, npm run webhook signs with the secret of the data folder it points at.
+    const fromFolder = await webhook(['batch.succeeded', 'batches/from-data-dir'], { WEBHOOK_SIGNING_SECRETS: '', DATA_DIR: dataDir });
+    expect(fromFolder.output).toMatch(/^200 .*"applied":true/);
+    const elsewhere = await webhook(['batch.succeeded', 'batches/x'], { WEBHOOK_SIGNING_SECRETS: '', DATA_DIR: join(dataDir, 'none') });
+    expect(elsewhere.code).toBe(2);
+    expect(elsewhere.output).toContain('holds no development secret');
   });
 
   it('npm run webhook: exit 0 on 2xx, 1 on 401, one line when nothing listens; --id repeats a delivery, --update-time and --data shape it', async () => {

@@ -12,6 +12,7 @@ import { GenAiPoller } from '../../lambda/reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../../lambda/reconcile/reconcile.ts';
 import { DISABLED_STATE, WebhookHealth } from '../../lambda/reconcile/webhook-health.ts';
 import { pollBucketOf } from '../../lambda/store/table.ts';
+import { SqliteOperationStore } from '../../local/engine/operation-store.ts';
 import { envelope } from '../support/deliveries.ts';
 import { ENGINES, type FullStore, type StoreUnderTest } from '../support/engines.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
@@ -36,9 +37,17 @@ beforeEach(() => {
   run++;
 });
 
-const reconcileOnce = (options: { budgetMs?: number } = {}): Promise<ReconcileStats> => {
+const reconcileOnce = (options: { budgetMs?: number; unseenExpiryMs?: number } = {}): Promise<ReconcileStats> => {
   now = new Date(now.getTime() + 3 * 3600_000);
-  return reconcile({ store, poller, logger: silentLogger, clock: () => now, intervalSeconds: 60, budgetMs: options.budgetMs ?? 60_000 });
+  return reconcile({
+    store,
+    poller,
+    logger: silentLogger,
+    clock: () => now,
+    intervalSeconds: 60,
+    budgetMs: options.budgetMs ?? 60_000,
+    ...(options.unseenExpiryMs && { unseenExpiryMs: options.unseenExpiryMs }),
+  });
 };
 const track = (name: string) => store.write(trackedRecord(name, kindOfName(name), timeFromDate(now)), undefined);
 const stateOf = async (name: string) => (await store.get(name))?.state;
@@ -170,6 +179,36 @@ describe.each(ENGINES)('reconcile on $label', (engine) => {
     await reconcileOnce();
     expect(polls()).toBe(3);
     expect(await store.get(name)).toMatchObject({ state: null, version: 1 });
+  });
+
+  it('stops polling, without a poll, what was tracked and never observed past the expiry; what was observed is polled on', async () => {
+    const unseen = `batches/unseen-${run}`;
+    const seen = `batches/seen-${run}`;
+    await track(unseen);
+    await track(seen);
+    gemini.batches.set(seen, { state: 'BATCH_STATE_RUNNING', updateTime: at(1) });
+    // Gemini answers 500 for the unseen one: neither 404's nor anything else's rule stops its polling.
+    gemini.faults.set(unseen, '500');
+    const polls = (name: string) => gemini.requests.filter((r) => r === name).length;
+    const expiry = 5 * 3600_000;
+    expect((await reconcileOnce({ unseenExpiryMs: expiry })).expired).toBe(0); // 3 h after tracking
+    const polledWhileYoung = polls(unseen); // the SDK may retry a 500 within one poll
+    expect(polledWhileYoung).toBeGreaterThan(0);
+    expect(polls(seen)).toBe(1);
+    expect((await reconcileOnce({ unseenExpiryMs: expiry })).expired).toBe(1); // 6 h: past the expiry
+    expect((await reconcileOnce({ unseenExpiryMs: expiry })).expired).toBe(0); // never due again
+    expect(polls(unseen)).toBe(polledWhileYoung);
+    expect(polls(seen)).toBe(3);
+    expect(await store.get(unseen)).toMatchObject({ state: null, version: 1 });
+    expect(await store.get(seen)).toMatchObject({ state: 'RUNNING' });
+    if (store instanceof SqliteOperationStore) {
+      // The embedded engine deletes it at twice the expiry (hourly maintenance), and only it.
+      store.deleteUnseen(2 * expiry, now.getTime() - 2 * 3600_000); // 7 h after tracking (the 404s of earlier tests may go)
+      expect(await store.get(unseen)).toMatchObject({ state: null });
+      expect(store.deleteUnseen(2 * expiry, now.getTime() + 3 * 3600_000)).toBeGreaterThanOrEqual(1); // 12 h
+      expect(await store.get(unseen)).toBeUndefined();
+      expect(await store.get(seen)).toMatchObject({ state: 'RUNNING' });
+    }
   });
 
   it('polls interactions through interactions.get: every status mapped, the raw one kept, unknown ones never guessed', async () => {

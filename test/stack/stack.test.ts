@@ -224,6 +224,31 @@ describe('RatchetStack', () => {
     });
   });
 
+  it('serves no route that is neither IAM-authorized nor signature-verified (healthz, which reveals nothing, aside), each with its own throttle', () => {
+    const routes = Object.values(template.findResources('AWS::ApiGatewayV2::Route')).map((r) => r.Properties);
+    // No catch-all: API Gateway forwards only these keys, so no other path of the app is reachable.
+    expect(routes.map((r) => r.RouteKey)).not.toContain('$default');
+    expect(routes.every((r) => /^(GET|POST) \//.test(r.RouteKey))).toBe(true);
+    const open = routes.filter((r) => r.AuthorizationType !== 'AWS_IAM').map((r) => r.RouteKey);
+    expect(open.sort()).toEqual(['GET /healthz', 'POST /webhooks/gemini']);
+    // The open webhook route reaches the API function, whose app verifies every delivery's signature.
+    const integrations = template.findResources('AWS::ApiGatewayV2::Integration');
+    const webhook = routes.find((r) => r.RouteKey === 'POST /webhooks/gemini');
+    const target = (webhook.Target['Fn::Join'][1] as unknown[])[1] as { Ref: string };
+    const functionId = integrations[target.Ref]?.Properties.IntegrationUri['Fn::GetAtt'][0] as string;
+    expect(template.findResources('AWS::Lambda::Function')[functionId]?.Properties.Description).toBe('Gemini webhook and operations API');
+    const stage = Object.values(template.findResources('AWS::ApiGatewayV2::Stage'))[0];
+    const settings = stage?.Properties.RouteSettings as Record<string, { ThrottlingRateLimit: number; ThrottlingBurstLimit: number }>;
+    expect(Object.keys(settings).sort()).toEqual(routes.map((r) => r.RouteKey).sort());
+    expect(settings['POST /webhooks/gemini']).toEqual({ ThrottlingRateLimit: 150, ThrottlingBurstLimit: 300 });
+    for (const key of ['POST /operations', 'GET /operations', 'GET /operations/{name+}'])
+      expect(settings[key]).toEqual({ ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 });
+    // Route settings name routes: the stage is deployed after them.
+    const routeIds = Object.keys(template.findResources('AWS::ApiGatewayV2::Route'));
+    const dependsOn = Object.values(template.findResources('AWS::ApiGatewayV2::Stage'))[0]?.DependsOn as string[];
+    for (const id of routeIds) expect(dependsOn).toContain(id);
+  });
+
   it('creates every secret as "not configured" (never a generated value) and keeps it when the stack goes', () => {
     const secrets = template.findResources('AWS::SecretsManager::Secret');
     expect(
