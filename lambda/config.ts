@@ -81,6 +81,8 @@ const Env = z.object({
   EVENT_BUS_NAME: optional(text()),
   /** Outbound webhook: how long to wait for an answer. */
   EFFECTS_WEBHOOK_TIMEOUT_MS: withDefault(number(integer, z.positive()), 5_000),
+  /** Local runtime: at most this many connections open to the outbound webhook's receiver at once. */
+  EFFECTS_WEBHOOK_CONNECTIONS: withDefault(number(integer, z.minimum(1), z.maximum(256)), 8),
   /** Effects: first retry delay after a failed attempt, doubled per attempt. */
   EFFECTS_RETRY_BASE_MS: withDefault(number(integer, z.positive()), 1_000),
   /** Effects: the longest delay between attempts. */
@@ -106,6 +108,11 @@ const Env = z.object({
     z.string().check(z.refine((value) => webhookSchemes(value) !== undefined, `expected one or more of ${WEBHOOK_SCHEMES.join(', ')}`)),
     WEBHOOK_SCHEMES.join(','),
   ),
+  /** Local runtime: requests in flight at once; past it they are answered 503 with Retry-After at once. */
+  HTTP_MAX_IN_FLIGHT: withDefault(number(integer, z.positive()), 256),
+  /** Local runtime: a client must have sent its headers within this long, and its whole request within the next (else 408, closed). */
+  HTTP_HEADERS_TIMEOUT_MS: withDefault(number(integer, z.positive()), 10_000),
+  HTTP_REQUEST_TIMEOUT_MS: withDefault(number(integer, z.positive()), 30_000),
   PORT: withDefault(number(integer, z.minimum(0), z.maximum(65535)), 3000),
   HOST: withDefault(text(), '127.0.0.1'),
   DATA_DIR: optional(text()),

@@ -9,17 +9,12 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { serve } from '@hono/node-server';
 import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { Config } from '../lambda/config.ts';
 import { ConfigError, publicUrls } from '../lambda/config.ts';
-import { createEffectsHandler } from '../lambda/effects/process.ts';
-import { redrive } from '../lambda/effects/redrive.ts';
-import { retrySettings } from '../lambda/effects/settings.ts';
-import { WebhookSink } from '../lambda/effects/webhook-sink.ts';
 import { createApp } from '../lambda/http/app.ts';
 import type { Failure } from '../lambda/http/webhook.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
@@ -32,14 +27,16 @@ import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
 import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, openDataFolder } from './engine/data-folder.ts';
-import { SqliteEffectsQueue } from './engine/effects-queue.ts';
-import { pruneEffectRecords, SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
+import { type DerivedWork, everyHour, startDerivedProcess, startDerivedWork } from './engine/derived-work.ts';
+import { pendingEffects } from './engine/effects-queue.ts';
+import { SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
 import { writeProbe } from './engine/health.ts';
 import { SqliteHistory } from './engine/history.ts';
 import { SqliteOperationStore } from './engine/operation-store.ts';
-import { OutboxFeed } from './engine/outbox.ts';
+import { backlogOf } from './engine/outbox.ts';
 import { LocalSchedule } from './engine/schedule.ts';
 import type { Sqlite } from './engine/sqlite.ts';
+import { listen } from './http-server.ts';
 
 export const IN_MEMORY = ':memory:';
 
@@ -88,10 +85,11 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       );
     }
     const { db } = data;
+    // Reads only, here: history and the effects' records are written by the derived work (derived-work.ts).
     const history = new SqliteHistory(db, logger, config.HISTORY_RETENTION_DAYS);
-    const effects = effectsPath(config, db, logger);
-    const feed = new OutboxFeed(db, [history, ...(effects ? [effects.queue] : [])], logger);
-    const store = new SqliteOperationStore(db, () => feed.wake());
+    const effects = effectsRecords(config, db, logger);
+    let derived: DerivedWork | undefined;
+    const store = new SqliteOperationStore(db, () => derived?.wake());
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
     let schedule: LocalSchedule | undefined;
@@ -111,12 +109,12 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
       originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
       extraRoutes: (routes, { sameOriginJson, fail }) => {
-        effectsAdminRoutes(routes, { sameOriginJson, fail, effects });
+        effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (options) => (derived as DerivedWork).redrive(options) });
         consoleRoutes(routes, { store, history, effects: () => effects, reconcileOn: Boolean(config.GEMINI_API_KEY) });
       },
     });
     if (effects) {
-      const backlog = feed.backlog(effects.queue.name, 'state-change');
+      const backlog = backlogOf(db, 'effects', 'state-change');
       if (backlog !== undefined) {
         logger.warn(
           `outbound sink: first start: the ${backlog} state change(s) still in the outbox (it keeps a day) are delivered first, then new ones`,
@@ -124,24 +122,29 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
         );
       }
     }
-    feed.start();
-    stopped.push(() => feed.stop());
-    const maintenance = startMaintenance(logger, [
-      () => feed.prune(),
-      () => history.prune(),
+    // History, the effects queue and the outbound webhook: a process of their own on a data file.
+    derived = db.path === IN_MEMORY ? startDerivedWork(db, config, logger) : await startDerivedProcess(resolve(db.path), config, logger);
+    stopped.push(() => derived?.stop());
+    const maintenance = everyHour(logger, [
       () => store.pruneDecisions(),
       () => {
         const deleted = store.deleteUnseen(config.TRACKED_EXPIRY_DAYS * 2 * 86_400_000);
         if (deleted > 0) logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
       },
-      () => pruneEffectRecords(db),
     ]);
     stopped.push(() => clearInterval(maintenance));
-    if (effects) {
-      effects.queue.start(effects.handler);
-      stopped.push(() => effects.queue.stop());
-    }
-    const server = await listen(app.fetch, config.HOST, config.PORT);
+    const server = await listen(
+      app.fetch,
+      config.HOST,
+      config.PORT,
+      {
+        maxInFlight: config.HTTP_MAX_IN_FLIGHT,
+        headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
+        // Node wants the request timeout above the headers timeout.
+        requestTimeoutMs: Math.max(config.HTTP_REQUEST_TIMEOUT_MS, config.HTTP_HEADERS_TIMEOUT_MS + 1),
+      },
+      logger,
+    );
     stopped.push(
       () =>
         new Promise<void>((done) => {
@@ -172,21 +175,6 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     await stop();
     throw error;
   }
-}
-
-/** What each part keeps past its retention goes, at start and hourly (DynamoDB's TTL, on this engine). */
-function startMaintenance(logger: Logger, tasks: Array<() => unknown>): NodeJS.Timeout {
-  const run = () => {
-    for (const task of tasks) {
-      try {
-        task();
-      } catch (error) {
-        logger.warn('maintenance: old rows not removed this time', { error: (error as Error).message });
-      }
-    }
-  };
-  run();
-  return setInterval(run, 3600_000).unref();
 }
 
 /**
@@ -244,37 +232,22 @@ async function startReconcile(config: Config, store: SqliteOperationStore, logge
   return schedule;
 }
 
-export interface LocalEffects {
-  queue: SqliteEffectsQueue;
+/** What the console and the effects admin read of the effects (written by the derived work); undefined while the sink is off. */
+export interface EffectsRecords {
   ledger: SqliteEffectLedger;
   deadLetters: SqliteDeadLetters;
-  handler: ReturnType<typeof createEffectsHandler>;
+  pending: (name: string) => ReturnType<typeof pendingEffects>;
 }
 
-/**
- * The effects path, as in AWS: the outbox (the table's stream), filtered to
- * state changes -> the per-operation effects queue -> the effects handler ->
- * the outbound webhook. Off without EFFECTS_WEBHOOK_URL.
- */
-function effectsPath(config: Config, db: Sqlite, logger: Logger): LocalEffects | undefined {
+function effectsRecords(config: Config, db: Sqlite, logger: Logger): EffectsRecords | undefined {
   if (!config.EFFECTS_WEBHOOK_URL) {
     logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
     return undefined;
   }
+  // Checked here, before anything starts: the derived work would refuse it later.
   if (!config.EFFECTS_SIGNING_SECRET) throw new ConfigError('EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET (whsec_...)');
-  const [secret] = parseSigningSecrets(config.EFFECTS_SIGNING_SECRET);
-  const queue = new SqliteEffectsQueue(db, { logger });
-  const ledger = new SqliteEffectLedger(db);
-  const deadLetters = new SqliteDeadLetters(db);
-  const handler = createEffectsHandler({
-    sinks: [new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret as string, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS })],
-    ledger,
-    deadLetters,
-    queue,
-    retry: retrySettings(config),
-    logger,
-  });
-  return { queue, ledger, deadLetters, handler };
+  parseSigningSecrets(config.EFFECTS_SIGNING_SECRET);
+  return { ledger: new SqliteEffectLedger(db), deadLetters: new SqliteDeadLetters(db), pending: (name) => pendingEffects(db, name) };
 }
 
 const RedriveRequest = z.object({ name: z.optional(z.string()), skip: z.optional(z.string()) });
@@ -285,7 +258,8 @@ function effectsAdminRoutes(
   deps: {
     sameOriginJson: MiddlewareHandler;
     fail: (failure: Failure, message: string) => Response;
-    effects: LocalEffects | undefined;
+    effects: EffectsRecords | undefined;
+    redrive: DerivedWork['redrive'];
   },
 ): void {
   const { effects } = deps;
@@ -297,18 +271,6 @@ function effectsAdminRoutes(
     if (!effects) return deps.fail('not-found', 'effects are off (EFFECTS_WEBHOOK_URL is not set)');
     const request = RedriveRequest.safeParse(await c.req.json().catch(() => undefined));
     if (!request.success) return deps.fail('malformed-request', 'body must be {"name"?: "<operation>", "skip"?: "<name>#<version>"}');
-    const result = await redrive(
-      effects.deadLetters,
-      (letter) => effects.queue.send([JSON.parse(letter.record)], { redriven: true }),
-      request.data,
-    );
-    return c.json(result);
-  });
-}
-
-function listen(fetch: Parameters<typeof serve>[0]['fetch'], hostname: string, port: number) {
-  return new Promise<ReturnType<typeof serve>>((resolveServer, reject) => {
-    const server = serve({ fetch, hostname, port }, () => resolveServer(server));
-    server.once('error', reject);
+    return c.json(await deps.redrive(request.data));
   });
 }

@@ -62,7 +62,8 @@ export const PACKAGES: Record<string, PackageSpec> = {
     substitutes: { 'lib/function-code.ts': 'lib/function-code.prebuilt.ts' },
     functions: ['lambda/handlers/api.ts', 'lambda/handlers/effects.ts', 'lambda/handlers/reconcile.ts', 'lambda/handlers/history.ts'],
   },
-  server: { entries: { ratchet: 'local/cli/ratchet.ts' }, types: false },
+  // derived-process: the embedded engine's second process (history, effects), forked by the runtime.
+  server: { entries: { ratchet: 'local/cli/ratchet.ts', 'derived-process': 'local/engine/derived-process.ts' }, types: false },
 };
 
 interface Manifest {

@@ -3,9 +3,14 @@ import { Webhook } from 'standardwebhooks';
 import { type EffectSink, SinkError } from './sinks.ts';
 import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
 
+/** One POST of a signed effect; resolves with the answer's status, rejects when none came (a timeout included). */
+export type Post = (request: { headers: Record<string, string>; body: string; timeoutMs: number }) => Promise<{ status: number }>;
+
 export interface WebhookSinkOptions {
   timeoutMs?: number;
   clock?: () => Date;
+  /** How the POST is sent: default `fetch` (in Lambda); the embedded engine passes a keep-alive pool (local/engine/outbound-pool.ts). */
+  post?: Post;
 }
 
 /**
@@ -27,31 +32,32 @@ export class WebhookSink implements EffectSink {
   }
 
   async deliver(transition: Transition): Promise<void> {
-    const { timeoutMs = 5_000, clock = () => new Date() } = this.options;
+    const { timeoutMs = 5_000, clock = () => new Date(), post = this.fetchPost } = this.options;
     const id = idempotencyKey(transition);
     const body = JSON.stringify(stateChangedEvent(transition));
     const now = clock();
-    let response: Response;
+    const headers = {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+      'webhook-signature': this.signer.sign(id, now, body),
+    };
+    let response: { status: number };
     try {
-      response = await fetch(this.url, {
-        method: 'POST',
-        body,
-        redirect: 'manual',
-        headers: {
-          'content-type': 'application/json',
-          'webhook-id': id,
-          'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
-          'webhook-signature': this.signer.sign(id, now, body),
-        },
-        signal: AbortSignal.timeout(timeoutMs),
-      });
-      await response.arrayBuffer().catch(() => undefined);
+      response = await post({ headers, body, timeoutMs });
     } catch (error) {
-      const reason = (error as Error).name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : (error as Error).message;
+      const timedOut = ['TimeoutError', 'HeadersTimeoutError', 'BodyTimeoutError'].includes((error as Error).name);
+      const reason = timedOut ? `no answer within ${timeoutMs} ms` : (error as Error).message;
       throw new SinkError(`webhook ${id} not delivered: ${reason}`);
     }
     if (response.status >= 200 && response.status < 300) return;
     const redirect = response.status >= 300 && response.status < 400 ? ' (redirects are not followed)' : '';
     throw new SinkError(`webhook ${id} not delivered: answered ${response.status}${redirect}`, { permanent: response.status === 410 });
   }
+
+  private readonly fetchPost: Post = async ({ headers, body, timeoutMs }) => {
+    const response = await fetch(this.url, { method: 'POST', body, redirect: 'manual', headers, signal: AbortSignal.timeout(timeoutMs) });
+    await response.arrayBuffer().catch(() => undefined);
+    return { status: response.status };
+  };
 }

@@ -40,6 +40,8 @@ export const FAILURES = {
   'not-recorded': 503,
   /** No usable signing secret yet: Gemini retries for 24 h, so nothing is lost while setup finishes. */
   'not-configured': 503,
+  /** Too many requests in flight (the local runtime's HTTP server, before the app): Retry-After says when. */
+  overloaded: 503,
   /** The published keys for dynamic-webhook signatures cannot be fetched: the delivery cannot be judged now. */
   'keys-unavailable': 503,
   'not-found': 404,

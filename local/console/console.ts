@@ -16,14 +16,16 @@ import type { DeadLetter, DeadLetters } from '../../lambda/effects/dead-letters.
 import type { EffectLedger } from '../../lambda/effects/ledger.ts';
 import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
 import type { Decision, OperationView } from '../../lambda/store/operation-store.ts';
-import type { SqliteEffectsQueue } from '../engine/effects-queue.ts';
+import type { pendingEffects } from '../engine/effects-queue.ts';
 import type { SqliteOperationStore } from '../engine/operation-store.ts';
 import { escapeHtml, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
 
 export interface ConsoleDeps {
   store: Pick<SqliteOperationStore, 'counts' | 'consoleList' | 'describe' | 'decisions'>;
   history: Pick<HistoryLog, 'list'>;
-  effects: () => { deadLetters: DeadLetters; queue: Pick<SqliteEffectsQueue, 'pending'>; ledger: EffectLedger } | undefined;
+  effects: () =>
+    | { deadLetters: DeadLetters; pending: (name: string) => ReturnType<typeof pendingEffects>; ledger: EffectLedger }
+    | undefined;
   /** Whether reconcile polls here (a Gemini API key is set). */
   reconcileOn: boolean;
 }
@@ -243,7 +245,7 @@ async function effectStatuses(deps: ConsoleDeps, name: string, history: HistoryE
   const effects = deps.effects();
   if (!effects) return { deadLetters: [], status: () => '' };
   const deadLetters = (await effects.deadLetters.list()).filter((letter) => letter.name === name);
-  const pending = effects.queue.pending(name);
+  const pending = effects.pending(name);
   const delivered = new Set<number>();
   for (const { version } of history.filter((entry) => entry.stateChanged))
     if (await effects.ledger.isDelivered('webhook', `${name}#${version}`)) delivered.add(version);

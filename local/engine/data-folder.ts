@@ -73,7 +73,7 @@ export function openDataFolder(dataDir: string): OpenedData {
     } finally {
       probe.close();
     }
-    const db = Sqlite.open(file);
+    const db = Sqlite.open(file, { checkpoints: false });
     let migratedFrom: number;
     try {
       migratedFrom = migrate(db);

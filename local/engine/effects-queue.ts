@@ -58,19 +58,6 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
     private readonly options: EffectsQueueOptions,
   ) {}
 
-  /** What waits for one operation, in order: each message's version, attempts so far and when it is tried next (the console). */
-  pending(name: string): Array<{ version: number | undefined; receiveCount: number; retryAt: number }> {
-    return (this.groups.get(effectsGroupOf(name)) ?? []).map((message) => {
-      let version: number | undefined;
-      try {
-        version = Number((JSON.parse(message.body) as DynamoDBRecord).dynamodb?.NewImage?.version?.N);
-      } catch {
-        version = undefined;
-      }
-      return { version, receiveCount: message.receiveCount, retryAt: message.retryAt };
-    });
-  }
-
   /** Loads what a previous run left, then delivers to `handler`. */
   start(handler: EffectsHandler): void {
     for (const row of this.db.all<{
@@ -249,4 +236,26 @@ function toSqsRecord(message: Message): SQSRecord {
     eventSourceARN: 'ratchet:effects-queue',
     awsRegion: 'local',
   } as SQSRecord;
+}
+
+/**
+ * What waits for one operation, in order: each message's version, attempts so
+ * far and when it is tried next (the console). Read from the file, so any
+ * process sees it; attempts are written at each failure, not at each try.
+ */
+export function pendingEffects(db: Sqlite, name: string): Array<{ version: number | undefined; receiveCount: number; retryAt: number }> {
+  return db
+    .all<{ body: string; receive_count: number; retry_at: number }>(
+      'SELECT body, receive_count, retry_at FROM effect_messages WHERE grp = ? ORDER BY seq',
+      effectsGroupOf(name),
+    )
+    .map((row) => {
+      let version: number | undefined;
+      try {
+        version = Number((JSON.parse(row.body) as DynamoDBRecord).dynamodb?.NewImage?.version?.N);
+      } catch {
+        version = undefined;
+      }
+      return { version, receiveCount: row.receive_count, retryAt: row.retry_at };
+    });
 }

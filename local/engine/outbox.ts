@@ -62,8 +62,7 @@ export class OutboxFeed {
    * has a checkpoint.
    */
   backlog(consumer: string, writeKind: Change['writeKind']): number | undefined {
-    if (this.db.get('SELECT 1 FROM checkpoints WHERE consumer = ?', consumer)) return undefined;
-    return this.db.get<{ n: number }>('SELECT count(*) AS n FROM changes WHERE write_kind = ?', writeKind)?.n ?? 0;
+    return backlogOf(this.db, consumer, writeKind);
   }
 
   start(): void {
@@ -149,6 +148,12 @@ export class OutboxFeed {
       () => this.db.run('DELETE FROM changes WHERE at < ? AND seq <= ?', now - OUTBOX_RETENTION_MS, taken).changes,
     );
   }
+}
+
+/** See OutboxFeed.backlog: read from the file, by whichever process asks. */
+export function backlogOf(db: Sqlite, consumer: string, writeKind: Change['writeKind']): number | undefined {
+  if (db.get('SELECT 1 FROM checkpoints WHERE consumer = ?', consumer)) return undefined;
+  return db.get<{ n: number }>('SELECT count(*) AS n FROM changes WHERE write_kind = ?', writeKind)?.n ?? 0;
 }
 
 /**

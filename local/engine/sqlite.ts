@@ -34,9 +34,10 @@ export type Durability = 'durable' | 'derived';
 const SYNCHRONOUS: Record<Durability, string> = { durable: 'FULL', derived: 'NORMAL' };
 /**
  * How long a write waits for a lock another process holds before it gives up
- * (the webhook answers 503). The runtime is the file's only writer, so only a
- * foreign process (an operator's `sqlite3`) ever holds it; the wait blocks the
- * whole process, so it is short.
+ * (the webhook answers 503). The runtime and its derived-work process take
+ * turns with short transactions; beyond them only a foreign process (an
+ * operator's `sqlite3`) ever holds it. The wait blocks the whole process, so
+ * it is short.
  */
 export const BUSY_TIMEOUT_MS = 250;
 
@@ -55,12 +56,18 @@ export class Sqlite {
     readonly path: string,
   ) {}
 
-  /** `plain`: none of the engine's settings (WAL, synchronous), for the lock file and read-only copies. */
-  static open(path: string, options: { readonly?: boolean; plain?: boolean; timeoutMs?: number } = {}): Sqlite {
+  /**
+   * `plain`: none of the engine's settings (WAL, synchronous), for the lock
+   * file and read-only copies. `checkpoints: false`: this connection's commits
+   * never checkpoint the WAL (the runtime's, whose commits a webhook waits on;
+   * its derived-work process checkpoints instead).
+   */
+  static open(path: string, options: { readonly?: boolean; plain?: boolean; timeoutMs?: number; checkpoints?: boolean } = {}): Sqlite {
     const connection = new Database(path, { timeout: options.timeoutMs ?? BUSY_TIMEOUT_MS, readonly: options.readonly ?? false });
     const db = new Sqlite(connection, path);
     if (!options.readonly && !options.plain) {
       if (path !== ':memory:') connection.pragma('journal_mode = WAL');
+      if (options.checkpoints === false) connection.pragma('wal_autocheckpoint = 0');
       connection.pragma('foreign_keys = ON');
       db.syncFor('durable');
     }

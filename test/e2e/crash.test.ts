@@ -7,6 +7,7 @@
  * receiver in version order (a resend only ever with the same webhook-id),
  * and history holds every applied write.
  */
+import { spawnSync } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -153,5 +154,65 @@ describe('kill -9 during a storm', () => {
     console.log(
       `crash test: ${unanswered} deliveries unanswered and resent; ${receiver.accepted.length - receiver.applied().length} effects resent with their id`,
     );
+  });
+});
+
+/** The runtime's derived-work process (history, the effects queue, the outbound webhook): `ps` of the runtime's group. */
+function derivedProcessOf(process_: RatchetProcess): number | undefined {
+  const listing = spawnSync('ps', ['-o', 'pid=,args=', '-g', String(process_.child.pid)]).stdout.toString();
+  const line = listing.split('\n').find((l) => l.includes('derived-process'));
+  return line ? Number(line.trim().split(/\s+/)[0]) : undefined;
+}
+
+describe('kill -9 of the effects process alone', () => {
+  it('the runtime restarts it; every effect arrives once per id, in version order, and webhooks were answered throughout', {
+    timeout: 120_000,
+  }, async () => {
+    const names = Array.from({ length: 40 }, (_, i) => `interactions/derived-${i}`);
+    const kills: number[] = [];
+    let next = 0;
+    let stormOver = false;
+    const storm = Promise.all(
+      Array.from({ length: WORKERS }, async () => {
+        while (next < names.length) {
+          const name = names[next++] as string;
+          const events = [
+            envelope('interaction.requires_action', { id: name }, '2026-11-30T10:00:01Z'),
+            envelope('interaction.requires_action', { id: name }, '2026-11-30T10:00:00Z'), // older: discarded, no effect
+            envelope('interaction.completed', { id: name }, '2026-11-30T10:00:03Z'),
+          ];
+          for (const [i, payload] of events.entries()) {
+            await deliverUntilAcknowledged(payload, `${name}:${i + 1}`);
+            await sleep(40);
+          }
+        }
+      }),
+    ).finally(() => {
+      stormOver = true;
+    });
+    const unansweredBefore = unanswered;
+    for (let kill = 0; kill < 4 && !stormOver; kill++) {
+      await sleep(400);
+      await eventually(() => ![undefined, ...kills].includes(derivedProcessOf(ratchet)), 10_000, 'the effects process (re)started');
+      const pid = derivedProcessOf(ratchet) as number;
+      process.kill(pid, 'SIGKILL');
+      kills.push(pid);
+    }
+    await storm;
+    expect(kills.length).toBeGreaterThanOrEqual(2);
+    expect(new Set(kills).size).toBe(kills.length); // a new process each time
+    // The webhook never waited on it: not one delivery was refused while it was down.
+    expect(unanswered).toBe(unansweredBefore);
+    const effectsOf = (name: string) => receiver.accepted.filter((d) => d.body.data.name === name);
+    await eventually(() => names.every((name) => effectsOf(name).some((d) => d.id === `${name}#2`)), 60_000, 'every effect');
+    await sleep(500);
+    for (const name of names) {
+      const arrived = effectsOf(name).map((d) => d.id);
+      expect(
+        arrived.filter((id, i) => id !== arrived[i - 1]),
+        name,
+      ).toEqual([`${name}#1`, `${name}#2`]);
+    }
+    expect(ratchet.output()).toMatch(/effects process exited; restarting it/);
   });
 });
