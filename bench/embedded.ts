@@ -9,17 +9,20 @@
  * - the floor: a receiver that verifies the signature and answers 200;
  * - with BENCH_COMPARE_REF, the runtime at that ref (before this engine: on
  *   DynamoDB Local).
- * Then the effect lag at a fixed offered load, and the time to the ready line.
+ * The deliveries come from a load generator in a process of its own
+ * (load-generator.ts). Then the effect lag at a fixed offered load, overload at
+ * 2x and 4x Ratchet's capacity (answers, 503s, resets, what was acknowledged,
+ * recovery), RSS after many deliveries, and the time to the ready line.
  */
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Sqlite } from '../local/engine/sqlite.ts';
-import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.ts';
+import { newSecret } from '../test/support/deliveries.ts';
 import { Receiver } from '../test/support/receiver.ts';
 import { run } from './cold-start.ts';
-import { type Mix, mixes, percentile, playMix } from './mixes.ts';
-import { type Started, startProcess, stopProcess } from './processes.ts';
+import { type Mix, mixes, percentile } from './mixes.ts';
+import { childrenOf, rssMb, type Started, startGenerator, startProcess, stopProcess } from './processes.ts';
 
 type System = 'ratchet' | 'ingest' | 'seed' | 'floor' | 'ref';
 interface Sample {
@@ -39,6 +42,10 @@ export interface EmbeddedOptions {
   /** Offered load and length of the effect-lag run. */
   lagRate: number;
   lagCount: number;
+  /** Deliveries before the second RSS reading (the first is after a tenth of them). */
+  rssCount: number;
+  /** Seconds each overload run offers its load. */
+  overloadSeconds: number;
 }
 
 export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
@@ -49,6 +56,7 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
   // The reads that check final states need the API token (a comparison ref older than the token ignores it).
   const BENCH_API_TOKEN = 'bench-api-token-0123456789abcdef';
   const work = mkdtempSync(join(tmpdir(), 'ratchet-bench-embedded-'));
+  const generator = startGenerator(root);
   const runtimeEnv = (dir: string) => ({
     DATA_DIR: join(work, dir),
     PORT: '0',
@@ -82,9 +90,10 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
     };
     const seedLost = async () => ((await (await fetch(new URL('/lost', started.seed?.url))).json()) as { lost: number }).lost;
 
-    const play = async (system: System, mix: Mix): Promise<Sample> => {
+    const play = async (system: System, prefix: string, index: number): Promise<Sample> => {
+      const mix = mixes(prefix, options.size)[index] as Mix;
       const lostBefore = system === 'seed' ? await seedLost() : 0;
-      const played = await playMix(webhookUrl(system), secret, mix);
+      const played = await generator.play(webhookUrl(system), secret, prefix, options.size, index);
       return {
         perSecond: played.perSecond,
         p50: played.p50,
@@ -124,7 +133,7 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
 
     // Warm-up: JIT, page cache, DynamoDB Local's JVM for the ref.
     for (let pass = 0; pass < 2; pass++)
-      for (const system of systems) for (const mix of mixes(`warm-${pass}-${system}`, options.size)) await play(system, mix);
+      for (const system of systems) for (const i of [0, 1, 2]) await play(system, `warm-${pass}-${system}`, i);
     const samples = new Map<string, Sample[]>();
     const labels = mixes('labels', 10).map((m) => m.label);
     for (let round = 0; round < options.rounds; round++) {
@@ -132,9 +141,8 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
         // Each mix back to back on every system, the order rotating.
         const order = systems.map((_, k) => systems[(k + round + i) % systems.length] as System);
         for (const system of order) {
-          const mix = mixes(`${system}-${round}`, options.size).find((m) => m.label === label) as Mix;
           const key = `${label}|${system}`;
-          samples.set(key, [...(samples.get(key) ?? []), await play(system, mix)]);
+          samples.set(key, [...(samples.get(key) ?? []), await play(system, `${system}-${round}`, i)]);
         }
       }
     }
@@ -163,35 +171,18 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
 
     // Effect lag: fresh state changes offered at a fixed rate; from the 200 to the receiver's first acceptance.
     const lag = async (system: 'ratchet' | 'ref') => {
-      const acknowledged = new Map<string, number>();
-      const sends: Promise<void>[] = [];
-      let refused = 0;
-      const t0 = performance.now();
-      for (let i = 0; i < options.lagCount; i++) {
-        const wait = t0 + (i * 1000) / options.lagRate - performance.now();
-        if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait));
-        const name = `batches/lag-${system}-${i}`;
-        const { body, headers } = signedDelivery(secret, envelope('batch.succeeded', { id: name }));
-        sends.push(
-          fetch(webhookUrl(system), { method: 'POST', body, headers }).then(async (response) => {
-            await response.arrayBuffer();
-            if (response.status === 200) acknowledged.set(`${name}#1`, Date.now());
-            else refused++;
-          }),
-        );
-      }
-      await Promise.all(sends);
-      const offeredSeconds = (performance.now() - t0) / 1000;
+      const offered = await generator.offer(webhookUrl(system), secret, `lag-${system}`, options.lagRate, options.lagCount);
       const deadline = Date.now() + 60_000;
-      while ([...acknowledged.keys()].some((id) => !receiver.firstAcceptedAt.has(id)) && Date.now() < deadline)
+      const acknowledged = Object.entries(offered.acknowledged);
+      while (acknowledged.some(([name]) => !receiver.firstAcceptedAt.has(`${name}#1`)) && Date.now() < deadline)
         await new Promise((resolve) => setTimeout(resolve, 50));
-      const lags = [...acknowledged].map(([id, at]) => (receiver.firstAcceptedAt.get(id) ?? Number.NaN) - at);
+      const lags = acknowledged.map(([name, at]) => (receiver.firstAcceptedAt.get(`${name}#1`) ?? Number.NaN) - at);
       return {
-        achieved: options.lagCount / offeredSeconds,
+        achieved: offered.achievedRate,
         p50: percentile(lags, 0.5),
         p95: percentile(lags, 0.95),
         missing: lags.filter(Number.isNaN).length,
-        refused,
+        refused: offered.unavailable + offered.other + offered.reset,
       };
     };
     console.log(
@@ -205,6 +196,64 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
         `| ${system === 'ratchet' ? 'embedded engine' : `before (${options.compareRef})`} | ${l.achieved.toFixed(0)} | ${l.p50.toFixed(1)} | ${l.p95.toFixed(1)} | ${l.missing} | ${l.refused} |`,
       );
     }
+
+    // Overload: capacity is what Ratchet answers to fresh state changes offered faster than it can take them
+    // (open loop, 1,024 connections); then 2x and 4x that.
+    const ratchetUrl = webhookUrl('ratchet');
+    const burst = await generator.offer(ratchetUrl, secret, 'capacity', 20_000, 10_000);
+    const capacity = burst.answeredRate;
+    console.log(
+      `\nOverload (sink on): capacity ${capacity.toFixed(0)}/s (answers to 10,000 fresh state changes sent at once, p99 ${burst.p99.toFixed(0)} ms); fresh state changes offered at 2x and 4x that for ${options.overloadSeconds} s, then 0.5x (recovery: the first second answering at least 90 % of it):\n`,
+    );
+    console.log(
+      '| offered | sent/s | answered/s | p50 / p99 ms | 200 | 503 | other | reset | acknowledged, not stored | effects missing / twice | recovered within |',
+    );
+    console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+    for (const factor of [2, 4]) {
+      const rate = capacity * factor;
+      const offered = await generator.offer(ratchetUrl, secret, `over-${factor}`, rate, Math.round(rate * options.overloadSeconds));
+      const after = await generator.offer(ratchetUrl, secret, `after-${factor}`, capacity / 2, Math.round(capacity * 5));
+      const target = (capacity / 2) * 0.9;
+      const recovered = after.answeredPerSecond.findIndex((n) => n >= target);
+      const names = Object.keys(offered.acknowledged);
+      let notStored = 0;
+      for (const name of names) {
+        const record = (await (
+          await fetch(`${(started.ratchet as Started).url}/operations/${name}`, { headers: { authorization: `Bearer ${BENCH_API_TOKEN}` } })
+        ).json()) as { state?: string };
+        if (record.state !== 'SUCCEEDED') notStored++;
+      }
+      const deadline = Date.now() + 60_000;
+      while (names.some((name) => !receiver.firstAcceptedAt.has(`${name}#1`)) && Date.now() < deadline)
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      const missing = names.filter((name) => !receiver.firstAcceptedAt.has(`${name}#1`)).length;
+      const ids = new Set(names.map((name) => `${name}#1`));
+      const twice = receiver.accepted.filter((d) => ids.has(d.id)).length - (names.length - missing);
+      console.log(
+        `| ${factor}x (${rate.toFixed(0)}/s) | ${offered.achievedRate.toFixed(0)} | ${offered.answeredRate.toFixed(0)} | ${offered.p50.toFixed(0)} / ${offered.p99.toFixed(0)} | ${offered.ok} | ${offered.unavailable} | ${offered.other} | ${offered.reset} | ${notStored} | ${missing} / ${twice} | ${recovered < 0 ? 'not within 10 s' : `${recovered + 1} s`} |`,
+      );
+    }
+
+    // Memory: RSS of the runtime and of its derived-work process after a tenth of the deliveries, then after all.
+    const main = (started.ratchet as Started).child.pid as number;
+    const rss = () => {
+      const derived = childrenOf(main)[0];
+      return { main: rssMb(main), derived: derived ? rssMb(derived) : Number.NaN };
+    };
+    let sent = 0;
+    let round = 0;
+    let first: ReturnType<typeof rss> | undefined;
+    while (sent < options.rssCount) {
+      await generator.play(ratchetUrl, secret, `rss-${round++}`, options.size, 1);
+      sent += options.size;
+      if (!first && sent >= options.rssCount / 10) first = rss();
+    }
+    await new Promise((resolve) => setTimeout(resolve, 2_000));
+    const last = rss();
+    const f = first as ReturnType<typeof rss>;
+    console.log(
+      `\nRSS (storm mix, sink on): after ${(options.rssCount / 10).toLocaleString('en')} deliveries ${f.main.toFixed(0)} MB (runtime) + ${f.derived.toFixed(0)} MB (derived work); after ${options.rssCount.toLocaleString('en')}: ${last.main.toFixed(0)} MB + ${last.derived.toFixed(0)} MB (x${(last.main / f.main).toFixed(2)}, x${(last.derived / f.derived).toFixed(2)})`,
+    );
 
     // Ready time: a fresh data folder each time.
     for (const system of systems) if (system !== 'ratchet' && system !== 'ref') await stopProcess(started[system] as Started);
@@ -226,6 +275,7 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
       `\nReady line (median of 3, a new data folder each): \`npm start\` ${viaNpm.toFixed(0)} ms; \`node --import tsx local/start.ts\` ${direct.toFixed(0)} ms${refReady ? `, before ${refReady.toFixed(0)} ms (×${(direct / refReady).toFixed(2)})` : ''}`,
     );
   } finally {
+    generator.stop();
     for (const one of Object.values(started)) if (one) await stopProcess(one);
     await receiver.stop();
     if (refTree) {

@@ -3,8 +3,9 @@
  * one run (these machines are shared and noisy: read the ratios).
  *
  * 1. The embedded engine (bench/embedded.ts): Ratchet on SQLite, the seed on
- *    SQLite, the floor, and with BENCH_COMPARE_REF the runtime at that ref;
- *    effect lag at BENCH_LAG_RATE deliveries/s; time to the ready line.
+ *    SQLite, the floor, and with BENCH_COMPARE_REF the runtime at that ref,
+ *    fed by a load generator of its own; effect lag at BENCH_LAG_RATE
+ *    deliveries/s; overload at 2x and 4x; RSS; time to the ready line.
  * 2. The packages (bench/packages.ts): each tarball installed alone, and the
  *    installed server's time to its ready line beside this checkout's.
  * 3. The AWS path (bench/aws-path.ts): DynamoDB requests per delivery and
@@ -12,7 +13,8 @@
  *    then each Lambda bundle's size and cold start.
  *
  * BENCH_SECTIONS (embedded,packages,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
- * BENCH_ROUNDS (3), BENCH_LAG_RATE (500), BENCH_LAG_COUNT (2000),
+ * BENCH_ROUNDS (3), BENCH_LAG_RATE (1000), BENCH_LAG_COUNT (2000), BENCH_RSS_COUNT (100000),
+ * BENCH_OVERLOAD_SECONDS (5),
  * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset),
  * BENCH_DYNAMODB_LATENCY_MS (0; e.g. 4 models DynamoDB's network round trip).
  */
@@ -30,8 +32,10 @@ if (sections.includes('embedded')) {
     size: Number(process.env.BENCH_SIZE ?? 500),
     rounds: Number(process.env.BENCH_ROUNDS ?? 3),
     compareRef: process.env.BENCH_COMPARE_REF,
-    lagRate: Number(process.env.BENCH_LAG_RATE ?? 500),
+    lagRate: Number(process.env.BENCH_LAG_RATE ?? 1000),
     lagCount: Number(process.env.BENCH_LAG_COUNT ?? 2000),
+    rssCount: Number(process.env.BENCH_RSS_COUNT ?? 100_000),
+    overloadSeconds: Number(process.env.BENCH_OVERLOAD_SECONDS ?? 5),
   });
 }
 if (sections.includes('packages')) {

@@ -64,8 +64,17 @@ export interface Played {
   notRecorded: number;
 }
 
+/** One POST; resolves with the answer's status. */
+export type Send = (url: string, body: string, headers: Record<string, string>) => Promise<number>;
+
+const fetchSend: Send = async (url, body, headers) => {
+  const response = await fetch(url, { method: 'POST', body, headers });
+  await response.arrayBuffer();
+  return response.status;
+};
+
 /** Sends a mix's deliveries, signed, `mix.concurrency` at a time; any answer but 200 or 503 stops the bench. */
-export async function playMix(url: string, secret: string, mix: Mix): Promise<Played> {
+export async function playMix(url: string, secret: string, mix: Mix, send: Send = fetchSend): Promise<Played> {
   const latencies: number[] = [];
   let notRecorded = 0;
   let next = 0;
@@ -76,11 +85,10 @@ export async function playMix(url: string, secret: string, mix: Mix): Promise<Pl
         const delivery = mix.deliveries[next++] as Delivery;
         const { body, headers } = signedDelivery(secret, delivery.body, { id: delivery.id });
         const sent = performance.now();
-        const response = await fetch(url, { method: 'POST', body, headers });
-        await response.arrayBuffer();
+        const status = await send(url, body, headers);
         latencies.push(performance.now() - sent);
-        if (response.status === 503) notRecorded++;
-        else if (response.status !== 200) throw new Error(`${url} answered ${response.status}`);
+        if (status === 503) notRecorded++;
+        else if (status !== 200) throw new Error(`${url} answered ${status}`);
       }
     }),
   );

@@ -1,5 +1,7 @@
 /** The bench's servers: each its own process, started until its ready line, stopped with SIGTERM. */
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, fork, spawn } from 'node:child_process';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 
 export interface Started {
   url: string;
@@ -34,4 +36,49 @@ export async function stopProcess(started: Started): Promise<void> {
   const exited = new Promise((resolve) => started.child.once('exit', resolve));
   started.child.kill('SIGTERM');
   await exited;
+}
+
+/** The load generator (load-generator.ts) as a process of its own, asked one thing at a time. */
+export interface Generator {
+  play(url: string, secret: string, prefix: string, size: number, mix: number): Promise<import('./load-generator.ts').Played>;
+  offer(url: string, secret: string, prefix: string, rate: number, count: number): Promise<import('./load-generator.ts').Offered>;
+  stop(): void;
+}
+
+export function startGenerator(root: string): Generator {
+  const child = fork(join(root, 'bench/load-generator.ts'), [], { execArgv: ['--import', 'tsx'], cwd: root, stdio: 'inherit' });
+  let queue: Promise<unknown> = Promise.resolve();
+  const ask = <T>(request: import('./load-generator.ts').GeneratorRequest): Promise<T> => {
+    const asked = queue.then(
+      () =>
+        new Promise<T>((resolve, reject) => {
+          child.once('message', (reply: { ok: boolean; answer?: T; message?: string }) =>
+            reply.ok ? resolve(reply.answer as T) : reject(new Error(`load generator: ${reply.message}`)),
+          );
+          child.send(request);
+        }),
+    );
+    queue = asked.catch(() => undefined);
+    return asked;
+  };
+  return {
+    play: (url, secret, prefix, size, mix) => ask({ type: 'play', url, secret, prefix, size, mix }),
+    offer: (url, secret, prefix, rate, count) => ask({ type: 'offer', url, secret, prefix, rate, count }),
+    stop: () => child.kill(),
+  };
+}
+
+/** Resident memory of a process, in MB (Linux). */
+export function rssMb(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  return Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? Number.NaN) / 1024;
+}
+
+/** The children of a process (Linux): the runtime's derived-work process. */
+export function childrenOf(pid: number): number[] {
+  try {
+    return readFileSync(`/proc/${pid}/task/${pid}/children`, 'utf8').split(/\s+/).filter(Boolean).map(Number);
+  } catch {
+    return [];
+  }
 }

@@ -7,6 +7,12 @@
  *   503 `{"error":"overloaded"}` with `Retry-After: 1`, which Gemini retries.
  *   The connection stays open (Node reads and drops the unread body), so a
  *   sender that sent a whole request always gets an answer, never a reset.
+ * - **The webhook without a framework**: `POST /webhooks/gemini` goes
+ *   straight to its use case (lambda/http/webhook.ts, the same instance the
+ *   app's route uses), without Hono's Request, Response and streams: the
+ *   route every delivery takes costs what it checks. Its answers are the
+ *   app's (the same statuses and bodies, the same security headers), and the
+ *   same contract tests run against it.
  * - **Slow clients are closed**: headers must arrive within
  *   HTTP_HEADERS_TIMEOUT_MS and the whole request within
  *   HTTP_REQUEST_TIMEOUT_MS (Node answers 408 and closes), checked every
@@ -15,13 +21,17 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { getRequestListener } from '@hono/node-server';
-import { FAILURES, failureBody } from '../lambda/http/webhook.ts';
+import { FAILURES, failureBody, MAX_WEBHOOK_BODY_BYTES, type WebhookAnswer } from '../lambda/http/webhook.ts';
+import type { HeaderReader } from '../lambda/http/webhook-signature.ts';
+import { API_SECURITY_HEADERS } from './access/guard.ts';
 
 export interface HttpLimits {
   maxInFlight: number;
   headersTimeoutMs: number;
   requestTimeoutMs: number;
 }
+
+export type WebhookReceiver = (raw: string, headers: HeaderReader) => Promise<WebhookAnswer>;
 
 const OVERLOADED = JSON.stringify(failureBody('overloaded', 'too many requests in flight; retry after the Retry-After seconds'));
 
@@ -31,6 +41,7 @@ export function listen(
   port: number,
   limits: HttpLimits,
   logger: Logger,
+  webhook?: WebhookReceiver,
 ): Promise<Server & { inFlight(): number }> {
   const handle = getRequestListener(fetch);
   let inFlight = 0;
@@ -60,7 +71,8 @@ export function listen(
       }
       inFlight++;
       res.once('close', () => inFlight--);
-      void handle(req, res);
+      if (webhook && req.method === 'POST' && req.url === '/webhooks/gemini') void receive(req, res, webhook, logger);
+      else void handle(req, res);
     },
   ) as Server & { inFlight(): number };
   server.inFlight = () => inFlight;
@@ -71,4 +83,38 @@ export function listen(
       resolve(server);
     });
   });
+}
+
+/** `POST /webhooks/gemini`, read and answered by hand (see above). */
+async function receive(req: IncomingMessage, res: ServerResponse, webhook: WebhookReceiver, logger: Logger): Promise<void> {
+  const answer = (status: number, body: unknown, extra: Record<string, string> = {}) => {
+    if (res.headersSent) return;
+    res.writeHead(status, { 'content-type': 'application/json', ...API_SECURITY_HEADERS, ...extra }).end(JSON.stringify(body));
+  };
+  const tooLarge = () =>
+    // The rest of the body is never read: a client must not reuse this connection.
+    answer(FAILURES['payload-too-large'], failureBody('payload-too-large', `body exceeds ${MAX_WEBHOOK_BODY_BYTES} bytes`), {
+      connection: 'close',
+    });
+  try {
+    if (Number(req.headers['content-length'] ?? 0) > MAX_WEBHOOK_BODY_BYTES) return tooLarge();
+    const chunks: Buffer[] = [];
+    let size = 0;
+    for await (const chunk of req as AsyncIterable<Buffer>) {
+      size += chunk.length;
+      if (size > MAX_WEBHOOK_BODY_BYTES) return tooLarge();
+      chunks.push(chunk);
+    }
+    const headers = {
+      get: (name: string) => {
+        const value = req.headers[name];
+        return value === undefined ? null : Array.isArray(value) ? value.join(', ') : value;
+      },
+    };
+    const result = await webhook(Buffer.concat(chunks, size).toString('utf8'), headers);
+    answer(result.status, result.body, result.retryAfterSeconds === undefined ? {} : { 'retry-after': String(result.retryAfterSeconds) });
+  } catch (error) {
+    logger.error('unhandled error', { error });
+    answer(FAILURES.internal, failureBody('internal', 'internal error'));
+  }
 }

@@ -15,8 +15,9 @@ import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { Config } from '../lambda/config.ts';
 import { ConfigError, publicUrls } from '../lambda/config.ts';
+import type { OperationKind } from '../lambda/core/lifecycle.ts';
 import { createApp } from '../lambda/http/app.ts';
-import type { Failure } from '../lambda/http/webhook.ts';
+import { type Failure, receiveWebhook } from '../lambda/http/webhook.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../lambda/logger.ts';
 import { BatchDiscovery } from '../lambda/reconcile/discovery.ts';
@@ -93,17 +94,25 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
     let schedule: LocalSchedule | undefined;
-    const app = createApp({
+    const webhookDeps = {
       store,
-      queries: store,
-      history,
       decisions: store,
       receipts: store,
       verifier: new WebhookSignatureVerifier(async () => secrets, dynamicWebhooks(config)),
-      pollNow: config.GEMINI_API_KEY ? (operation) => pollNow(operation, { store, wake: async () => schedule?.runSoon() }) : undefined,
+      pollNow: config.GEMINI_API_KEY
+        ? (operation: { name: string; kind: OperationKind }) => pollNow(operation, { store, wake: async () => schedule?.runSoon() })
+        : undefined,
       jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
       logger,
       metrics,
+    };
+    // One receiver for the app's route and the server's own webhook path (local/http-server.ts).
+    const receive = receiveWebhook(webhookDeps);
+    const app = createApp({
+      ...webhookDeps,
+      receive,
+      queries: store,
+      history,
       health: writeProbe(db),
       guard: (routes) => guard.install(routes),
       // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
@@ -144,6 +153,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
         requestTimeoutMs: Math.max(config.HTTP_REQUEST_TIMEOUT_MS, config.HTTP_HEADERS_TIMEOUT_MS + 1),
       },
       logger,
+      receive,
     );
     stopped.push(
       () =>

@@ -34,6 +34,8 @@ export interface AppDeps extends WebhookDeps {
   originAllowed?: (origin: string, requestUrl: string) => boolean;
   /** Middleware in front of every route, put on the app first (the local runtime's access guard). */
   guard?: (app: Hono) => void;
+  /** The webhook's receiver, when the runtime also calls it outside the app (local/http-server.ts): one instance for both. */
+  receive?: ReturnType<typeof receiveWebhook>;
   /** Routes only one runtime has (the local runtime's effects admin), with the app's helpers. */
   extraRoutes?: (app: Hono, helpers: { sameOriginJson: MiddlewareHandler; fail: (failure: Failure, message: string) => Response }) => void;
 }
@@ -91,7 +93,7 @@ export function createApp(deps: AppDeps): Hono {
       },
     });
 
-  const receive = receiveWebhook(deps);
+  const receive = deps.receive ?? receiveWebhook(deps);
   app.post('/webhooks/gemini', limit(MAX_WEBHOOK_BODY_BYTES), async (c) => {
     const answer = await receive(await c.req.text(), c.req.raw.headers);
     if (answer.retryAfterSeconds !== undefined) c.header('retry-after', String(answer.retryAfterSeconds));

@@ -39,6 +39,20 @@ const OPEN = [
 ];
 const LOOPBACK_HOSTS = ['127.0.0.1', 'localhost', '[::1]'];
 
+/**
+ * The security headers of a JSON answer the runtime writes outside the app
+ * (the webhook's, local/http-server.ts): what secure-headers sets, less the
+ * console's nonce, which a JSON answer has no use for.
+ */
+export const API_SECURITY_HEADERS: Readonly<Record<string, string>> = {
+  'content-security-policy': "default-src 'none'; frame-ancestors 'none'; base-uri 'none'",
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'cross-origin-resource-policy': 'same-origin',
+  'cache-control': 'no-store',
+};
+
 export interface AccessOptions {
   tokens: readonly string[];
   /** PUBLIC_URL: where this Ratchet is reached from outside (a proxy in front), one or more. */

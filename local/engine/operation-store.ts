@@ -86,8 +86,19 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
     return outcome;
   }
 
-  /** One transaction: read, reduce, write. The variant is the DynamoDB store's; here the reducer decides it. */
+  /**
+   * One transaction: read, reduce, write. The variant is the DynamoDB store's; here the reducer decides it.
+   * An event the stored record already refuses is only noted (see noteDiscard): the reducer is monotone, so a
+   * refusal stays a refusal whatever is written meanwhile, and a note needs no fsync.
+   */
   async apply(event: OperationEvent, now: string): Promise<ApplyOutcome> {
+    const held = this.row(event.name);
+    const current = held && (JSON.parse(held.record) as OperationRecord);
+    const refused = applyEvent(current, event, now);
+    if (!refused.applied) {
+      await this.noteDiscard(event, refused.reason, now);
+      return { ok: false, current, legacy: false };
+    }
     const outcome = await this.db.writeGrouped((): ApplyOutcome => {
       const row = this.row(event.name);
       const current = row && (JSON.parse(row.record) as OperationRecord);
@@ -141,16 +152,17 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
    * once SUCCEEDED is stored, "after the job ended").
    */
   async noteDiscard(event: OperationEvent, heldReason: DiscardReason, now: string): Promise<void> {
+    // A note, not an accepted change: committed without an fsync of its own (it rides a durable group's when there is one).
     await this.db.writeGrouped(() => {
       const row = this.row(event.name);
       const stored = row && applyEvent(JSON.parse(row.record) as OperationRecord, event, now);
       const reason = stored && !stored.applied ? stored.reason : heldReason;
       this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason }));
-    });
+    }, 'derived');
   }
 
   async note(name: string, decision: Decision): Promise<void> {
-    await this.db.writeGrouped(() => this.decide(name, decision));
+    await this.db.writeGrouped(() => this.decide(name, decision), 'derived');
   }
 
   /** One decision, in the caller's transaction; the operation keeps its last DECISIONS_KEPT. */

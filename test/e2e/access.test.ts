@@ -106,7 +106,12 @@ describe('the API token', () => {
       }
     }
     const delivery = signedDelivery(secret, envelope('batch.succeeded', { id: 'batch_open' }));
-    expect((await fetch(`${ratchet.url}/webhooks/gemini`, { method: 'POST', ...delivery })).status).toBe(200);
+    const webhook = await fetch(`${ratchet.url}/webhooks/gemini`, { method: 'POST', ...delivery });
+    expect(webhook.status).toBe(200);
+    // The webhook's own path (local/http-server.ts) answers with the same security headers.
+    expect(webhook.headers.get('x-content-type-options')).toBe('nosniff');
+    expect(webhook.headers.get('cache-control')).toBe('no-store');
+    expect(webhook.headers.get('content-security-policy')).toContain("frame-ancestors 'none'");
     expect((await fetch(`${ratchet.url}/healthz`)).status).toBe(200);
   });
 
