@@ -28,6 +28,8 @@ export interface Offered {
   achievedRate: number;
   /** Answers (200 or 503) per second, from the first request to the last answer. */
   answeredRate: number;
+  /** 200s per second, over the same time. */
+  okRate: number;
   /** Time to each answer, p50 and p99 (ms). */
   p50: number;
   p99: number;
@@ -60,6 +62,7 @@ async function offer(request: Extract<GeneratorRequest, { type: 'offer' }>): Pro
   const result: Offered = {
     achievedRate: 0,
     answeredRate: 0,
+    okRate: 0,
     p50: 0,
     p99: 0,
     ok: 0,
@@ -98,7 +101,9 @@ async function offer(request: Extract<GeneratorRequest, { type: 'offer' }>): Pro
   }
   result.achievedRate = request.count / ((performance.now() - t0) / 1000);
   await Promise.all(sends);
-  result.answeredRate = (result.ok + result.unavailable + result.other) / ((performance.now() - t0) / 1000);
+  const seconds = (performance.now() - t0) / 1000;
+  result.answeredRate = (result.ok + result.unavailable + result.other) / seconds;
+  result.okRate = result.ok / seconds;
   result.p50 = percentile(latencies, 0.5);
   result.p99 = percentile(latencies, 0.99);
   result.answeredPerSecond = Array.from(result.answeredPerSecond, (n) => n ?? 0);

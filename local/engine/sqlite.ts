@@ -41,8 +41,35 @@ const SYNCHRONOUS: Record<Durability, string> = { durable: 'FULL', derived: 'NOR
  */
 export const BUSY_TIMEOUT_MS = 250;
 
+/** A synchronous pause of a fraction of a millisecond (Atomics.wait on a value that never changes). */
+const PAUSE = new Int32Array(new SharedArrayBuffer(4));
+const BUSY_RETRY_MS = 0.2;
+
+/**
+ * `attempt`, again every 0.2 ms while SQLite answers SQLITE_BUSY, for at most
+ * `timeoutMs`. The runtime and its derived-work process pass the write lock
+ * back and forth, each holding it about a millisecond at a time: retried this
+ * way a writer gets it within a fraction of one, where SQLite's own busy
+ * handler sleeps 1, 2, 5, 10, 15, 20, 25 ms… and leaves the waiter behind a
+ * busy peer for tens of milliseconds (which showed as effect lag).
+ */
+function whileBusy<T>(timeoutMs: number, attempt: () => T): T {
+  const deadline = performance.now() + timeoutMs;
+  for (;;) {
+    try {
+      return attempt();
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (typeof code !== 'string' || !code.startsWith('SQLITE_BUSY') || performance.now() >= deadline) throw error;
+      Atomics.wait(PAUSE, 0, 0, BUSY_RETRY_MS);
+    }
+  }
+}
+
 export class Sqlite {
   private readonly statements = new Map<string, Statement>();
+  /** How long a write or read waits out another connection's lock (whileBusy); 0 for plain and read-only connections. */
+  private busyTimeoutMs = 0;
   private synchronous?: Durability;
   private group: Array<{
     work: () => unknown;
@@ -63,10 +90,14 @@ export class Sqlite {
    * its derived-work process checkpoints instead).
    */
   static open(path: string, options: { readonly?: boolean; plain?: boolean; timeoutMs?: number; checkpoints?: boolean } = {}): Sqlite {
-    const connection = new Database(path, { timeout: options.timeoutMs ?? BUSY_TIMEOUT_MS, readonly: options.readonly ?? false });
+    const engine = !options.readonly && !options.plain;
+    // The engine's connections wait for locks in whileBusy, not in SQLite's busy handler.
+    const timeout = engine ? 0 : (options.timeoutMs ?? BUSY_TIMEOUT_MS);
+    const connection = new Database(path, { timeout, readonly: options.readonly ?? false });
     const db = new Sqlite(connection, path);
-    if (!options.readonly && !options.plain) {
-      if (path !== ':memory:') connection.pragma('journal_mode = WAL');
+    if (engine) {
+      db.busyTimeoutMs = options.timeoutMs ?? BUSY_TIMEOUT_MS;
+      if (path !== ':memory:') whileBusy(db.busyTimeoutMs, () => connection.pragma('journal_mode = WAL'));
       if (options.checkpoints === false) connection.pragma('wal_autocheckpoint = 0');
       connection.pragma('foreign_keys = ON');
       db.syncFor('durable');
@@ -84,7 +115,8 @@ export class Sqlite {
   }
 
   all<T = Row>(sql: string, ...params: unknown[]): T[] {
-    return this.statement(sql).all(...params) as T[];
+    const statement = this.statement(sql);
+    return whileBusy(this.busyTimeoutMs, () => statement.all(...params) as T[]);
   }
 
   get<T = Row>(sql: string, ...params: unknown[]): T | undefined {
@@ -106,7 +138,7 @@ export class Sqlite {
   write<T>(work: () => T, durability: Durability = 'durable'): T {
     try {
       this.syncFor(durability);
-      this.connection.exec('BEGIN IMMEDIATE');
+      whileBusy(this.busyTimeoutMs, () => this.connection.exec('BEGIN IMMEDIATE'));
     } catch (error) {
       throw classified(error);
     }
