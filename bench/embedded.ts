@@ -157,7 +157,7 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
     console.log(
       `${options.size} deliveries per mix, ${options.rounds} interleaved rounds (medians), signed webhooks over HTTP to a process per system, Node ${process.version}; Ratchet with its outbound sink on\n`,
     );
-    const refColumns = started.ref ? ' ×before (DynamoDB Local) |' : '';
+    const refColumns = started.ref ? ` ×before (${options.compareRef}) |` : '';
     console.log(
       `| mix | Ratchet deliveries/s | ×seed on SQLite | ×floor |${refColumns} without a sink: ×seed | ×floor | p50 / p99 ms (Ratchet) | lost: seed / Ratchet 503 | wrong final: seed / Ratchet |`,
     );

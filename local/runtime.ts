@@ -28,14 +28,15 @@ import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
 import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, openDataFolder } from './engine/data-folder.ts';
-import { type DerivedWork, everyHour, startDerivedProcess, startDerivedWork } from './engine/derived-work.ts';
+import { startDerivedProcess } from './engine/derived-supervisor.ts';
+import type { DerivedWork } from './engine/derived-work.ts';
 import { pendingEffects } from './engine/effects-queue.ts';
 import { SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
 import { writeProbe } from './engine/health.ts';
 import { SqliteHistory } from './engine/history.ts';
 import { SqliteOperationStore } from './engine/operation-store.ts';
 import { backlogOf } from './engine/outbox.ts';
-import { LocalSchedule } from './engine/schedule.ts';
+import { everyHour, LocalSchedule } from './engine/schedule.ts';
 import type { Sqlite } from './engine/sqlite.ts';
 import { listen } from './http-server.ts';
 
@@ -132,7 +133,10 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       }
     }
     // History, the effects queue and the outbound webhook: a process of their own on a data file.
-    derived = db.path === IN_MEMORY ? startDerivedWork(db, config, logger) : await startDerivedProcess(resolve(db.path), config, logger);
+    derived =
+      db.path === IN_MEMORY
+        ? (await import('./engine/derived-work.ts')).startDerivedWork(db, config, logger)
+        : startDerivedProcess(resolve(db.path), config, logger);
     stopped.push(() => derived?.stop());
     const maintenance = everyHour(logger, [
       () => store.pruneDecisions(),

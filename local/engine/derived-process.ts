@@ -6,8 +6,8 @@
  * closes (the runtime stopped or was killed), it stops too.
  */
 import { createLogger } from '../../lambda/logger.ts';
-import type { DerivedWork, ToChild, ToParent } from './derived-work.ts';
-import { startDerivedWork } from './derived-work.ts';
+import type { ToChild, ToParent } from './derived-supervisor.ts';
+import { type DerivedWork, startDerivedWork } from './derived-work.ts';
 import { Sqlite } from './sqlite.ts';
 
 const send = (message: ToParent) => process.send?.(message);

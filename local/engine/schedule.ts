@@ -51,3 +51,18 @@ export class LocalSchedule {
     await this.running;
   }
 }
+
+/** What each part keeps past its retention goes, at start and hourly (DynamoDB's TTL, on this engine). */
+export function everyHour(logger: Logger, tasks: Array<() => unknown>): NodeJS.Timeout {
+  const run = () => {
+    for (const task of tasks) {
+      try {
+        task();
+      } catch (error) {
+        logger.warn('maintenance: old rows not removed this time', { error: (error as Error).message });
+      }
+    }
+  };
+  run();
+  return setInterval(run, 3600_000).unref();
+}
