@@ -7,7 +7,6 @@
  */
 import { createHash, randomBytes } from 'node:crypto';
 import { chmodSync, mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
-import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -15,6 +14,7 @@ import { RatchetClient, RatchetError } from '../../sdk/client.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { ed25519Key, KeyServer } from '../support/google-keys.ts';
 import { type RatchetProcess, runToExit, startRatchet, TEST_API_TOKEN } from '../support/ratchet-process.ts';
+import { type RawAnswer, rawRequest } from '../support/raw-http.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
 
 const ROTATED = 'second-token-for-rotation-0123';
@@ -49,22 +49,9 @@ afterAll(async () => {
 });
 
 /** A request with any Host header (fetch sets Host itself): what a DNS-rebinding page or a proxy sends. */
-function raw(
-  url: string,
-  options: { method?: string; path: string; headers?: Record<string, string>; body?: string },
-): Promise<{ status: number; body: string; headers: Record<string, string | string[] | undefined> }> {
+function raw(url: string, options: { method?: string; path: string; headers?: Record<string, string>; body?: string }): Promise<RawAnswer> {
   const { hostname, port } = new URL(url);
-  return new Promise((resolve, reject) => {
-    const req = request({ hostname, port, method: options.method ?? 'GET', path: options.path, headers: options.headers }, (res) => {
-      let body = '';
-      res.on('data', (chunk) => {
-        body += chunk;
-      });
-      res.on('end', () => resolve({ status: res.statusCode as number, body, headers: res.headers }));
-    });
-    req.on('error', reject);
-    req.end(options.body);
-  });
+  return rawRequest({ hostname, port, method: options.method ?? 'GET', path: options.path, headers: options.headers }, options.body);
 }
 
 const json = { 'content-type': 'application/json' };

@@ -8,13 +8,13 @@
  */
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { request } from 'node:https';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { freePort } from '../support/aws/moto.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { PROJECT_ROOT, type RatchetProcess, startRatchet, TEST_API_TOKEN } from '../support/ratchet-process.ts';
+import { type RawAnswer, rawRequest } from '../support/raw-http.ts';
 import { eventually } from '../support/receiver.ts';
 
 const caddy = spawnSync('caddy', ['version']).status === 0;
@@ -88,29 +88,20 @@ ${site.replace('ratchet.example.com', `https://${NAME}:${port}`).replaceAll('127
 function https(
   proxy: { port: number; ca: string },
   options: { method?: string; path: string; headers?: Record<string, string>; body?: string },
-): Promise<{ status: number; body: string; headers: Record<string, string | string[] | undefined> }> {
-  return new Promise((resolve, reject) => {
-    const req = request(
-      {
-        host: '127.0.0.1',
-        port: proxy.port,
-        servername: NAME,
-        ca: proxy.ca,
-        method: options.method ?? 'GET',
-        path: options.path,
-        headers: { host: `${NAME}:${proxy.port}`, ...options.headers },
-      },
-      (res) => {
-        let body = '';
-        res.on('data', (chunk) => {
-          body += chunk;
-        });
-        res.on('end', () => resolve({ status: res.statusCode as number, body, headers: res.headers }));
-      },
-    );
-    req.on('error', reject);
-    req.end(options.body);
-  });
+): Promise<RawAnswer> {
+  return rawRequest(
+    {
+      tls: true,
+      host: '127.0.0.1',
+      port: proxy.port,
+      servername: NAME,
+      ca: proxy.ca,
+      method: options.method ?? 'GET',
+      path: options.path,
+      headers: { host: `${NAME}:${proxy.port}`, ...options.headers },
+    },
+    options.body,
+  );
 }
 
 describe.skipIf(!caddy)('HTTPS in front, as docs/operations.md sets it up with Caddy', () => {

@@ -249,6 +249,24 @@ describe('RatchetStack', () => {
     for (const id of routeIds) expect(dependsOn).toContain(id);
   });
 
+  it('takes the webhook schemes and the per-route throttles as props', () => {
+    const stack = new RatchetStack(new App({ context: { 'aws:cdk:bundling-stacks': [] } }), 'Tuned', {
+      env: { account: '123456789012', region: 'eu-west-1' },
+      geminiWebhookSchemes: ['hmac'],
+      throttling: { webhook: { rateLimit: 40, burstLimit: 80 } },
+    });
+    const tuned = Template.fromStack(stack);
+    tuned.hasResourceProperties('AWS::Lambda::Function', {
+      Description: 'Gemini webhook and operations API',
+      Environment: { Variables: Match.objectLike({ GEMINI_WEBHOOK_SCHEMES: 'hmac' }) },
+    });
+    const settings = Object.values(tuned.findResources('AWS::ApiGatewayV2::Stage'))[0]?.Properties.RouteSettings;
+    expect(settings['POST /webhooks/gemini']).toEqual({ ThrottlingRateLimit: 40, ThrottlingBurstLimit: 80 });
+    expect(settings['GET /operations']).toEqual({ ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 });
+    // Left out, the API function carries no scheme setting: all three are accepted.
+    expect(JSON.stringify(template.findResources('AWS::Lambda::Function'))).not.toContain('GEMINI_WEBHOOK_SCHEMES');
+  });
+
   it('creates every secret as "not configured" (never a generated value) and keeps it when the stack goes', () => {
     const secrets = template.findResources('AWS::SecretsManager::Secret');
     expect(
