@@ -285,6 +285,11 @@ function effectsAdminRoutes(
     if (!effects) return deps.fail('not-found', 'effects are off (EFFECTS_WEBHOOK_URL is not set)');
     const request = RedriveRequest.safeParse(await c.req.json().catch(() => undefined));
     if (!request.success) return deps.fail('malformed-request', 'body must be {"name"?: "<operation>", "skip"?: "<name>#<version>"}');
-    return c.json(await deps.redrive(request.data));
+    try {
+      return c.json(await deps.redrive(request.data));
+    } catch (error) {
+      // The derived-work process is restarting, or stopped before it answered: try again (a repeat is harmless, the ledger delivers each effect once).
+      return deps.fail('not-recorded', (error as Error).message);
+    }
   });
 }

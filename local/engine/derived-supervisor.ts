@@ -72,15 +72,17 @@ export function startDerivedProcess(dbFile: string, config: Config, logger: Logg
         }
         if (stopping) return;
         failed(new Error(`the effects process exited (${signal ?? code}) before it was ready`));
-        restartMs = Date.now() - started > RESTART_CAP_MS ? RESTART_MS : Math.min(RESTART_CAP_MS, restartMs * 2);
+        // 0.5 s, then doubling while it keeps dying soon after its start; 0.5 s again after a long life.
+        const delayMs = Date.now() - started > RESTART_CAP_MS ? RESTART_MS : restartMs;
+        restartMs = Math.min(RESTART_CAP_MS, delayMs * 2);
         logger.error('effects process exited; restarting it (its work waits in the outbox and the effects queue)', {
           code,
           signal,
-          restartInMs: restartMs,
+          restartInMs: delayMs,
         });
         setTimeout(() => {
           if (!stopping) spawnChild().catch(() => undefined);
-        }, restartMs).unref();
+        }, delayMs).unref();
       });
     });
 
