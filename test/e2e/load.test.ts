@@ -130,7 +130,9 @@ describe('slow clients', () => {
     expect(body.closedAfterMs).toBeLessThan(5_000);
     expect(`${headers.answer}${body.answer}`).not.toMatch(/HTTP\/1\.1 200/);
     expect(fast.length).toBeGreaterThan(10);
-    expect(Math.max(...fast)).toBeLessThan(1_000);
+    // Answered while the slow ones were held open: well under their timeouts (a loaded CI machine has spikes).
+    expect([...fast].sort((a, b) => a - b)[Math.floor(fast.length / 2)]).toBeLessThan(500);
+    expect(Math.max(...fast)).toBeLessThan(2_000);
   });
 });
 
