@@ -19,12 +19,17 @@ export const GOOGLE_WEBHOOK_KEYS_URL = 'https://generativelanguage.googleapis.co
 /** The issuer dynamic-webhook JWTs are expected to carry unless GEMINI_WEBHOOK_ISSUER says otherwise. */
 export const GOOGLE_WEBHOOK_ISSUER = 'https://generativelanguage.googleapis.com';
 
+/** A setting that holds several values (secrets, tokens, URLs, schemes): separated by spaces or commas. */
+export function listOf(value: string): string[] {
+  return value.split(/[\s,]+/).filter(Boolean);
+}
+
 export const WEBHOOK_SCHEMES = ['hmac', 'v1a', 'jwt'] as const;
 export type WebhookScheme = (typeof WEBHOOK_SCHEMES)[number];
 
 /** `hmac,v1a` → the schemes; undefined when a value is not one (or none is given). */
 export function webhookSchemes(value: string): WebhookScheme[] | undefined {
-  const names = value.split(/[\s,]+/).filter(Boolean);
+  const names = listOf(value);
   if (names.length === 0 || names.some((name) => !(WEBHOOK_SCHEMES as readonly string[]).includes(name))) return undefined;
   return names as WebhookScheme[];
 }
@@ -32,7 +37,7 @@ export function webhookSchemes(value: string): WebhookScheme[] | undefined {
 /** PUBLIC_URL's URLs (space- or comma-separated); none when one is not http(s). */
 export function publicUrls(value: string | undefined): URL[] {
   const urls: URL[] = [];
-  for (const entry of (value ?? '').split(/[\s,]+/).filter(Boolean)) {
+  for (const entry of listOf(value ?? '')) {
     try {
       const url = new URL(entry);
       if (url.protocol !== 'http:' && url.protocol !== 'https:') return [];

@@ -42,7 +42,7 @@ export function listen(
   limits: HttpLimits,
   logger: Logger,
   webhook?: WebhookReceiver,
-): Promise<Server & { inFlight(): number }> {
+): Promise<Server> {
   const handle = getRequestListener(fetch);
   let inFlight = 0;
   let shed = 0;
@@ -74,8 +74,7 @@ export function listen(
       if (webhook && req.method === 'POST' && req.url === '/webhooks/gemini') void receive(req, res, webhook, logger);
       else void handle(req, res);
     },
-  ) as Server & { inFlight(): number };
-  server.inFlight = () => inFlight;
+  );
   return new Promise((resolve, reject) => {
     server.once('error', reject);
     server.listen(port, hostname, () => {

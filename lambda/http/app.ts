@@ -14,7 +14,7 @@ import { trackedRecord } from '../core/reducer.ts';
 import { timeFromDate } from '../core/time.ts';
 import type { HistoryLog } from '../history/history.ts';
 import { InvalidCursorError, type OperationQueries, StoreRejectedError } from '../store/operation-store.ts';
-import { FAILURES, type Failure, failureBody, MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
+import { type Failure, failureResponse, MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
 /** `{"name": …}` with a name of at most 512 bytes fits many times over. */
 export const MAX_TRACK_BODY_BYTES = 4 * 1024;
@@ -72,11 +72,7 @@ export function createApp(deps: AppDeps): Hono {
   const clock = deps.clock ?? (() => new Date());
   const app = new Hono();
   deps.guard?.(app);
-  const fail = (failure: Failure, message: string) =>
-    new Response(JSON.stringify(failureBody(failure, message)), {
-      status: FAILURES[failure],
-      headers: { 'content-type': 'application/json' },
-    });
+  const fail = failureResponse;
 
   app.get('/healthz', async (c) =>
     (await deps.health?.()) === 'unavailable' ? c.json({ status: 'degraded', store: 'unavailable' }, 503) : c.json({ status: 'ok' }),

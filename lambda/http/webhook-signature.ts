@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import { type Config, type WebhookScheme, webhookSchemes } from '../config.ts';
+import { type Config, listOf, type WebhookScheme, webhookSchemes } from '../config.ts';
 import { KeysUnavailableError, verifiesEd25519, verifyJwt, WebhookKeySet } from './webhook-keys.ts';
 
 /** A request's headers, read by name (a fetch `Headers`, or a plain object behind `get`). */
@@ -41,7 +41,7 @@ export interface ParseOptions {
  * its position (never its value).
  */
 export function parseSigningSecrets(value: string, options: ParseOptions = {}): string[] {
-  const entries = value.split(/[\s,]+/).filter(Boolean);
+  const entries = listOf(value);
   if (entries.length === 0) throw new InvalidSecretError('no webhook signing secret configured');
   const invalid: number[] = [];
   const secrets = entries.filter((secret, i) => {

@@ -53,6 +53,14 @@ export function failureBody(failure: Failure, message: string): { error: Failure
   return { error: failure, message };
 }
 
+/** A failure as the HTTP answer every route gives it: its status from FAILURES, its JSON body. */
+export function failureResponse(failure: Failure, message: string): Response {
+  return new Response(JSON.stringify(failureBody(failure, message)), {
+    status: FAILURES[failure],
+    headers: { 'content-type': 'application/json' },
+  });
+}
+
 export interface WebhookAnswer {
   status: (typeof FAILURES)[Failure] | 200;
   body: unknown;

@@ -9,6 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { listOf } from '../../lambda/config.ts';
 import { readDataFolderFile } from '../engine/data-folder.ts';
 
 export const TOKEN_FILE = 'api-token';
@@ -31,7 +32,7 @@ export interface ApiTokens {
 }
 
 export function parseTokens(value: string, what: string): string[] {
-  const tokens = value.split(/[\s,]+/).filter(Boolean);
+  const tokens = listOf(value);
   if (tokens.length === 0) throw new TokenConfigError(`${what} holds no token`);
   tokens.forEach((token, i) => {
     if (!TOKEN.test(token) || token.length < MIN_TOKEN_LENGTH)
@@ -79,5 +80,5 @@ export function resolveApiTokens(
  * (DATA_DIR, default ./.ratchet-data); undefined when there is neither.
  */
 export function tokenForCommands(env: NodeJS.ProcessEnv): string | undefined {
-  return env.RATCHET_API_TOKEN?.split(/[\s,]+/).find(Boolean) ?? readDataFolderFile(env, TOKEN_FILE)?.split(/\s+/)[0];
+  return listOf(env.RATCHET_API_TOKEN ?? '')[0] ?? listOf(readDataFolderFile(env, TOKEN_FILE) ?? '')[0];
 }

@@ -26,7 +26,7 @@ import { bearerAuth } from 'hono/bearer-auth';
 import { getCookie, setCookie } from 'hono/cookie';
 import { NONCE, secureHeaders } from 'hono/secure-headers';
 import { TokenBucket } from '../../lambda/http/token-bucket.ts';
-import { FAILURES, type Failure, failureBody } from '../../lambda/http/webhook.ts';
+import { failureResponse as fail } from '../../lambda/http/webhook.ts';
 import { escapeHtml, page } from '../console/view.ts';
 
 const SESSION_COOKIE = 'ratchet_session';
@@ -286,13 +286,6 @@ export class AccessGuard {
   private overHttps(c: Context): boolean {
     return c.req.header('x-forwarded-proto') === 'https' || new URL(c.req.url).protocol === 'https:';
   }
-}
-
-function fail(failure: Failure, message: string): Response {
-  return new Response(JSON.stringify(failureBody(failure, message)), {
-    status: FAILURES[failure],
-    headers: { 'content-type': 'application/json' },
-  });
 }
 
 function digest(value: string): Buffer {

@@ -29,7 +29,7 @@ const RESTART_MS = 500;
 const RESTART_CAP_MS = 30_000;
 
 /** The derived work in a child process on `dbFile`, restarted when it dies (after 0.5 s, doubling to 30 s while it keeps dying at start). */
-export function startDerivedProcess(dbFile: string, config: Config, logger: Logger): DerivedWork & { pid(): number | undefined } {
+export function startDerivedProcess(dbFile: string, config: Config, logger: Logger): DerivedWork {
   const script = derivedProcessScript();
   // In a checkout the script is TypeScript: run through tsx, from the checkout (where tsx is installed).
   const typescript = script.pathname.endsWith('.ts');
@@ -88,7 +88,6 @@ export function startDerivedProcess(dbFile: string, config: Config, logger: Logg
 
   spawnChild().catch(() => undefined); // its exit handler restarts it
   return {
-    pid: () => child?.pid,
     wake: () => {
       // One message per turn of the event loop, however many commits it saw.
       if (wakePending) return;

@@ -56,15 +56,6 @@ export class OutboxFeed {
     private readonly logger: Logger,
   ) {}
 
-  /**
-   * On a consumer's first start (no checkpoint yet): how many changes of
-   * `writeKind` it will take first (the outbox keeps a day). Undefined once it
-   * has a checkpoint.
-   */
-  backlog(consumer: string, writeKind: Change['writeKind']): number | undefined {
-    return backlogOf(this.db, consumer, writeKind);
-  }
-
   start(): void {
     this.wake();
   }
@@ -150,7 +141,11 @@ export class OutboxFeed {
   }
 }
 
-/** See OutboxFeed.backlog: read from the file, by whichever process asks. */
+/**
+ * On a consumer's first start (no checkpoint yet): how many changes of
+ * `writeKind` it will take first (the outbox keeps a day). Undefined once it
+ * has a checkpoint. Read from the file, by whichever process asks.
+ */
 export function backlogOf(db: Sqlite, consumer: string, writeKind: Change['writeKind']): number | undefined {
   if (db.get('SELECT 1 FROM checkpoints WHERE consumer = ?', consumer)) return undefined;
   return db.get<{ n: number }>('SELECT count(*) AS n FROM changes WHERE write_kind = ?', writeKind)?.n ?? 0;
