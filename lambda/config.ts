@@ -100,6 +100,8 @@ const Env = z.object({
   HISTORY_TABLE: optional(text()),
   /** How long history entries are kept (DynamoDB TTL). */
   HISTORY_RETENTION_DAYS: withDefault(number(z.positive()), 90),
+  /** Local runtime: how long the outbox keeps each change: how far back the change feed reaches, and what an effects sink turned on later delivers first. */
+  CHANGES_RETENTION_HOURS: withDefault(number(z.positive()), 24),
   /** Local runtime: the API tokens (space- or comma-separated, for rotation); unset: the data folder's token file. */
   RATCHET_API_TOKEN: optional(z.string()),
   /** Local runtime: the URL(s) Ratchet is reached at from outside (a TLS proxy in front); their hosts and origins are allowed. */
@@ -118,6 +120,12 @@ const Env = z.object({
   /** Local runtime: a client must have sent its headers within this long, and its whole request within the next (else 408, closed). */
   HTTP_HEADERS_TIMEOUT_MS: withDefault(number(integer, z.positive()), 10_000),
   HTTP_REQUEST_TIMEOUT_MS: withDefault(number(integer, z.positive()), 30_000),
+  /** Local runtime: long polls (`/changes`, `/operations/{name}?wait=`) and change streams held at once; past it 503 with Retry-After. */
+  FEED_MAX_WAITING: withDefault(number(integer, z.positive()), 10_000),
+  /** Local runtime: a comment line on every change stream this often, so proxies and clients see it alive. */
+  FEED_KEEP_ALIVE_SECONDS: withDefault(number(z.positive()), 15),
+  /** Local runtime: a change stream whose reader takes nothing for this long is sent a last `dropped` event and closed. */
+  FEED_STALL_SECONDS: withDefault(number(z.positive()), 30),
   PORT: withDefault(number(integer, z.minimum(0), z.maximum(65535)), 3000),
   HOST: withDefault(text(), '127.0.0.1'),
   DATA_DIR: optional(text()),

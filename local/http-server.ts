@@ -13,6 +13,9 @@
  *   route every delivery takes costs what it checks. Its answers are the
  *   app's (the same statuses and bodies, the same security headers), and the
  *   same contract tests run against it.
+ * - **Waiting is not working**: long polls and change streams (the feed's
+ *   routes, `?wait=` on an operation) are held apart, up to FEED_MAX_WAITING
+ *   at once, so a thousand idle waiters take no room from deliveries.
  * - **Slow clients are closed**: headers must arrive within
  *   HTTP_HEADERS_TIMEOUT_MS and the whole request within
  *   HTTP_REQUEST_TIMEOUT_MS (Node answers 408 and closes), checked every
@@ -27,6 +30,8 @@ import { API_SECURITY_HEADERS } from './access/guard.ts';
 
 export interface HttpLimits {
   maxInFlight: number;
+  /** Long polls and change streams held at once (counted apart: they wait, they do not work). */
+  maxWaiting: number;
   headersTimeoutMs: number;
   requestTimeoutMs: number;
 }
@@ -45,6 +50,7 @@ export function listen(
 ): Promise<Server> {
   const handle = getRequestListener(fetch);
   let inFlight = 0;
+  let waiting = 0;
   let shed = 0;
   let lastReport = 0;
   const server = createServer(
@@ -56,6 +62,18 @@ export function listen(
       keepAliveTimeout: 5_000,
     },
     (req: IncomingMessage, res: ServerResponse) => {
+      if (waits(req)) {
+        if (waiting >= limits.maxWaiting) {
+          res
+            .writeHead(FAILURES.overloaded, { 'content-type': 'application/json', 'retry-after': '1', 'cache-control': 'no-store' })
+            .end(TOO_MANY_WAITING);
+          return;
+        }
+        waiting++;
+        res.once('close', () => waiting--);
+        void handle(req, res);
+        return;
+      }
       if (inFlight >= limits.maxInFlight) {
         shed++;
         // One line a second at most, however many are shed.
@@ -82,6 +100,16 @@ export function listen(
       resolve(server);
     });
   });
+}
+
+const TOO_MANY_WAITING = JSON.stringify(
+  failureBody('overloaded', 'too many long polls and streams held; retry after the Retry-After seconds'),
+);
+
+/** A request that may be held open waiting for a change: the feed's routes and a per-operation long poll. */
+function waits(req: IncomingMessage): boolean {
+  const url = req.url ?? '';
+  return req.method === 'GET' && (url.startsWith('/changes') || (url.startsWith('/operations/') && /[?&](wait|afterVersion)=/.test(url)));
 }
 
 /** `POST /webhooks/gemini`, read and answered by hand (see above). */

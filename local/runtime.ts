@@ -38,6 +38,8 @@ import { SqliteOperationStore } from './engine/operation-store.ts';
 import { backlogOf } from './engine/outbox.ts';
 import { everyHour, LocalSchedule } from './engine/schedule.ts';
 import type { Sqlite } from './engine/sqlite.ts';
+import { ChangeFeed } from './feed/change-feed.ts';
+import { feedRoutes } from './feed/routes.ts';
 import { listen } from './http-server.ts';
 
 export const IN_MEMORY = ':memory:';
@@ -91,7 +93,11 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     const history = new SqliteHistory(db, logger, config.HISTORY_RETENTION_DAYS);
     const effects = effectsRecords(config, db, logger);
     let derived: DerivedWork | undefined;
-    const store = new SqliteOperationStore(db, () => derived?.wake());
+    const feed = new ChangeFeed(db);
+    const store = new SqliteOperationStore(db, () => {
+      derived?.wake();
+      feed.notify();
+    });
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
     let schedule: LocalSchedule | undefined;
@@ -115,12 +121,14 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       queries: store,
       history,
       health: writeProbe(db),
+      waitForVersion: (name, afterVersion, waitMs, signal) => feed.versionPast(name, afterVersion, waitMs, signal),
       guard: (routes) => guard.install(routes),
       // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
       originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
       extraRoutes: (routes, { sameOriginJson, fail }) => {
         effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (options) => (derived as DerivedWork).redrive(options) });
-        consoleRoutes(routes, { store, history, effects: () => effects, reconcileOn: Boolean(config.GEMINI_API_KEY) });
+        feedRoutes(routes, feed, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
+        consoleRoutes(routes, { store, history, feed, effects: () => effects, reconcileOn: Boolean(config.GEMINI_API_KEY) });
       },
     });
     if (effects) {
@@ -152,6 +160,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       config.PORT,
       {
         maxInFlight: config.HTTP_MAX_IN_FLIGHT,
+        maxWaiting: config.FEED_MAX_WAITING,
         headersTimeoutMs: config.HTTP_HEADERS_TIMEOUT_MS,
         // Node wants the request timeout above the headers timeout.
         requestTimeoutMs: Math.max(config.HTTP_REQUEST_TIMEOUT_MS, config.HTTP_HEADERS_TIMEOUT_MS + 1),

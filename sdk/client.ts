@@ -20,8 +20,9 @@ import type { OperationRecord, OperationResult } from '../lambda/core/reducer.ts
 import type { HistoryEntry } from '../lambda/history/history.ts';
 import type { Failure } from '../lambda/http/webhook.ts';
 import type { OperationView } from '../lambda/store/operation-store.ts';
+import type { OperationChange } from '../local/feed/change-feed.ts';
 
-export type { HistoryEntry, OperationKind, OperationRecord, OperationResult, OperationState, OperationView };
+export type { HistoryEntry, OperationChange, OperationKind, OperationRecord, OperationResult, OperationState, OperationView };
 
 /**
  * The API's error codes, and the client's own: `timeout` (waitFor ran out of
@@ -92,6 +93,42 @@ export interface WaitOptions {
   signal?: AbortSignal;
   /** Called with each newly read version of the operation while waiting. */
   onChange?: (operation: OperationView) => void;
+  /**
+   * Wait on the server's per-operation long poll (`?afterVersion=&wait=`),
+   * which answers the moment the job changes: the default against Ratchet on
+   * one machine. Where the server does not offer it (a deployed stack), or
+   * with `false`, the record is read again after 1 s, 2 s, 4 s… at most a
+   * minute apart.
+   */
+  longPoll?: boolean;
+}
+
+/** What `watch` follows: one operation, a kind, a state (the state a change wrote), or everything. */
+export interface WatchOptions {
+  name?: string;
+  kind?: OperationKind;
+  state?: OperationState;
+  /**
+   * A cursor a change gave: go on after it. Without it `watch` first yields
+   * the current record of every operation that matches (`snapshot: true`),
+   * then each change from then on.
+   */
+  after?: string;
+  signal?: AbortSignal;
+}
+
+/**
+ * One item of `watch`: a change (`snapshot: false`), or an operation as it
+ * stood when watching began or had to begin again (`snapshot: true`: the
+ * change that made its current version; versions before it are not repeated).
+ */
+export type WatchedChange = OperationChange & { snapshot: boolean };
+
+/** One page of the change feed (`GET /changes`). */
+export interface ChangePage {
+  changes: OperationChange[];
+  /** Pass it back as `after`: past every change returned and everything scanned. */
+  cursor: string;
 }
 
 /** A deployed API's own host name, `<id>.execute-api.<region>.amazonaws.com`; the region is its group. */
@@ -100,6 +137,12 @@ const EXECUTE_API_HOST = /\.execute-api\.([a-z0-9-]+)\.amazonaws\.com$/;
 /** Waits between reads in waitFor: 1 s, doubling to at most a minute. */
 export const WAIT_FIRST_MS = 1_000;
 export const WAIT_MAX_MS = 60_000;
+/** How long one long poll waits on the server (below the 30 s many proxies allow a quiet response). */
+export const LONG_POLL_SECONDS = 25;
+/** `watch` reconnects after a failure with backoff up to this, for as long as it is not aborted. */
+const RECONNECT_MAX_MS = 5_000;
+/** Set by a server that honoured `?wait=` (lambda/http/app.ts). */
+const LONG_POLL_HEADER = 'ratchet-long-poll';
 
 export class RatchetClient {
   private readonly base: string;
@@ -156,18 +199,30 @@ export class RatchetClient {
 
   /**
    * Resolves with the operation once it reaches `until`. The stored record is
-   * read first, so a change that happened before the call is never missed;
-   * then it is read again after 1 s, 2 s, 4 s… at most a minute apart. Rejects
-   * with `not-found` if Ratchet does not know the job (track it first).
+   * read first, so a change that happened before the call is never missed.
+   * Then, on Ratchet on one machine, the server holds each read until the job
+   * changes (a long poll: resolved within milliseconds of the change); where
+   * the server does not offer that, the record is read again after 1 s, 2 s,
+   * 4 s… at most a minute apart. Rejects with `not-found` if Ratchet does not
+   * know the job (track it first).
    */
   async waitFor(name: string, options: WaitOptions = {}): Promise<OperationView> {
     const { until = 'terminal', timeoutMs, signal, onChange } = options;
     const deadline = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + timeoutMs;
+    // A deployed stack (SigV4) has no long poll: no request is spent finding that out.
+    let longPoll = (options.longPoll ?? true) && !this.signer;
     let delay = WAIT_FIRST_MS;
     let seen = 0;
     for (;;) {
       signal?.throwIfAborted();
-      const operation = await this.get(name, signal ? { signal } : {});
+      let operation: OperationView | undefined;
+      if (longPoll) {
+        const wait = Math.max(0, Math.min(LONG_POLL_SECONDS, (deadline - Date.now()) / 1000));
+        const read = await this.getAfter(name, seen, wait, signal);
+        operation = read.operation;
+        // A server that ignored `wait` answered at once: poll it from now on.
+        longPoll = read.waited;
+      } else operation = await this.get(name, signal ? { signal } : {});
       if (!operation) throw new RatchetError('not-found', `Ratchet does not know ${name}: track it first`, 404);
       if (operation.version > seen) {
         seen = operation.version;
@@ -184,9 +239,135 @@ export class RatchetClient {
           undefined,
           operation,
         );
+      if (longPoll) continue;
       await sleep(Math.min(delay, left), signal);
       delay = Math.min(delay * 2, WAIT_MAX_MS);
     }
+  }
+
+  /** The record once its version passes `afterVersion`, or after `waitSeconds` unchanged; `waited` false when the server ignored the wait. */
+  private async getAfter(
+    name: string,
+    afterVersion: number,
+    waitSeconds: number,
+    signal?: AbortSignal,
+  ): Promise<{ operation: OperationView | undefined; waited: boolean }> {
+    const query = new URLSearchParams({ afterVersion: String(afterVersion), wait: waitSeconds.toFixed(3) });
+    try {
+      const { body, headers } = await this.request('GET', `/operations/${encodeName(name)}?${query}`, undefined, signal);
+      return { operation: body as OperationView, waited: headers.has(LONG_POLL_HEADER) };
+    } catch (error) {
+      if (error instanceof RatchetError && error.code === 'not-found') return { operation: undefined, waited: true };
+      throw error;
+    }
+  }
+
+  /**
+   * One page of the change feed (Ratchet on one machine): the changes after
+   * `after` that match, in commit order, at once when there are some, else
+   * after `wait` seconds (0 to 60) with none. Without `after`, the feed's
+   * head: what changes from now on. A cursor the feed no longer keeps (a day)
+   * rejects with code `cursor-expired`.
+   */
+  async changes(
+    options: { after?: string; wait?: number; name?: string; kind?: OperationKind; state?: OperationState; limit?: number } = {},
+    signal?: AbortSignal,
+  ): Promise<ChangePage> {
+    const query = new URLSearchParams();
+    for (const [key, value] of Object.entries(options)) if (value !== undefined) query.set(key, String(value));
+    return (await this.request('GET', query.size > 0 ? `/changes?${query}` : '/changes', undefined, signal)).body as ChangePage;
+  }
+
+  /**
+   * Every change that matches, as it happens: an async iterator that never
+   * ends on its own (break out of it, or abort `signal`). Without `after` it
+   * first yields the operations as they stand (`snapshot: true`), all at one
+   * cursor of the feed, then each change after it: one made while the
+   * snapshot was read comes once, never twice, never missed. Keep the
+   * `cursor` of what you handled (a snapshot's once you handled all of it) and
+   * pass it back as `after` to go on exactly where you stopped: each change is
+   * then seen once, in commit order (so in version order per operation).
+   * Failed connections and server restarts are retried until `signal` aborts.
+   * If the cursor is older than the feed keeps (a day), watching begins again
+   * with a snapshot: nothing is skipped silently.
+   */
+  async *watch(options: WatchOptions = {}): AsyncGenerator<WatchedChange, void, undefined> {
+    const { signal } = options;
+    const filter = {
+      ...(options.name !== undefined && { name: options.name }),
+      ...(options.kind && { kind: options.kind }),
+      ...(options.state && { state: options.state }),
+    };
+    let cursor = options.after;
+    let failures = 0;
+    for (;;) {
+      signal?.throwIfAborted();
+      try {
+        if (cursor === undefined) {
+          const snapshot = await this.snapshot(filter, signal);
+          for (const change of snapshot.changes) yield { ...change, snapshot: true };
+          cursor = snapshot.cursor;
+        }
+        const page = await this.changes({ ...filter, after: cursor, wait: LONG_POLL_SECONDS }, signal);
+        failures = 0;
+        for (const change of page.changes) {
+          yield { ...change, snapshot: false };
+          cursor = change.cursor;
+        }
+        cursor = page.cursor;
+      } catch (error) {
+        signal?.throwIfAborted();
+        if (!(error instanceof RatchetError)) throw error;
+        if (error.code === 'cursor-expired') {
+          cursor = undefined;
+          continue;
+        }
+        // A restart, a dropped connection, a busy server: go on from the cursor once it answers again.
+        if (error.code !== 'network' && error.status !== 503 && error.status !== 502 && error.status !== 504) throw error;
+        await sleep(Math.min(RECONNECT_MAX_MS, backoff(failures++)), signal);
+      }
+    }
+  }
+
+  /**
+   * The matching operations as they stand at one cursor of the feed, which
+   * every item carries. The records are read after a first cursor, then the
+   * feed's changes since are read up to a second, and each operation is
+   * given at its latest version: the state at that second cursor exactly, so
+   * going on after it neither repeats nor misses a change.
+   */
+  private async snapshot(
+    filter: { name?: string; kind?: OperationKind; state?: OperationState },
+    signal?: AbortSignal,
+  ): Promise<{ changes: OperationChange[]; cursor: string }> {
+    let cursor = (await this.changes({}, signal)).cursor;
+    const latest = new Map<string, OperationChange>();
+    const keep = (change: OperationChange) => {
+      if ((latest.get(change.name)?.version ?? 0) < change.version) latest.set(change.name, change);
+    };
+    if (filter.name !== undefined) {
+      const operation = await this.get(filter.name, signal ? { signal } : {});
+      if (operation) keep(asChange(operation, cursor));
+    } else {
+      let page: string | undefined;
+      do {
+        const listed = await this.list({ ...filter, limit: 100, ...(page && { cursor: page }) });
+        for (const operation of listed.operations) keep(asChange(operation, cursor));
+        page = listed.nextCursor;
+      } while (page);
+    }
+    // Whatever changed while the records were read (in any state: one may have left the state asked for).
+    const { state, ...scope } = filter;
+    for (;;) {
+      const page = await this.changes({ ...scope, after: cursor, limit: 1000 }, signal);
+      for (const change of page.changes) keep(change);
+      if (page.cursor === cursor) break;
+      cursor = page.cursor;
+    }
+    const changes = [...latest.values()]
+      .filter((change) => (!filter.kind || change.kind === filter.kind) && (!state || change.state === state))
+      .map((change) => ({ ...change, cursor }));
+    return { changes, cursor };
   }
 
   private async request(
@@ -194,7 +375,7 @@ export class RatchetClient {
     path: string,
     json?: unknown,
     signal?: AbortSignal,
-  ): Promise<{ status: number; body: unknown }> {
+  ): Promise<{ status: number; body: unknown; headers: Headers }> {
     const url = new URL(`${this.base}${path}`);
     const body = json === undefined ? undefined : JSON.stringify(json);
     for (let attempt = 0; ; attempt++) {
@@ -231,7 +412,7 @@ export class RatchetClient {
           response.status,
         );
       }
-      if (response.ok) return { status: response.status, body: parsed };
+      if (response.ok) return { status: response.status, body: parsed, headers: response.headers };
       const { error, message } = (parsed ?? {}) as { error?: string; message?: string };
       // API Gateway's own refusals (a missing or bad signature: 403 {"message": …}) carry no code of ours.
       const code = (error ?? (response.status === 403 ? 'invalid-signature' : 'unexpected-response')) as RatchetErrorCode;
@@ -246,6 +427,28 @@ export class RatchetClient {
  * out). Every call is safe to repeat: reads, and tracking (a known job is 200).
  */
 const RETRIED = new Set([429, 502, 503, 504]);
+
+/** An operation as it stands, as the change that made its current version. */
+function asChange(operation: OperationView, cursor: string): OperationChange {
+  return {
+    cursor,
+    name: operation.name,
+    kind: operation.kind,
+    version: operation.version,
+    state: operation.state,
+    previousState: operation.previousState ?? null,
+    stateChanged: operation.stateChanged,
+    writeKind: operation.source === 'track' ? 'track' : operation.stateChanged ? 'state-change' : 'refresh',
+    providerState: operation.providerState ?? null,
+    updateTime: operation.updateTime ?? null,
+    result: operation.result ?? null,
+    ...(operation.userMetadata && { userMetadata: operation.userMetadata }),
+    source: operation.source,
+    createdAt: operation.createdAt,
+    recordedAt: operation.recordedAt,
+    committedAt: operation.recordedAt,
+  };
+}
 
 /** The API's base URL, or a RatchetError naming what was given instead. */
 function httpUrl(given: unknown): URL {

@@ -3,18 +3,18 @@
  * local runtime (via @hono/node-server). Handlers are thin: parse, call one
  * use case (the webhook's is lambda/http/webhook.ts), shape the response.
  */
-import { Hono, type MiddlewareHandler } from 'hono';
+import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import * as z from 'zod/mini';
 import { OPERATION_KINDS, OPERATION_STATES } from '../core/lifecycle.ts';
 import { kindOfName, normalizeOperationName } from '../core/names.ts';
-import { trackedRecord } from '../core/reducer.ts';
+import { type OperationRecord, trackedRecord } from '../core/reducer.ts';
 import { timeFromDate } from '../core/time.ts';
 import type { HistoryLog } from '../history/history.ts';
 import { InvalidCursorError, type OperationQueries, StoreRejectedError } from '../store/operation-store.ts';
-import { type Failure, failureResponse, MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
+import { type Failure, failureBody, failureResponse, MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
 /** `{"name": …}` with a name of at most 512 bytes fits many times over. */
 export const MAX_TRACK_BODY_BYTES = 4 * 1024;
@@ -36,6 +36,14 @@ export interface AppDeps extends WebhookDeps {
   guard?: (app: Hono) => void;
   /** The webhook's receiver, when the runtime also calls it outside the app (local/http-server.ts): one instance for both. */
   receive?: ReturnType<typeof receiveWebhook>;
+  /**
+   * The per-operation long poll (`GET /operations/{name}?afterVersion=N&wait=S`; the local runtime's change feed):
+   * resolves true once `name` has a version past `afterVersion` (default: the version it has when called), false
+   * after `waitMs` or on `signal`. It must start listening synchronously, when called: the record is read after,
+   * so no change falls between. Without
+   * it (API Gateway) the two parameters are ignored and the record is answered at once.
+   */
+  waitForVersion?: (name: string, afterVersion: number | undefined, waitMs: number, signal: AbortSignal) => Promise<boolean>;
   /** Routes only one runtime has (the local runtime's effects admin), with the app's helpers. */
   extraRoutes?: (app: Hono, helpers: { sameOriginJson: MiddlewareHandler; fail: (failure: Failure, message: string) => Response }) => void;
 }
@@ -48,6 +56,26 @@ const ListQuery = z.object({
   limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(100))),
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
 });
+
+/**
+ * Set on a long poll's answer (`?wait=`) by a server that waited: the seconds it would wait. A client that sees
+ * none (API Gateway ignores the parameters) falls back to polling.
+ */
+export const LONG_POLL_HEADER = 'ratchet-long-poll';
+export const MAX_LONG_POLL_SECONDS = 60;
+
+function longPollOf(
+  afterVersion: string | undefined,
+  wait: string | undefined,
+): { field: string; message: string } | { afterVersion?: number; waitMs: number } {
+  const waitSeconds = wait === undefined ? 0 : Number(wait);
+  if (wait === '' || !Number.isFinite(waitSeconds) || waitSeconds < 0 || waitSeconds > MAX_LONG_POLL_SECONDS)
+    return { field: 'wait', message: `wait must be a number of seconds from 0 to ${MAX_LONG_POLL_SECONDS}` };
+  const version = afterVersion === undefined ? undefined : Number(afterVersion);
+  if (afterVersion === '' || (version !== undefined && !(Number.isSafeInteger(version) && version >= 0)))
+    return { field: 'afterVersion', message: 'afterVersion must be a whole number, 0 or more' };
+  return { ...(version !== undefined && { afterVersion: version }), waitMs: Math.round(waitSeconds * 1000) };
+}
 
 function tryName(value: string): string | undefined {
   try {
@@ -173,8 +201,15 @@ export function createApp(deps: AppDeps): Hono {
       name = named;
       view = suffix;
     }
+    const named = name;
+    const read = () => (queries ? queries.describe(named) : store.get(named));
+    if (view === 'record' && deps.waitForVersion && (c.req.query('wait') !== undefined || c.req.query('afterVersion') !== undefined)) {
+      const wait = longPollOf(c.req.query('afterVersion'), c.req.query('wait'));
+      if ('field' in wait) return c.json({ ...failureBody('malformed-request', wait.message), field: wait.field }, 400);
+      return longPoll(c, named, wait, read, deps.waitForVersion);
+    }
     try {
-      const record = await (queries ? queries.describe(name) : store.get(name));
+      const record = await read();
       if (!record) return fail('not-found', `no operation named ${JSON.stringify(name)}`);
       if (view === 'history' && deps.history) return c.json({ name, history: await deps.history.list(name) });
       if (view === 'decisions' && deps.decisions) return c.json({ name, decisions: await deps.decisions.decisions(name) });
@@ -184,6 +219,34 @@ export function createApp(deps: AppDeps): Hono {
       return fail('not-recorded', 'store unavailable; retry later');
     }
   });
+
+  /** Answers once the version passes `afterVersion` (default: the version read now), or after `waitMs` with the record unchanged. */
+  async function longPoll(
+    c: Context,
+    name: string,
+    wait: { afterVersion?: number; waitMs: number },
+    read: () => Promise<OperationRecord | undefined>,
+    waitForVersion: NonNullable<AppDeps['waitForVersion']>,
+  ): Promise<Response> {
+    const stop = new AbortController();
+    const abort = () => stop.abort();
+    c.req.raw.signal.addEventListener('abort', abort, { once: true });
+    try {
+      // Listening first, then reading: a change after the read is caught, one before it is in the record.
+      const listening = waitForVersion(name, wait.afterVersion, wait.waitMs, stop.signal);
+      let record = await read();
+      if (!record) return fail('not-found', `no operation named ${JSON.stringify(name)}`);
+      if ((wait.afterVersion === undefined || record.version <= wait.afterVersion) && (await listening)) record = (await read()) ?? record;
+      c.header(LONG_POLL_HEADER, String(wait.waitMs / 1000));
+      return c.json(record);
+    } catch (error) {
+      logger.error('read failed', { operation: name, error });
+      return fail('not-recorded', 'store unavailable; retry later');
+    } finally {
+      stop.abort();
+      c.req.raw.signal.removeEventListener('abort', abort);
+    }
+  }
 
   deps.extraRoutes?.(app, { sameOriginJson, fail });
   app.notFound(() => fail('not-found', 'no such route'));

@@ -45,6 +45,8 @@ export const FAILURES = {
   /** The published keys for dynamic-webhook signatures cannot be fetched: the delivery cannot be judged now. */
   'keys-unavailable': 503,
   'not-found': 404,
+  /** A change-feed cursor the feed no longer holds (local runtime): the body names the oldest one still good. */
+  'cursor-expired': 410,
   internal: 500,
 } as const satisfies Record<string, number>;
 export type Failure = keyof typeof FAILURES;

@@ -18,6 +18,7 @@ import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
 import type { Decision, OperationView } from '../../lambda/store/operation-store.ts';
 import type { pendingEffects } from '../engine/effects-queue.ts';
 import type { SqliteOperationStore } from '../engine/operation-store.ts';
+import type { ChangeFeed } from '../feed/change-feed.ts';
 import { escapeHtml, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
 
 export interface ConsoleDeps {
@@ -26,6 +27,8 @@ export interface ConsoleDeps {
   effects: () =>
     | { deadLetters: DeadLetters; pending: (name: string) => ReturnType<typeof pendingEffects>; ledger: EffectLedger }
     | undefined;
+  /** The change feed, whose stream keeps the pages live. */
+  feed: Pick<ChangeFeed, 'head' | 'cursorOf'>;
   /** Whether reconcile polls here (a Gemini API key is set). */
   reconcileOn: boolean;
 }

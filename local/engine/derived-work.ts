@@ -41,7 +41,7 @@ export interface DerivedWork {
 export function startDerivedWork(db: Sqlite, config: Config, logger: Logger): DerivedWork {
   const history = new SqliteHistory(db, logger, config.HISTORY_RETENTION_DAYS);
   const effects = effectsPath(config, db, logger);
-  const feed = new OutboxFeed(db, [history, ...(effects ? [effects.queue] : [])], logger);
+  const feed = new OutboxFeed(db, [history, ...(effects ? [effects.queue] : [])], logger, config.CHANGES_RETENTION_HOURS * 3_600_000);
   feed.start();
   effects?.queue.start(effects.handler);
   const maintenance = everyHour(logger, [() => feed.prune(), () => history.prune(), () => pruneEffectRecords(db)]);

@@ -7,8 +7,9 @@
  * its checkpoint committed, or neither did.
  *
  * Changes are kept a day after they were written (DynamoDB keeps a stream
- * 24 hours), so an effects sink turned on later first delivers that day's
- * state changes, as in AWS.
+ * 24 hours; CHANGES_RETENTION_HOURS), so an effects sink turned on later
+ * first delivers that day's state changes, as in AWS, and the change feed
+ * (local/feed) reaches a day back.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { marshall } from '@aws-sdk/util-dynamodb';
@@ -36,7 +37,6 @@ export interface OutboxConsumer {
   taken?(): void;
 }
 
-export const OUTBOX_RETENTION_MS = 24 * 3600 * 1000;
 const BATCH = 500;
 /** How long the feed gathers changes before it hands them on (effect lag pays it once). */
 const GATHER_MS = 2;
@@ -54,6 +54,7 @@ export class OutboxFeed {
     private readonly db: Sqlite,
     private readonly consumers: OutboxConsumer[],
     private readonly logger: Logger,
+    private readonly retentionMs = 24 * 3600 * 1000,
   ) {}
 
   start(): void {
@@ -135,9 +136,7 @@ export class OutboxFeed {
   /** Drops changes older than the retention that every consumer has taken. */
   prune(now = Date.now()): number {
     const taken = Math.min(...this.consumers.map((consumer) => this.checkpoint(consumer.name)));
-    return this.db.writeDerived(
-      () => this.db.run('DELETE FROM changes WHERE at < ? AND seq <= ?', now - OUTBOX_RETENTION_MS, taken).changes,
-    );
+    return this.db.writeDerived(() => this.db.run('DELETE FROM changes WHERE at < ? AND seq <= ?', now - this.retentionMs, taken).changes);
   }
 }
 

@@ -200,6 +200,21 @@ export class Sqlite {
     for (const [i, { settle }] of group.entries()) settle(outcomes[i] as { value: unknown } | { error: unknown });
   }
 
+  /**
+   * Reads that must see one state of the file together (another connection
+   * may commit between two statements otherwise): one read transaction.
+   * Never called inside a write; synchronous, so nothing of this connection
+   * interleaves.
+   */
+  read<T>(work: () => T): T {
+    this.connection.exec('BEGIN DEFERRED');
+    try {
+      return work();
+    } finally {
+      this.connection.exec('COMMIT');
+    }
+  }
+
   /** A write of what the outbox can rebuild (see Durability). */
   writeDerived<T>(work: () => T): T {
     return this.write(work, 'derived');

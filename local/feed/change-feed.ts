@@ -1,0 +1,359 @@
+/**
+ * The change feed: the outbox (local/engine/outbox.ts) read by clients, in
+ * commit order, from a cursor they hand back. Every applied write of every
+ * operation is one change there, appended in the write's own transaction, so
+ * a reader that keeps its cursor sees each change once, in order, and none is
+ * skipped: a cursor older than the outbox keeps (a day) is refused with the
+ * oldest one still good (CursorExpiredError), never read past.
+ *
+ * Waiting costs nothing per waiter while nothing changes. After each commit
+ * (the store's onChange) one read of the new rows is handed to every waiter
+ * whose filter they match: waiters on one operation are found by name, the
+ * others are checked row by row. Nothing is read when nobody waits.
+ *
+ * A cursor is `<feed id>-<seq>`: the id is this data file's own (kept in
+ * `notes`), so a cursor from another data folder is refused, not misread.
+ */
+import { randomBytes } from 'node:crypto';
+import type { OperationKind, OperationState } from '../../lambda/core/lifecycle.ts';
+import { kindOfName } from '../../lambda/core/names.ts';
+import type { OperationRecord } from '../../lambda/core/reducer.ts';
+import type { Change } from '../engine/outbox.ts';
+import type { Sqlite } from '../engine/sqlite.ts';
+
+/** One applied write, as the feed carries it: the record it wrote (the effect body's fields among them), and where it sits. */
+export interface OperationChange {
+  /** This change's place in the feed: pass it back as `after` to read what follows it. */
+  cursor: string;
+  name: string;
+  kind: OperationKind;
+  /** The operation's version this write made: 1, 2, 3… with none skipped. */
+  version: number;
+  /** null while the operation is tracked and nothing about it was observed yet. */
+  state: OperationState | null;
+  previousState: OperationState | null;
+  /** Whether this write moved `state` (those are the writes that send an effect). */
+  stateChanged: boolean;
+  /** `track`, `state-change`, or `refresh` (a newer update time or a result, the state unchanged). */
+  writeKind: 'track' | 'state-change' | 'refresh';
+  providerState: string | null;
+  updateTime: string | null;
+  result: OperationRecord['result'];
+  /** The application's metadata (tracked with it, or the job's `user_metadata`). */
+  userMetadata?: Record<string, unknown>;
+  /** What wrote it: `webhook`, `poll` or `track`. */
+  source: OperationRecord['source'];
+  createdAt: string;
+  recordedAt: string;
+  /** When the write committed. */
+  committedAt: string;
+}
+
+export interface FeedFilter {
+  name?: string;
+  kind?: OperationKind;
+  state?: OperationState;
+}
+
+export interface FeedPage {
+  changes: OperationChange[];
+  /** Where the reader is now: past every change returned, and past what it scanned without a match. */
+  cursor: string;
+}
+
+/** A cursor the feed no longer holds (older than its retention, from another data folder, or ahead of it). */
+export class CursorExpiredError extends Error {
+  override name = 'CursorExpiredError';
+  constructor(
+    message: string,
+    /** The oldest cursor still good: reading after it returns every change the feed holds. */
+    readonly oldestCursor: string,
+  ) {
+    super(message);
+  }
+}
+
+/** How many rows one read looks at, at most, when a filter matches few (the reader then goes on from the cursor it is given). */
+const SCAN_LIMIT = 5_000;
+/** Rows handed to waiters per round after a commit. */
+const DISPATCH_BATCH = 1_000;
+const CURSOR = /^([0-9a-f]{8})-(\d{1,15})$/;
+
+interface Row {
+  seq: number;
+  name: string;
+  version: number;
+  write_kind: Change['writeKind'];
+  new_record: string;
+  at: number;
+}
+
+interface Waiter {
+  /** Changes after this seq are new to it. */
+  after: number;
+  filter: FeedFilter;
+  limit: number;
+  /** A per-operation wait: only a version past this counts. */
+  afterVersion?: number;
+  found: OperationChange[];
+  /** The last seq looked at for it. */
+  scanned: number;
+  settle: () => void;
+}
+
+export class ChangeFeed {
+  readonly id: string;
+  /** Waiters on one operation, by its name. */
+  private readonly named = new Map<string, Set<Waiter>>();
+  /** The other waiters (a kind, a state, or everything). */
+  private readonly others = new Set<Waiter>();
+  private waiting = 0;
+  /** Every row up to here has been handed to the waiters then waiting. */
+  private dispatched = 0;
+  private scheduled = false;
+
+  constructor(private readonly db: Sqlite) {
+    this.id = feedIdOf(db);
+  }
+
+  cursorOf(seq: number): string {
+    return `${this.id}-${seq}`;
+  }
+
+  /** The seq a cursor names; undefined when it is not a cursor at all (a 400). Another feed's cursor: CursorExpiredError. */
+  seqOf(cursor: string): number | undefined {
+    const match = CURSOR.exec(cursor);
+    if (!match) return undefined;
+    if (match[1] !== this.id) {
+      throw new CursorExpiredError('this cursor is from another data folder: read again from the start', this.cursorOf(this.oldestHeld()));
+    }
+    return Number(match[2]);
+  }
+
+  /** The seq of the last change committed (0 before any). */
+  head(): number {
+    return this.db.get<{ seq: number }>("SELECT seq FROM sqlite_sequence WHERE name = 'changes'")?.seq ?? 0;
+  }
+
+  /** How many waiters are held now (long polls and streams). */
+  get waiters(): number {
+    return this.waiting;
+  }
+
+  /**
+   * Up to `limit` changes after `after` that match `filter`, in commit order,
+   * and the cursor to go on from. Throws CursorExpiredError when changes after
+   * `after` are no longer held (or `after` is ahead of this feed).
+   */
+  read(after: number | undefined, filter: FeedFilter, limit: number): { changes: OperationChange[]; cursor: number } {
+    return this.db.read(() => {
+      const head = this.head();
+      if (after === undefined) return { changes: [], cursor: head };
+      const oldest = this.oldestHeld(head);
+      if (after < oldest || after > head) {
+        throw new CursorExpiredError(
+          after > head
+            ? 'this cursor is ahead of the feed (the data folder was restored from a backup?): read again'
+            : 'changes after this cursor are no longer kept (the feed keeps a day): read again, then go on from the oldest cursor',
+          this.cursorOf(oldest),
+        );
+      }
+      const changes: OperationChange[] = [];
+      let cursor = after;
+      while (cursor < head && cursor - after < SCAN_LIMIT) {
+        const rows = this.db.all<Row>(
+          'SELECT seq, name, version, write_kind, new_record, at FROM changes WHERE seq > ? ORDER BY seq LIMIT ?',
+          cursor,
+          Math.min(DISPATCH_BATCH, SCAN_LIMIT),
+        );
+        if (rows.length === 0) break;
+        for (const row of rows) {
+          cursor = row.seq;
+          if (!prefilter(row, filter)) continue;
+          const change = this.changeOf(row);
+          if (!matches(change, filter)) continue;
+          changes.push(change);
+          if (changes.length === limit) return { changes, cursor };
+        }
+      }
+      return { changes, cursor };
+    });
+  }
+
+  /**
+   * `read`, and when it finds nothing (and it read up to the head), waits up
+   * to `waitMs` for a matching change. Resolves with none after the wait, or
+   * when `signal` aborts.
+   */
+  async next(
+    after: number | undefined,
+    filter: FeedFilter,
+    limit: number,
+    waitMs: number,
+    signal?: AbortSignal,
+  ): Promise<{ changes: OperationChange[]; cursor: number }> {
+    const first = this.read(after, filter, limit);
+    if (first.changes.length > 0 || waitMs <= 0 || signal?.aborted || first.cursor < this.head()) return first;
+    const waiter = await this.hold({ after: first.cursor, filter, limit, found: [], scanned: first.cursor }, waitMs, signal);
+    return { changes: waiter.found, cursor: waiter.scanned };
+  }
+
+  /**
+   * Resolves once `name` has a version past `afterVersion` (true; default:
+   * past the version it has now), or after `waitMs` or on `signal` (false).
+   * Listens from the moment it is called, so a caller that reads the record
+   * after this call misses no change between the two.
+   */
+  versionPast(name: string, afterVersion: number | undefined, waitMs: number, signal?: AbortSignal): Promise<boolean> {
+    if (waitMs <= 0 || signal?.aborted) return Promise.resolve(false);
+    const { head, version } = this.db.read(() => ({
+      head: this.head(),
+      version: afterVersion ?? this.db.get<{ version: number }>('SELECT version FROM operations WHERE name = ?', name)?.version ?? 0,
+    }));
+    return this.hold({ after: head, filter: { name }, limit: 1, afterVersion: version, found: [], scanned: head }, waitMs, signal).then(
+      (waiter) => waiter.found.length > 0,
+    );
+  }
+
+  /** After each commit that appended changes: one read of them, soon, for every waiter. */
+  notify(): void {
+    if (this.scheduled || this.waiting === 0) return;
+    this.scheduled = true;
+    setImmediate(() => {
+      this.scheduled = false;
+      this.dispatch();
+    });
+  }
+
+  private hold(waiter: Omit<Waiter, 'settle'>, waitMs: number, signal?: AbortSignal): Promise<Waiter> {
+    return new Promise((resolve) => {
+      // Nobody waited: nothing before this waiter's cursor is owed to anyone.
+      if (this.waiting === 0) this.dispatched = waiter.after;
+      const held = waiter as Waiter;
+      const timer = setTimeout(() => held.settle(), waitMs);
+      const abort = () => held.settle();
+      held.settle = () => {
+        clearTimeout(timer);
+        signal?.removeEventListener('abort', abort);
+        this.release(held);
+        resolve(held);
+      };
+      signal?.addEventListener('abort', abort, { once: true });
+      const { name } = waiter.filter;
+      if (name) {
+        const set = this.named.get(name) ?? new Set();
+        set.add(held);
+        this.named.set(name, set);
+      } else this.others.add(held);
+      this.waiting++;
+      // A commit may have come between the waiter's read and now (none can: both are synchronous), or be pending.
+      this.notify();
+    });
+  }
+
+  private release(waiter: Waiter): void {
+    const { name } = waiter.filter;
+    const removed = name ? this.named.get(name)?.delete(waiter) : this.others.delete(waiter);
+    if (!removed) return;
+    if (name && this.named.get(name)?.size === 0) this.named.delete(name);
+    this.waiting--;
+  }
+
+  private dispatch(): void {
+    if (this.waiting === 0) return;
+    let rows: Row[];
+    try {
+      rows = this.db.all<Row>(
+        'SELECT seq, name, version, write_kind, new_record, at FROM changes WHERE seq > ? ORDER BY seq LIMIT ?',
+        this.dispatched,
+        DISPATCH_BATCH,
+      );
+    } catch {
+      // The file is busy for longer than the engine waits: the next commit (or this retry) hands them on.
+      setTimeout(() => this.notify(), 50);
+      return;
+    }
+    const last = rows.at(-1);
+    if (!last) return;
+    const done = new Set<Waiter>();
+    const parsed = new Map<number, OperationChange>();
+    const changeOf = (row: Row) => {
+      const known = parsed.get(row.seq);
+      if (known) return known;
+      const change = this.changeOf(row);
+      parsed.set(row.seq, change);
+      return change;
+    };
+    const offer = (waiter: Waiter, row: Row) => {
+      if (row.seq <= waiter.after || waiter.found.length === waiter.limit) return;
+      waiter.scanned = row.seq;
+      if (waiter.afterVersion !== undefined && row.version <= waiter.afterVersion) return;
+      if (!prefilter(row, waiter.filter)) return;
+      const change = changeOf(row);
+      if (!matches(change, waiter.filter)) return;
+      waiter.found.push(change);
+      done.add(waiter);
+    };
+    for (const row of rows) {
+      for (const waiter of this.named.get(row.name) ?? []) offer(waiter, row);
+      for (const waiter of this.others) offer(waiter, row);
+    }
+    this.dispatched = last.seq;
+    // Each waiter has looked at every row of the round (one that filled its page stops at its last change).
+    const lookedAt = (waiter: Waiter) => {
+      if (waiter.found.length < waiter.limit) waiter.scanned = Math.max(waiter.scanned, last.seq);
+    };
+    for (const waiter of this.others) lookedAt(waiter);
+    for (const set of this.named.values()) for (const waiter of set) lookedAt(waiter);
+    for (const waiter of done) waiter.settle();
+    if (rows.length === DISPATCH_BATCH) this.notify();
+  }
+
+  private changeOf(row: Row): OperationChange {
+    const record = JSON.parse(row.new_record) as OperationRecord;
+    return {
+      cursor: this.cursorOf(row.seq),
+      name: record.name,
+      kind: record.kind,
+      version: record.version,
+      state: record.state,
+      previousState: record.previousState ?? null,
+      stateChanged: record.stateChanged,
+      writeKind: row.write_kind,
+      providerState: record.providerState ?? null,
+      updateTime: record.updateTime ?? null,
+      result: record.result ?? null,
+      ...(record.userMetadata && { userMetadata: record.userMetadata }),
+      source: record.source,
+      createdAt: record.createdAt,
+      recordedAt: record.recordedAt,
+      committedAt: new Date(row.at).toISOString(),
+    };
+  }
+
+  /** The seq just before the oldest change still held: reading after it returns everything kept. */
+  private oldestHeld(head = this.head()): number {
+    const oldest = this.db.get<{ seq: number | null }>('SELECT min(seq) AS seq FROM changes')?.seq;
+    return (oldest ?? head + 1) - 1;
+  }
+}
+
+/** Cheap checks on the row, before its record is parsed. */
+function prefilter(row: Row, filter: FeedFilter): boolean {
+  if (filter.name !== undefined && row.name !== filter.name) return false;
+  if (filter.kind !== undefined && kindOfName(row.name) !== filter.kind) return false;
+  return true;
+}
+
+function matches(change: OperationChange, filter: FeedFilter): boolean {
+  return filter.state === undefined || change.state === filter.state;
+}
+
+/** This data file's feed id, made on first use. */
+function feedIdOf(db: Sqlite): string {
+  const kept = db.get<{ value: string }>("SELECT value FROM notes WHERE key = 'feed-id'")?.value;
+  if (kept) return kept;
+  const id = randomBytes(4).toString('hex');
+  db.write(() => db.run("INSERT INTO notes (key, value) VALUES ('feed-id', ?) ON CONFLICT (key) DO NOTHING", id));
+  return db.get<{ value: string }>("SELECT value FROM notes WHERE key = 'feed-id'")?.value ?? id;
+}

@@ -1,0 +1,199 @@
+/**
+ * The change feed's routes (local runtime; behind the API token like every
+ * route but the webhook and /healthz):
+ *
+ *   GET /changes?after=&wait=&name=&kind=&state=&limit=   a long poll: changes past `after`, at once when
+ *                                                          there are some, else after `wait` s with none
+ *   GET /changes/stream?after=&name=&kind=&state=         the same changes as Server-Sent Events
+ *
+ * Without `after` a reader starts at the feed's head (what changes from now
+ * on). Bad input is a 400 naming its field; a cursor the feed no longer holds
+ * is a 410 with the oldest one still good.
+ */
+import type { Context, Hono } from 'hono';
+import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
+import { OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
+import { normalizeOperationName } from '../../lambda/core/names.ts';
+import { FAILURES, type Failure, failureBody } from '../../lambda/http/webhook.ts';
+import { type ChangeFeed, CursorExpiredError, type FeedFilter } from './change-feed.ts';
+
+export const MAX_WAIT_SECONDS = 60;
+export const DEFAULT_LIMIT = 100;
+export const MAX_LIMIT = 1_000;
+
+export interface FeedRouteOptions {
+  /** A comment line on an idle stream this often. */
+  keepAliveMs: number;
+  /** A stream whose reader takes nothing for this long is sent `dropped` and closed. */
+  stallMs: number;
+}
+
+interface FeedQuery {
+  after: number | undefined;
+  waitMs: number;
+  filter: FeedFilter;
+  limit: number;
+}
+
+class BadQuery extends Error {
+  constructor(
+    readonly field: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const respond = (c: Context, failure: Failure, body: Record<string, unknown>) => c.json(body, FAILURES[failure] as 400);
+
+/** `GET /changes` and `GET /changes/stream` on `app`. */
+export function feedRoutes(app: Hono, feed: ChangeFeed, options: FeedRouteOptions): void {
+  const parsed = (c: Context, fields: string[], cursor?: string): FeedQuery | Response => {
+    try {
+      return parseQuery(feed, c.req.query(), fields, cursor);
+    } catch (error) {
+      if (error instanceof BadQuery)
+        return respond(c, 'malformed-request', { ...failureBody('malformed-request', error.message), field: error.field });
+      if (error instanceof CursorExpiredError) return expired(c, error);
+      throw error;
+    }
+  };
+  const expired = (c: Context, error: CursorExpiredError) =>
+    respond(c, 'cursor-expired', { ...failureBody('cursor-expired', error.message), oldestCursor: error.oldestCursor });
+
+  app.get('/changes', async (c) => {
+    const query = parsed(c, ['after', 'wait', 'name', 'kind', 'state', 'limit']);
+    if (query instanceof Response) return query;
+    try {
+      const page = await feed.next(query.after, query.filter, query.limit, query.waitMs, c.req.raw.signal);
+      return c.json({ changes: page.changes, cursor: feed.cursorOf(page.cursor) });
+    } catch (error) {
+      if (error instanceof CursorExpiredError) return expired(c, error);
+      throw error;
+    }
+  });
+
+  app.get('/changes/stream', async (c) => {
+    // The browser's EventSource sends the last id it saw when it reconnects: that wins over the URL's `after`.
+    const query = parsed(c, ['after', 'name', 'kind', 'state'], c.req.header('last-event-id'));
+    if (query instanceof Response) return query;
+    try {
+      // Refused before the stream starts (a 410, not an event), like the long poll.
+      feed.read(query.after, query.filter, 1);
+    } catch (error) {
+      if (error instanceof CursorExpiredError) return expired(c, error);
+      throw error;
+    }
+    // A reader that takes nothing cannot be sent even a last event: its connection is closed under it.
+    const destroy = () => (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing?.destroy();
+    return streamSSE(c, (stream) => serveStream(stream, feed, query, options, destroy));
+  });
+}
+
+async function serveStream(
+  stream: SSEStreamingApi,
+  feed: ChangeFeed,
+  query: FeedQuery,
+  options: FeedRouteOptions,
+  destroy: () => void,
+): Promise<void> {
+  const stop = new AbortController();
+  stream.onAbort(() => stop.abort());
+  /** Whether the reader took `write` within the stall limit. */
+  const taken = (write: Promise<unknown>) =>
+    new Promise<boolean>((resolve) => {
+      const timer = setTimeout(() => resolve(false), options.stallMs);
+      void write.then(() => {
+        clearTimeout(timer);
+        resolve(true);
+      });
+    });
+  let cursor = query.after ?? feed.head();
+  let delivered = feed.cursorOf(cursor);
+  const last = async (event: string, body: Record<string, unknown>) => {
+    // The last event, if the reader takes it within a second; the connection is closed either way.
+    const written = await Promise.race([
+      stream.writeSSE({ event, data: JSON.stringify(body) }).then(() => true),
+      sleep(1_000).then(() => false),
+    ]);
+    if (!written) destroy();
+  };
+  while (!stop.signal.aborted) {
+    let page: Awaited<ReturnType<ChangeFeed['next']>>;
+    try {
+      page = await feed.next(cursor, query.filter, DEFAULT_LIMIT, options.keepAliveMs, stop.signal);
+    } catch (error) {
+      if (error instanceof CursorExpiredError) {
+        await last('expired', { ...failureBody('cursor-expired', error.message), oldestCursor: error.oldestCursor });
+      } else {
+        await last('dropped', {
+          error: 'not-recorded',
+          message: 'the feed cannot be read now: reconnect with your last id',
+          cursor: delivered,
+        });
+      }
+      return;
+    }
+    if (stop.signal.aborted) return;
+    if (page.changes.length === 0 && !(await taken(stream.write(': keep-alive\n\n')))) {
+      await last('dropped', {
+        error: 'slow-reader',
+        message: 'the reader took nothing for too long: reconnect with your last id',
+        cursor: delivered,
+      });
+      return;
+    }
+    for (const change of page.changes) {
+      if (!(await taken(stream.writeSSE({ event: 'change', id: change.cursor, data: JSON.stringify(change) })))) {
+        await last('dropped', {
+          error: 'slow-reader',
+          message: 'the reader fell too far behind: reconnect with your last id (Last-Event-ID) to go on',
+          cursor: delivered,
+        });
+        return;
+      }
+      delivered = change.cursor;
+    }
+    cursor = page.cursor;
+  }
+}
+
+function parseQuery(feed: ChangeFeed, raw: Record<string, string>, fields: string[], lastEventId?: string): FeedQuery {
+  for (const key of Object.keys(raw)) {
+    if (!fields.includes(key))
+      throw new BadQuery(key, `unknown parameter ${JSON.stringify(key.slice(0, 40))}: expected ${fields.join(', ')}`);
+  }
+  const cursorText = lastEventId || raw.after;
+  let after: number | undefined;
+  if (cursorText !== undefined) {
+    after = feed.seqOf(cursorText);
+    if (after === undefined) throw new BadQuery(lastEventId ? 'Last-Event-ID' : 'after', 'after must be a cursor this feed returned');
+  }
+  const wait = raw.wait === undefined ? 0 : Number(raw.wait);
+  if (raw.wait === '' || !Number.isFinite(wait) || wait < 0 || wait > MAX_WAIT_SECONDS)
+    throw new BadQuery('wait', `wait must be a number of seconds from 0 to ${MAX_WAIT_SECONDS}`);
+  const limit = raw.limit === undefined ? DEFAULT_LIMIT : Number(raw.limit);
+  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
+    throw new BadQuery('limit', `limit must be a whole number from 1 to ${MAX_LIMIT}`);
+  const filter: FeedFilter = {};
+  if (raw.name !== undefined) {
+    try {
+      filter.name = normalizeOperationName(raw.name);
+    } catch (error) {
+      throw new BadQuery('name', `name: ${(error as Error).message}`);
+    }
+  }
+  if (raw.kind !== undefined) {
+    if (!OPERATION_KINDS.includes(raw.kind as OperationKind))
+      throw new BadQuery('kind', `kind must be one of ${OPERATION_KINDS.join(', ')}`);
+    filter.kind = raw.kind as OperationKind;
+  }
+  if (raw.state !== undefined) {
+    if (!OPERATION_STATES.includes(raw.state as OperationState))
+      throw new BadQuery('state', `state must be one of ${OPERATION_STATES.join(', ')}`);
+    filter.state = raw.state as OperationState;
+  }
+  return { after, waitMs: Math.round(wait * 1000), filter, limit };
+}
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());
