@@ -2,8 +2,9 @@
  * The local console: plain server-rendered HTML, no framework, nothing from
  * the internet, no script but view.ts's one (the redrive button's POST, with
  * the session's CSRF token; allowed by the page's CSP nonce). Behind the API
- * token like every route (local/access/guard.ts). `?refresh=N` reloads the
- * page every N seconds.
+ * token like every route (local/access/guard.ts). Each page follows the
+ * change stream from the moment it was rendered and updates its rows in
+ * place (view.ts); `?refresh=N` reloads the whole page every N seconds.
  *
  *   GET /                           operations, open first, with counts per state and kind as filter links
  *   GET /console/operations/{name}  one operation: every event it received (applied or refused, and why),
@@ -19,7 +20,7 @@ import type { Decision, OperationView } from '../../lambda/store/operation-store
 import type { pendingEffects } from '../engine/effects-queue.ts';
 import type { SqliteOperationStore } from '../engine/operation-store.ts';
 import type { ChangeFeed } from '../feed/change-feed.ts';
-import { escapeHtml, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
+import { escapeHtml, live, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
 
 export interface ConsoleDeps {
   store: Pick<SqliteOperationStore, 'counts' | 'consoleList' | 'describe' | 'decisions'>;
@@ -74,6 +75,8 @@ const refreshLink = (href: (refresh: number | undefined) => string, refresh: num
 export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
   app.get('/', async (c) => {
     const now = Date.now();
+    // Before anything is read: a change after it reaches the page through the stream.
+    const head = deps.feed.head();
     const filter = filterOf(c);
     const effects = deps.effects();
     const deadLetters = effects ? await effects.deadLetters.list() : [];
@@ -97,7 +100,8 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
       operations.length > PAGE_SIZE && `<a href="${linkTo(filter, { page: filter.page + 1 })}">more</a>`,
     ].filter(Boolean);
     const footer = `<p>${pages.join(' · ')}${pages.length ? ' · ' : ''}${refreshLink((refresh) => linkTo(filter, { refresh, page: filter.page }), filter.refresh)}</p>`;
-    return c.html(render(c, 'operations', countsNav(deps, filter, deadNames.size) + table + footer, filter.refresh));
+    const stream = `/changes/stream?after=${deps.feed.cursorOf(head)}`;
+    return c.html(render(c, 'operations', live(stream, countsNav(deps, filter, deadNames.size) + table) + footer, filter.refresh));
   });
 
   app.get('/console/operations/:name{.+}', async (c) => {
@@ -107,6 +111,7 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     } catch (error) {
       return c.html(render(c, 'not an operation', `<p>${escapeHtml((error as Error).message)}</p>`), 400);
     }
+    const head = deps.feed.head();
     const view = await deps.store.describe(name);
     if (!view) return c.html(render(c, 'unknown', `<p>No operation named <code>${escapeHtml(name)}</code>.</p>`), 404);
     const now = Date.now();
@@ -117,9 +122,13 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
 <p id="polling">Polling: ${pollingInWords(view, now, deps.reconcileOn)}</p>${
       view.userMetadata ? `\n<p id="metadata">Metadata: <code>${escapeHtml(JSON.stringify(view.userMetadata))}</code></p>` : ''
     }`;
-    const body = `${summary}<h2>Timeline</h2>
+    const stream = `/changes/stream?${new URLSearchParams({ after: deps.feed.cursorOf(head), name })}`;
+    const body = `${live(
+      stream,
+      `${summary}<h2>Timeline</h2>
 <p><small>Every event this operation received, oldest first: applied writes, and refused events greyed with the reason.</small></p>
-${await timeline(deps, view, now)}<p>${refreshLink(here, refresh)} · <a href="/operations/${escapeHtml(name)}/decisions">decisions as JSON</a></p>`;
+${await timeline(deps, view, now)}`,
+    )}<p>${refreshLink(here, refresh)} · <a href="/operations/${escapeHtml(name)}/decisions">decisions as JSON</a></p>`;
     return c.html(render(c, name, body, refresh));
   });
 }

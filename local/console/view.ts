@@ -22,13 +22,29 @@ tr.refused,tr.noted{color:#888}tr.refused td,tr.noted td{font-style:italic}.reas
 
 /**
  * The console's one script, allowed by the page's CSP nonce (no inline
- * handlers): a button with `data-post` POSTs its `data-body` there as JSON,
- * with the session's CSRF token, and shows the answer.
+ * handlers):
+ * - a button with `data-post` POSTs its `data-body` there as JSON, with the
+ *   session's CSRF token, and shows the answer;
+ * - `#live` follows the change stream its `data-stream` names (from the
+ *   cursor the page was rendered at): after a change the page is fetched
+ *   again and `#live` replaced in place, so rows appear without a reload. The
+ *   browser's EventSource reconnects by itself with the last id it saw.
  */
 const SCRIPT = `const csrf=document.querySelector('meta[name=csrf-token]')?.content??'';
-for(const b of document.querySelectorAll('button[data-post]'))b.addEventListener('click',async()=>{
+const bind=()=>{for(const b of document.querySelectorAll('button[data-post]'))b.addEventListener('click',async()=>{
 const r=await fetch(b.dataset.post,{method:'POST',headers:{'content-type':'application/json','x-csrf-token':csrf},body:b.dataset.body});
-b.textContent=(r.ok?'redriven: ':'refused: ')+JSON.stringify(await r.json());});`;
+b.textContent=(r.ok?'redriven: ':'refused: ')+JSON.stringify(await r.json());});};bind();
+const live=document.getElementById('live'),status=document.getElementById('live-status');
+if(live?.dataset.stream&&window.EventSource){let timer;const source=new EventSource(live.dataset.stream);
+source.addEventListener('change',()=>{clearTimeout(timer);timer=setTimeout(async()=>{const r=await fetch(location.href);if(!r.ok)return;
+const next=new DOMParser().parseFromString(await r.text(),'text/html').getElementById('live');if(next){live.replaceChildren(...next.childNodes);bind();}},100);});
+source.addEventListener('open',()=>{if(status)status.textContent='live: updates as changes happen';});
+source.addEventListener('error',()=>{if(status)status.textContent='live updates paused: reconnecting…';});}`;
+
+/** A page's changing part, kept up to date from the change stream at `stream` (see SCRIPT). */
+export function live(stream: string, body: string): string {
+  return `<main id="live" data-stream="${escapeHtml(stream)}">${body}</main><p><small id="live-status">live updates off (no script)</small></p>`;
+}
 
 export interface PageOptions {
   refreshSeconds?: number;

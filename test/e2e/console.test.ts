@@ -3,8 +3,8 @@
  * playwright-core): counts per state and kind that filter the list, open
  * operations first, times people read, every event of an operation (refused
  * ones with their reason) with each effect beside its write, a dead-lettered
- * effect flagged and re-driven; nothing requested beyond 127.0.0.1; readable
- * on a phone.
+ * effect flagged and re-driven; pages updated live from the change stream;
+ * nothing requested beyond 127.0.0.1; readable on a phone.
  */
 import type { Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -120,6 +120,31 @@ describe('the console', () => {
     // A job tracked with the application's metadata shows it, as text.
     await page.goto(`${ratchet.url}/console/operations/batches/c0`);
     expect(await page.locator('#metadata').textContent()).toBe('Metadata: {"order":"<A-17>"}');
+    await page.close();
+  });
+
+  it('updates live from the change stream: the timeline and the list gain rows as they happen, without a reload', async () => {
+    await deliver('interaction.requires_action', 'interactions/live1', '2026-12-05T10:00:01Z');
+    const page = await open('/console/operations/interactions/live1');
+    let loads = 0;
+    page.on('framenavigated', (frame) => {
+      if (frame === page.mainFrame()) loads++;
+    });
+    await page.locator('#live-status', { hasText: 'live: updates as changes happen' }).waitFor();
+    expect(await page.locator('#timeline tbody tr').count()).toBe(1);
+    await deliver('interaction.completed', 'interactions/live1', '2026-12-05T10:00:02Z');
+    await page.locator('#timeline tbody tr').nth(1).waitFor({ timeout: 10_000 });
+    expect(await page.locator('#timeline tbody tr').nth(1).innerText()).toMatch(/v2 REQUIRES_ACTION → SUCCEEDED/);
+    expect(await page.locator('#live strong').first().textContent()).toBe('SUCCEEDED');
+    expect(loads).toBe(0);
+
+    await page.goto(`${ratchet.url}/`);
+    await page.locator('#live-status', { hasText: 'live: updates as changes happen' }).waitFor();
+    loads = 0;
+    expect(await page.locator('#operations tr[data-name="batches/live2"]').count()).toBe(0);
+    await deliver('batch.succeeded', 'batches/live2', '2026-12-05T10:00:03Z');
+    await page.locator('#operations tr[data-name="batches/live2"]').waitFor({ timeout: 10_000 });
+    expect(loads).toBe(0);
     await page.close();
   });
 
