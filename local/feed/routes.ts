@@ -10,6 +10,7 @@
  * on). Bad input is a 400 naming its field; a cursor the feed no longer holds
  * is a 410 with the oldest one still good.
  */
+import type { ServerResponse } from 'node:http';
 import type { Context, Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import { OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
@@ -84,9 +85,23 @@ export function feedRoutes(app: Hono, feed: ChangeFeed, options: FeedRouteOption
       if (error instanceof CursorExpiredError) return expired(c, error);
       throw error;
     }
-    // A reader that takes nothing cannot be sent even a last event: its connection is closed under it.
-    const destroy = () => (c.env as { outgoing?: { destroy(): void } } | undefined)?.outgoing?.destroy();
-    return streamSSE(c, (stream) => serveStream(stream, feed, query, options, destroy));
+    const outgoing = (c.env as { outgoing?: ServerResponse } | undefined)?.outgoing;
+    /**
+     * A stalled reader's last event: written past the stream (whose queue is full) straight after what the
+     * connection already holds, which ends there. Buffered: one small event. A reader that never takes it is
+     * closed under it after another stall (30 s at least).
+     */
+    const cutOff = (text: string) => {
+      if (!outgoing || outgoing.writableEnded) return;
+      outgoing.end(text);
+      setTimeout(
+        () => {
+          if (!outgoing.writableFinished) outgoing.destroy();
+        },
+        Math.max(options.stallMs, 30_000),
+      ).unref();
+    };
+    return streamSSE(c, (stream) => serveStream(stream, feed, query, options, cutOff));
   });
 }
 
@@ -95,7 +110,7 @@ async function serveStream(
   feed: ChangeFeed,
   query: FeedQuery,
   options: FeedRouteOptions,
-  destroy: () => void,
+  cutOff: (text: string) => void,
 ): Promise<void> {
   const stop = new AbortController();
   stream.onAbort(() => stop.abort());
@@ -109,15 +124,17 @@ async function serveStream(
       });
     });
   let cursor = query.after ?? feed.head();
-  let delivered = feed.cursorOf(cursor);
-  const last = async (event: string, body: Record<string, unknown>) => {
-    // The last event, if the reader takes it within a second; the connection is closed either way.
-    const written = await Promise.race([
-      stream.writeSSE({ event, data: JSON.stringify(body) }).then(() => true),
-      sleep(1_000).then(() => false),
-    ]);
-    if (!written) destroy();
+  /** The stream's last event (it then closes): through the stream while the reader takes it, else past it. */
+  const last = async (event: string, body: Record<string, unknown>, stalled = false) => {
+    const text = `event: ${event}\ndata: ${JSON.stringify(body)}\n\n`;
+    if (stalled || !(await taken(stream.write(text)))) {
+      stop.abort();
+      cutOff(text);
+      stream.abort();
+    }
   };
+  // No cursor in it: what the connection still held may or may not have reached the reader; its own last id says.
+  const slowReader = (message: string) => last('dropped', { error: 'slow-reader', message }, true);
   while (!stop.signal.aborted) {
     let page: Awaited<ReturnType<ChangeFeed['next']>>;
     try {
@@ -128,31 +145,21 @@ async function serveStream(
       } else {
         await last('dropped', {
           error: 'not-recorded',
-          message: 'the feed cannot be read now: reconnect with your last id',
-          cursor: delivered,
+          message: 'the feed cannot be read now: reconnect with your last id (Last-Event-ID)',
         });
       }
       return;
     }
     if (stop.signal.aborted) return;
     if (page.changes.length === 0 && !(await taken(stream.write(': keep-alive\n\n')))) {
-      await last('dropped', {
-        error: 'slow-reader',
-        message: 'the reader took nothing for too long: reconnect with your last id',
-        cursor: delivered,
-      });
+      await slowReader('the reader took nothing for too long: reconnect with your last id (Last-Event-ID) to go on');
       return;
     }
     for (const change of page.changes) {
       if (!(await taken(stream.writeSSE({ event: 'change', id: change.cursor, data: JSON.stringify(change) })))) {
-        await last('dropped', {
-          error: 'slow-reader',
-          message: 'the reader fell too far behind: reconnect with your last id (Last-Event-ID) to go on',
-          cursor: delivered,
-        });
+        await slowReader('the reader fell too far behind: reconnect with your last id (Last-Event-ID) to go on');
         return;
       }
-      delivered = change.cursor;
     }
     cursor = page.cursor;
   }
@@ -195,5 +202,3 @@ function parseQuery(feed: ChangeFeed, raw: Record<string, string>, fields: strin
   }
   return { after, waitMs: Math.round(wait * 1000), filter, limit };
 }
-
-const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms).unref());

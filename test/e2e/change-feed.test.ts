@@ -6,8 +6,10 @@
  * change, and still working by polling against a server without the feed
  * (the shared app as API Gateway runs it); bad input and the token.
  */
+import { once } from 'node:events';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { AddressInfo } from 'node:net';
+import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { serve } from '@hono/node-server';
@@ -344,6 +346,85 @@ describe('the change feed across restarts and retention', () => {
       expect(change).toMatchObject({ name, snapshot: true, version: 1 });
       break;
     }
+  });
+});
+
+describe('the change feed under pressure', () => {
+  const folder = mkdtempSync(join(tmpdir(), 'ratchet-feed-pressure-'));
+  let server: RatchetProcess;
+  beforeAll(async () => {
+    server = await startRatchet({
+      DATA_DIR: folder,
+      WEBHOOK_SIGNING_SECRETS: secret,
+      TRACK_RATE_PER_MINUTE: '1000000',
+      FEED_STALL_SECONDS: '1',
+      FEED_MAX_WAITING: '5',
+    });
+  });
+  afterAll(async () => {
+    await server?.stop();
+    rmSync(folder, { recursive: true, force: true });
+  });
+
+  it('a reader that stops reading is cut off with a last `dropped` event, not buffered; it goes on from its last id', {
+    timeout: 90_000,
+  }, async () => {
+    const { port } = new URL(server.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    await once(socket, 'connect');
+    socket.write(`GET /changes/stream HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nAuthorization: Bearer ${TEST_API_TOKEN}\r\n\r\n`);
+    socket.pause(); // takes nothing from now on
+    const received: Buffer[] = [];
+    socket.on('data', (chunk: Buffer) => received.push(chunk));
+    const closed = once(socket, 'close');
+    // About 12 MB of changes: more than the socket buffers on both sides hold.
+    const writer = new RatchetClient({ url: server.url, token: TEST_API_TOKEN });
+    const pad = 'x'.repeat(3_500);
+    let next = 0;
+    const track = async () => {
+      for (let i = next++; i < 3_000; i = next++) await writer.track(`batches/slow-${run}-${i}`, { metadata: { pad } });
+    };
+    await Promise.all([track(), track(), track(), track()]);
+    await sleep(2_500); // past the stall limit
+    socket.resume();
+    await closed;
+    const blocks = Buffer.concat(received).toString('utf8').split('\r\n\r\n').slice(1).join('\r\n\r\n');
+    const events = blocks
+      .split('\n\n')
+      .map((block) =>
+        Object.fromEntries(
+          block.split('\n').flatMap((line) => (/^(event|id|data): /.test(line) ? [line.split(/: (.*)/s).slice(0, 2)] : [])),
+        ),
+      )
+      .filter((event) => event.data !== undefined);
+    const last = events.at(-1) as { event: string; data: string };
+    expect(last.event).toBe('dropped');
+    const dropped = JSON.parse(last.data);
+    expect(dropped).toMatchObject({ error: 'slow-reader' });
+    const changes = events.slice(0, -1);
+    expect(changes.length).toBeGreaterThan(0);
+    expect(changes.length).toBeLessThan(3_000);
+    // What it was sent is whole and in order: it goes on from the last id it received, missing nothing.
+    const seqs = changes.map((event) => seqOf(event.id));
+    expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => (seqs[0] as number) + i));
+    const resumed = (await (await server.api(`/changes?after=${changes.at(-1)?.id}&limit=1`)).json()) as { changes: OperationChange[] };
+    expect(seqOf(resumed.changes[0]?.cursor)).toBe((seqs.at(-1) as number) + 1);
+  });
+
+  it('long polls past FEED_MAX_WAITING are answered 503 with Retry-After; deliveries go on meanwhile', async () => {
+    const stop = new AbortController();
+    const held = Array.from({ length: 5 }, () =>
+      server.api('/changes?wait=30', { signal: stop.signal }).catch((error) => (stop.signal.aborted ? undefined : Promise.reject(error))),
+    );
+    await sleep(500);
+    const refused = await server.api('/changes?wait=30');
+    expect(refused.status).toBe(503);
+    expect(refused.headers.get('retry-after')).toBe('1');
+    expect(await refused.json()).toMatchObject({ error: 'overloaded' });
+    expect(await deliver(server.url, 'batch.succeeded', `busy-${run}`, '2026-12-05T12:00:00Z')).toBe(200);
+    stop.abort();
+    await Promise.all(held);
+    await until(async () => (await server.api('/changes?wait=0')).status === 200);
   });
 });
 
