@@ -6,13 +6,16 @@
  *    SQLite, the floor, and with BENCH_COMPARE_REF the runtime at that ref,
  *    fed by a load generator of its own; effect lag at BENCH_LAG_RATE
  *    deliveries/s; overload at 2x and 4x; RSS; time to the ready line.
- * 2. The packages (bench/packages.ts): each tarball installed alone, and the
+ * 2. The change feed (bench/feed.ts): watch lag at 10 and 500 deliveries/s;
+ *    the webhook path's throughput and RSS with 1,000 long polls and 100
+ *    streams held, beside none.
+ * 3. The packages (bench/packages.ts): each tarball installed alone, and the
  *    installed server's time to its ready line beside this checkout's.
- * 3. The AWS path (bench/aws-path.ts): DynamoDB requests per delivery and
+ * 4. The AWS path (bench/aws-path.ts): DynamoDB requests per delivery and
  *    throughput against the seed on moto, the indexes' write cost,
  *    then each Lambda bundle's size and cold start.
  *
- * BENCH_SECTIONS (embedded,packages,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
+ * BENCH_SECTIONS (embedded,feed,packages,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
  * BENCH_ROUNDS (3), BENCH_LAG_RATE (1000), BENCH_LAG_COUNT (2000), BENCH_RSS_COUNT (100000),
  * BENCH_OVERLOAD_SECONDS (5),
  * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset),
@@ -25,7 +28,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { resolve } from 'node:path';
 import { benchEmbedded } from './embedded.ts';
 
-const sections = (process.env.BENCH_SECTIONS ?? 'embedded,packages,aws').split(',');
+const sections = (process.env.BENCH_SECTIONS ?? 'embedded,feed,packages,aws').split(',');
 if (sections.includes('embedded')) {
   await benchEmbedded({
     root: resolve(import.meta.dirname, '..'),
@@ -36,6 +39,14 @@ if (sections.includes('embedded')) {
     lagCount: Number(process.env.BENCH_LAG_COUNT ?? 2000),
     rssCount: Number(process.env.BENCH_RSS_COUNT ?? 100_000),
     overloadSeconds: Number(process.env.BENCH_OVERLOAD_SECONDS ?? 5),
+  });
+}
+if (sections.includes('feed')) {
+  const { benchFeed } = await import('./feed.ts');
+  await benchFeed({
+    root: resolve(import.meta.dirname, '..'),
+    size: Number(process.env.BENCH_SIZE ?? 500) * 2,
+    rounds: Number(process.env.BENCH_ROUNDS ?? 3),
   });
 }
 if (sections.includes('packages')) {

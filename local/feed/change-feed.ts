@@ -9,7 +9,10 @@
  * Waiting costs nothing per waiter while nothing changes. After each commit
  * (the store's onChange) one read of the new rows is handed to every waiter
  * whose filter they match: waiters on one operation are found by name, the
- * others are checked row by row. Nothing is read when nobody waits.
+ * others are checked row by row. Nothing is read when nobody waits. The
+ * latest few thousand changes stay parsed in memory, one object each, so
+ * that readers near the head (streams, watchers going on from their cursor)
+ * cost no query and every stream sends the same serialised event.
  *
  * A cursor is `<feed id>-<seq>`: the id is this data file's own (kept in
  * `notes`), so a cursor from another data folder is refused, not misread.
@@ -75,6 +78,8 @@ export class CursorExpiredError extends Error {
 
 /** How many rows one read looks at, at most, when a filter matches few (the reader then goes on from the cursor it is given). */
 const SCAN_LIMIT = 5_000;
+/** About how many of the latest changes are kept parsed in memory for readers near the head. */
+const RECENT = 5_000;
 /** Rows handed to waiters per round after a commit. */
 const DISPATCH_BATCH = 1_000;
 const CURSOR = /^([0-9a-f]{8})-(\d{1,15})$/;
@@ -87,6 +92,18 @@ interface Row {
   new_record: string;
   at: number;
 }
+
+/** A row of the outbox, its kind known, its record parsed once when a reader first needs it. */
+interface Entry {
+  seq: number;
+  name: string;
+  kind: OperationKind;
+  version: number;
+  row: Row;
+  change?: OperationChange;
+}
+
+const entryOf = (row: Row): Entry => ({ seq: row.seq, name: row.name, kind: kindOfName(row.name), version: row.version, row });
 
 interface Waiter {
   /** Changes after this seq are new to it. */
@@ -111,6 +128,9 @@ export class ChangeFeed {
   /** Every row up to here has been handed to the waiters then waiting. */
   private dispatched = 0;
   private scheduled = false;
+  /** The latest changes, from seq `recentFirst` on, each parsed once when first needed (see remember). */
+  private recent: Entry[] = [];
+  private recentFirst = 0;
 
   constructor(private readonly db: Sqlite) {
     this.id = feedIdOf(db);
@@ -145,10 +165,31 @@ export class ChangeFeed {
    * and the cursor to go on from. Throws CursorExpiredError when changes after
    * `after` are no longer held (or `after` is ahead of this feed).
    */
-  read(after: number | undefined, filter: FeedFilter, limit: number): { changes: OperationChange[]; cursor: number } {
+  read(
+    after: number | undefined,
+    filter: FeedFilter,
+    limit: number,
+  ): { changes: OperationChange[]; cursor: number /** Read up to the head (as far as it is known) */; complete: boolean } {
+    const changes: OperationChange[] = [];
+    // Near the head (a stream or a watcher going on): from memory, no query and nothing parsed again. Whatever
+    // was committed after the last entry is on its way to the waiters (dispatch), this reader among them.
+    const end = this.recentFirst + this.recent.length - 1;
+    if (after !== undefined && this.recent.length > 0 && after >= this.recentFirst - 1 && after <= end && end === this.dispatched) {
+      let cursor = after;
+      for (let seq = after + 1; seq <= end; seq++) {
+        cursor = seq;
+        const entry = this.recent[seq - this.recentFirst] as Entry;
+        if (!prefilter(entry, filter)) continue;
+        const change = this.parsed(entry);
+        if (!matches(change, filter)) continue;
+        changes.push(change);
+        if (changes.length === limit) return { changes, cursor, complete: cursor === end };
+      }
+      return { changes, cursor, complete: true };
+    }
     return this.db.read(() => {
       const head = this.head();
-      if (after === undefined) return { changes: [], cursor: head };
+      if (after === undefined) return { changes, cursor: head, complete: true };
       const oldest = this.oldestHeld(head);
       if (after < oldest || after > head) {
         throw new CursorExpiredError(
@@ -158,7 +199,6 @@ export class ChangeFeed {
           this.cursorOf(oldest),
         );
       }
-      const changes: OperationChange[] = [];
       let cursor = after;
       while (cursor < head && cursor - after < SCAN_LIMIT) {
         const rows = this.db.all<Row>(
@@ -169,14 +209,15 @@ export class ChangeFeed {
         if (rows.length === 0) break;
         for (const row of rows) {
           cursor = row.seq;
-          if (!prefilter(row, filter)) continue;
-          const change = this.changeOf(row);
+          const entry = entryOf(row);
+          if (!prefilter(entry, filter)) continue;
+          const change = this.parsed(entry);
           if (!matches(change, filter)) continue;
           changes.push(change);
-          if (changes.length === limit) return { changes, cursor };
+          if (changes.length === limit) return { changes, cursor, complete: cursor >= head };
         }
       }
-      return { changes, cursor };
+      return { changes, cursor, complete: cursor >= head };
     });
   }
 
@@ -193,7 +234,7 @@ export class ChangeFeed {
     signal?: AbortSignal,
   ): Promise<{ changes: OperationChange[]; cursor: number }> {
     const first = this.read(after, filter, limit);
-    if (first.changes.length > 0 || waitMs <= 0 || signal?.aborted || first.cursor < this.head()) return first;
+    if (first.changes.length > 0 || waitMs <= 0 || signal?.aborted || !first.complete) return first;
     const waiter = await this.hold({ after: first.cursor, filter, limit, found: [], scanned: first.cursor }, waitMs, signal);
     return { changes: waiter.found, cursor: waiter.scanned };
   }
@@ -276,27 +317,22 @@ export class ChangeFeed {
     const last = rows.at(-1);
     if (!last) return;
     const done = new Set<Waiter>();
-    const parsed = new Map<number, OperationChange>();
-    const changeOf = (row: Row) => {
-      const known = parsed.get(row.seq);
-      if (known) return known;
-      const change = this.changeOf(row);
-      parsed.set(row.seq, change);
-      return change;
-    };
-    const offer = (waiter: Waiter, row: Row) => {
-      if (row.seq <= waiter.after || waiter.found.length === waiter.limit) return;
-      waiter.scanned = row.seq;
-      if (waiter.afterVersion !== undefined && row.version <= waiter.afterVersion) return;
-      if (!prefilter(row, waiter.filter)) return;
-      const change = changeOf(row);
+    const offer = (waiter: Waiter, entry: Entry) => {
+      if (entry.seq <= waiter.after || waiter.found.length === waiter.limit) return;
+      waiter.scanned = entry.seq;
+      if (waiter.afterVersion !== undefined && entry.version <= waiter.afterVersion) return;
+      if (!prefilter(entry, waiter.filter)) return;
+      // Parsed once, for every waiter it matches, and kept for readers that come back for more (read()).
+      const change = this.parsed(entry);
       if (!matches(change, waiter.filter)) return;
       waiter.found.push(change);
       done.add(waiter);
     };
     for (const row of rows) {
-      for (const waiter of this.named.get(row.name) ?? []) offer(waiter, row);
-      for (const waiter of this.others) offer(waiter, row);
+      const entry = entryOf(row);
+      this.remember(entry);
+      for (const waiter of this.named.get(row.name) ?? []) offer(waiter, entry);
+      for (const waiter of this.others) offer(waiter, entry);
     }
     this.dispatched = last.seq;
     // Each waiter has looked at every row of the round (one that filled its page stops at its last change).
@@ -307,6 +343,26 @@ export class ChangeFeed {
     for (const set of this.named.values()) for (const waiter of set) lookedAt(waiter);
     for (const waiter of done) waiter.settle();
     if (rows.length === DISPATCH_BATCH) this.notify();
+  }
+
+  /** Keeps the last RECENT entries or so, contiguous by seq (a gap starts them again). */
+  private remember(entry: Entry): void {
+    const next = this.recentFirst + this.recent.length;
+    if (this.recent.length > 0 && entry.seq < next) return;
+    if (this.recent.length === 0 || entry.seq > next) {
+      this.recent = [];
+      this.recentFirst = entry.seq;
+    }
+    this.recent.push(entry);
+    if (this.recent.length >= 2 * RECENT) {
+      this.recent = this.recent.slice(RECENT);
+      this.recentFirst += RECENT;
+    }
+  }
+
+  private parsed(entry: Entry): OperationChange {
+    entry.change ??= this.changeOf(entry.row);
+    return entry.change;
   }
 
   private changeOf(row: Row): OperationChange {
@@ -338,13 +394,12 @@ export class ChangeFeed {
   }
 }
 
-/** Cheap checks on the row, before its record is parsed. */
-function prefilter(row: Row, filter: FeedFilter): boolean {
-  if (filter.name !== undefined && row.name !== filter.name) return false;
-  if (filter.kind !== undefined && kindOfName(row.name) !== filter.kind) return false;
-  return true;
+/** Cheap checks, before the record is parsed. */
+function prefilter(entry: Entry, filter: FeedFilter): boolean {
+  return (filter.name === undefined || entry.name === filter.name) && (filter.kind === undefined || entry.kind === filter.kind);
 }
 
+/** The check that needs the record. */
 function matches(change: OperationChange, filter: FeedFilter): boolean {
   return filter.state === undefined || change.state === filter.state;
 }
