@@ -7,9 +7,10 @@
  * - waiting costs: the webhook path's throughput (the storm mix, closed loop)
  *   with nothing held, beside 1,000 idle per-operation long polls and 100
  *   idle change streams held at once, and beside those plus 100 streams that
- *   follow every change; the runtime's RSS in each case. Rounds interleave.
+ *   follow every change; the runtime's CPU time per delivery (steadier than
+ *   throughput on shared cores) and RSS in each case. Rounds interleave.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RatchetClient } from '../sdk/client.ts';
@@ -26,6 +27,12 @@ export interface FeedBenchOptions {
 }
 
 const TOKEN = 'bench-api-token-0123456789abcdef';
+
+/** CPU time a process has used, user and system, in ms (Linux: /proc/<pid>/stat, in clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function benchFeed(options: FeedBenchOptions): Promise<void> {
@@ -117,19 +124,26 @@ export async function benchFeed(options: FeedBenchOptions): Promise<void> {
         if (held === 'following') for (let i = 0; i < 100; i++) hold('/changes/stream', true);
         await sleep(1_500);
       }
+      const pid = ratchet?.child.pid as number;
+      const cpuBefore = cpuMs(pid);
       const played = await generator.play(webhook, secret, `feed-${held}-${round}`, options.size, 1);
-      const rss = rssMb(ratchet?.child.pid as number);
+      const cpu = (cpuMs(pid) - cpuBefore) / options.size;
+      const rss = rssMb(pid);
       await release();
-      return { perSecond: played.perSecond, rss };
+      return { perSecond: played.perSecond, rss, cpu };
     };
-    const samples: Record<'none' | 'idle' | 'following', Array<{ perSecond: number; rss: number }>> = { none: [], idle: [], following: [] };
+    const samples: Record<'none' | 'idle' | 'following', Array<{ perSecond: number; rss: number; cpu: number }>> = {
+      none: [],
+      idle: [],
+      following: [],
+    };
     for (let round = 0; round < options.rounds; round++) {
       const order = (['none', 'idle', 'following'] as const).map(
         (_, k, all) => all[(k + round) % all.length] as 'none' | 'idle' | 'following',
       );
       for (const held of order) samples[held].push(await throughput(held, round));
     }
-    const median = (held: keyof typeof samples, field: 'perSecond' | 'rss') =>
+    const median = (held: keyof typeof samples, field: 'perSecond' | 'rss' | 'cpu') =>
       percentile(
         samples[held].map((s) => s[field]),
         0.5,
@@ -137,8 +151,8 @@ export async function benchFeed(options: FeedBenchOptions): Promise<void> {
     console.log(
       `\nWaiting costs (the storm mix, ${options.size} deliveries, closed loop, ${options.rounds} interleaved rounds, medians; waiters held from this process):\n`,
     );
-    console.log('| held at once | webhook deliveries/s | × none held | runtime RSS MB |');
-    console.log('|---|---:|---:|---:|');
+    console.log('| held at once | webhook deliveries/s | × none held | runtime CPU ms per delivery | × none held | runtime RSS MB |');
+    console.log('|---|---:|---:|---:|---:|---:|');
     const rows = [
       ['none', 'nothing'],
       ['idle', '1,000 idle long polls + 100 idle streams'],
@@ -146,7 +160,7 @@ export async function benchFeed(options: FeedBenchOptions): Promise<void> {
     ] as const;
     for (const [held, label] of rows) {
       console.log(
-        `| ${label} | ${median(held, 'perSecond').toFixed(0)} | ${(median(held, 'perSecond') / median('none', 'perSecond')).toFixed(2)} | ${median(held, 'rss').toFixed(0)} |`,
+        `| ${label} | ${median(held, 'perSecond').toFixed(0)} | ${(median(held, 'perSecond') / median('none', 'perSecond')).toFixed(2)} | ${median(held, 'cpu').toFixed(3)} | ${(median(held, 'cpu') / median('none', 'cpu')).toFixed(2)} | ${median(held, 'rss').toFixed(0)} |`,
       );
     }
   } finally {

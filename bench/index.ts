@@ -45,7 +45,7 @@ if (sections.includes('feed')) {
   const { benchFeed } = await import('./feed.ts');
   await benchFeed({
     root: resolve(import.meta.dirname, '..'),
-    size: Number(process.env.BENCH_SIZE ?? 500) * 2,
+    size: Number(process.env.BENCH_SIZE ?? 500) * 4,
     rounds: Number(process.env.BENCH_ROUNDS ?? 3),
   });
 }

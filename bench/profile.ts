@@ -2,7 +2,8 @@
  * `node --import tsx bench/profile.ts [mix]`: where the embedded engine's time goes. Starts
  * `local/start.ts` under --cpu-prof with the outbound sink on, plays one mix (BENCH_SIZE
  * deliveries, default 3000) from this process, stops it, and prints the heaviest functions and
- * files by self time. BENCH_PROFILE_SINK=off runs without the sink.
+ * files by self time. BENCH_PROFILE_SINK=off runs without the sink; BENCH_PROFILE_WAITERS=1000
+ * holds that many long polls (and a tenth as many change streams) meanwhile.
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -34,11 +35,26 @@ const ratchet = await startProcess(
   root,
 );
 const url = `${ratchet.url}/webhooks/gemini`;
+// BENCH_PROFILE_WAITERS=N: N per-operation long polls (on operations the mix never touches) and N/10 change streams held meanwhile.
+const waiters = Number(process.env.BENCH_PROFILE_WAITERS ?? 0);
+const holding = new AbortController();
+const auth = { authorization: 'Bearer profile-api-token-0123456789abcdef' };
+for (let i = 0; i < waiters; i++) {
+  await fetch(`${ratchet.url}/operations`, {
+    method: 'POST',
+    headers: { ...auth, 'content-type': 'application/json' },
+    body: JSON.stringify({ name: `batches/idle-${i}` }),
+  });
+  void fetch(`${ratchet.url}/operations/batches/idle-${i}?wait=60`, { headers: auth, signal: holding.signal }).catch(() => undefined);
+  if (i % 10 === 0)
+    void fetch(`${ratchet.url}/changes/stream?kind=video`, { headers: auth, signal: holding.signal }).catch(() => undefined);
+}
 await playMix(url, secret, mixes('warm', 500)[which] as never);
 const mix = mixes('profile', size)[which];
 if (!mix) throw new Error('mix: 0, 1 or 2');
 const played = await playMix(url, secret, mix);
 await new Promise((r) => setTimeout(r, 1000));
+holding.abort();
 console.log(
   `${mix.label}: ${played.perSecond.toFixed(0)} deliveries/s, p50 ${played.p50.toFixed(1)} ms; effects received ${receiver.accepted.length}`,
 );

@@ -8,8 +8,9 @@
  *
  * Waiting costs nothing per waiter while nothing changes. After each commit
  * (the store's onChange) one read of the new rows is handed to every waiter
- * whose filter they match: waiters on one operation are found by name, the
- * others are checked row by row. Nothing is read when nobody waits. The
+ * whose filter they match: waiters are kept by the operation or the kind
+ * they ask for, so a row reaches only those it can concern, and a record is
+ * parsed only when a waiter matches it. Nothing is read when nobody waits. The
  * latest few thousand changes stay parsed in memory, one object each, so
  * that readers near the head (streams, watchers going on from their cursor)
  * cost no query and every stream sends the same serialised event.
@@ -122,8 +123,8 @@ export class ChangeFeed {
   readonly id: string;
   /** Waiters on one operation, by its name. */
   private readonly named = new Map<string, Set<Waiter>>();
-  /** The other waiters (a kind, a state, or everything). */
-  private readonly others = new Set<Waiter>();
+  /** The other waiters, by the kind they ask for (`*`: every kind). */
+  private readonly byKind = new Map<OperationKind | '*', Set<Waiter>>();
   private waiting = 0;
   /** Every row up to here has been handed to the waiters then waiting. */
   private dispatched = 0;
@@ -277,26 +278,37 @@ export class ChangeFeed {
         clearTimeout(timer);
         signal?.removeEventListener('abort', abort);
         this.release(held);
+        // Every row up to `dispatched` was offered to it (one that filled its page stops at its last change).
+        if (held.found.length < held.limit) held.scanned = Math.max(held.scanned, this.dispatched);
         resolve(held);
       };
       signal?.addEventListener('abort', abort, { once: true });
-      const { name } = waiter.filter;
-      if (name) {
-        const set = this.named.get(name) ?? new Set();
-        set.add(held);
-        this.named.set(name, set);
-      } else this.others.add(held);
+      const bucket = this.bucketOf(held, true) as Set<Waiter>;
+      bucket.add(held);
       this.waiting++;
       // A commit may have come between the waiter's read and now (none can: both are synchronous), or be pending.
       this.notify();
     });
   }
 
+  /** The set a waiter is kept in: by the name it asks for, else by the kind. */
+  private bucketOf(waiter: Waiter, create = false): Set<Waiter> | undefined {
+    const { name, kind } = waiter.filter;
+    const map: Map<string, Set<Waiter>> = name ? this.named : this.byKind;
+    const key = name ?? kind ?? '*';
+    let set = map.get(key);
+    if (!set && create) {
+      set = new Set();
+      map.set(key, set);
+    }
+    return set;
+  }
+
   private release(waiter: Waiter): void {
-    const { name } = waiter.filter;
-    const removed = name ? this.named.get(name)?.delete(waiter) : this.others.delete(waiter);
-    if (!removed) return;
-    if (name && this.named.get(name)?.size === 0) this.named.delete(name);
+    const bucket = this.bucketOf(waiter);
+    if (!bucket?.delete(waiter)) return;
+    if (bucket.size === 0)
+      (waiter.filter.name ? this.named : this.byKind).delete((waiter.filter.name ?? waiter.filter.kind ?? '*') as never);
     this.waiting--;
   }
 
@@ -319,28 +331,25 @@ export class ChangeFeed {
     const done = new Set<Waiter>();
     const offer = (waiter: Waiter, entry: Entry) => {
       if (entry.seq <= waiter.after || waiter.found.length === waiter.limit) return;
-      waiter.scanned = entry.seq;
       if (waiter.afterVersion !== undefined && entry.version <= waiter.afterVersion) return;
       if (!prefilter(entry, waiter.filter)) return;
       // Parsed once, for every waiter it matches, and kept for readers that come back for more (read()).
       const change = this.parsed(entry);
       if (!matches(change, waiter.filter)) return;
       waiter.found.push(change);
+      if (waiter.found.length === waiter.limit) waiter.scanned = entry.seq;
       done.add(waiter);
     };
+    // Only the waiters a row can concern: its name's, its kind's, and those on every kind.
+    const none = new Set<Waiter>();
     for (const row of rows) {
       const entry = entryOf(row);
       this.remember(entry);
-      for (const waiter of this.named.get(row.name) ?? []) offer(waiter, entry);
-      for (const waiter of this.others) offer(waiter, entry);
+      for (const waiter of this.named.get(entry.name) ?? none) offer(waiter, entry);
+      for (const waiter of this.byKind.get(entry.kind) ?? none) offer(waiter, entry);
+      for (const waiter of this.byKind.get('*') ?? none) offer(waiter, entry);
     }
     this.dispatched = last.seq;
-    // Each waiter has looked at every row of the round (one that filled its page stops at its last change).
-    const lookedAt = (waiter: Waiter) => {
-      if (waiter.found.length < waiter.limit) waiter.scanned = Math.max(waiter.scanned, last.seq);
-    };
-    for (const waiter of this.others) lookedAt(waiter);
-    for (const set of this.named.values()) for (const waiter of set) lookedAt(waiter);
     for (const waiter of done) waiter.settle();
     if (rows.length === DISPATCH_BATCH) this.notify();
   }
