@@ -134,7 +134,7 @@ describe('the console', () => {
     expect(await page.locator('#timeline tbody tr').count()).toBe(1);
     await deliver('interaction.completed', 'interactions/live1', '2026-12-05T10:00:02Z');
     await page.locator('#timeline tbody tr').nth(1).waitFor({ timeout: 10_000 });
-    expect(await page.locator('#timeline tbody tr').nth(1).innerText()).toMatch(/v2 REQUIRES_ACTION → SUCCEEDED/);
+    expect(await page.locator('#timeline tbody tr').nth(1).textContent()).toMatch(/v2 REQUIRES_ACTION → SUCCEEDED/);
     expect(await page.locator('#live strong').first().textContent()).toBe('SUCCEEDED');
     expect(loads).toBe(0);
 
