@@ -15,12 +15,13 @@
  * store briefly unavailable), API Gateway's 429, 502 and 504, and a failed
  * connection are retried with backoff.
  */
+
+import type { OperationChange } from '../lambda/core/change.ts';
 import { isTerminal, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
 import type { OperationRecord, OperationResult } from '../lambda/core/reducer.ts';
 import type { HistoryEntry } from '../lambda/history/history.ts';
 import type { Failure } from '../lambda/http/webhook.ts';
 import type { OperationView } from '../lambda/store/operation-store.ts';
-import type { OperationChange } from '../local/feed/change-feed.ts';
 
 export type { HistoryEntry, OperationChange, OperationKind, OperationRecord, OperationResult, OperationState, OperationView };
 

@@ -19,39 +19,12 @@
  * `notes`), so a cursor from another data folder is refused, not misread.
  */
 import { randomBytes } from 'node:crypto';
+import type { OperationChange } from '../../lambda/core/change.ts';
 import type { OperationKind, OperationState } from '../../lambda/core/lifecycle.ts';
 import { kindOfName } from '../../lambda/core/names.ts';
 import type { OperationRecord } from '../../lambda/core/reducer.ts';
 import type { Change } from '../engine/outbox.ts';
 import type { Sqlite } from '../engine/sqlite.ts';
-
-/** One applied write, as the feed carries it: the record it wrote (the effect body's fields among them), and where it sits. */
-export interface OperationChange {
-  /** This change's place in the feed: pass it back as `after` to read what follows it. */
-  cursor: string;
-  name: string;
-  kind: OperationKind;
-  /** The operation's version this write made: 1, 2, 3… with none skipped. */
-  version: number;
-  /** null while the operation is tracked and nothing about it was observed yet. */
-  state: OperationState | null;
-  previousState: OperationState | null;
-  /** Whether this write moved `state` (those are the writes that send an effect). */
-  stateChanged: boolean;
-  /** `track`, `state-change`, or `refresh` (a newer update time or a result, the state unchanged). */
-  writeKind: 'track' | 'state-change' | 'refresh';
-  providerState: string | null;
-  updateTime: string | null;
-  result: OperationRecord['result'];
-  /** The application's metadata (tracked with it, or the job's `user_metadata`). */
-  userMetadata?: Record<string, unknown>;
-  /** What wrote it: `webhook`, `poll` or `track`. */
-  source: OperationRecord['source'];
-  createdAt: string;
-  recordedAt: string;
-  /** When the write committed. */
-  committedAt: string;
-}
 
 export interface FeedFilter {
   name?: string;
@@ -421,3 +394,5 @@ function feedIdOf(db: Sqlite): string {
   db.write(() => db.run("INSERT INTO notes (key, value) VALUES ('feed-id', ?) ON CONFLICT (key) DO NOTHING", id));
   return db.get<{ value: string }>("SELECT value FROM notes WHERE key = 'feed-id'")?.value ?? id;
 }
+
+export type { OperationChange };

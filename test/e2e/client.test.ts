@@ -95,6 +95,10 @@ describe('RatchetClient against the local runtime', () => {
     sent.length = 0;
     const done = await client.waitFor(name, { until: 'terminal' });
     expect(done).toMatchObject({ name, state: 'SUCCEEDED' });
+    // The long poll's first read answers at once: the record is past version 0.
+    expect(sent).toEqual([`GET /operations/${name}?afterVersion=0&wait=25.000`]);
+    sent.length = 0;
+    await client.waitFor(name, { until: 'terminal', longPoll: false });
     expect(sent).toEqual([`GET /operations/${name}`]);
   });
 
@@ -109,16 +113,24 @@ describe('RatchetClient against the local runtime', () => {
     expect(seen).toEqual([null, 'SUCCEEDED']);
   });
 
-  it('waitFor times out with the last read record; reads back off (1 s, 2 s, …)', async () => {
+  it('waitFor times out with the last read record; by polling, reads back off (1 s, 2 s, …)', async () => {
     const name = batch();
     await client.track(name);
     sent.length = 0;
-    const started = Date.now();
-    const error = await client.waitFor(name, { timeoutMs: 3_500 }).catch((e) => e);
+    let started = Date.now();
+    let error = await client.waitFor(name, { timeoutMs: 3_500, longPoll: false }).catch((e) => e);
     expect(Date.now() - started).toBeGreaterThanOrEqual(3_400);
     expect(error).toMatchObject({ code: 'timeout', operation: { name, state: null } });
     // Reads at 0, 1, 3 and 3.5 s: not one a second.
     expect(sent).toHaveLength(4);
+    // On the long poll: one read that answers at once, one held to the deadline.
+    sent.length = 0;
+    started = Date.now();
+    error = await client.waitFor(name, { timeoutMs: 1_500 }).catch((e) => e);
+    expect(Date.now() - started).toBeGreaterThanOrEqual(1_400);
+    expect(error).toMatchObject({ code: 'timeout', operation: { name, state: null } });
+    expect(sent.length).toBeLessThanOrEqual(3);
+    expect(sent[1]).toMatch(/afterVersion=1&wait=1\.\d{3}$/);
   });
 
   it('waitFor rejects at once for a job that ended otherwise, an unknown job, and an aborted wait', async () => {

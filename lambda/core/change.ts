@@ -1,0 +1,35 @@
+/**
+ * A change as the embedded engine's change feed carries it (GET /changes, its
+ * stream, the client's `watch`): one applied write of one operation. A type
+ * only, shared by the feed (local/feed) and the client (sdk/client.ts).
+ */
+import type { OperationKind, OperationState } from './lifecycle.ts';
+import type { OperationRecord } from './reducer.ts';
+
+/** One applied write, as the feed carries it: the record it wrote (the effect body's fields among them), and where it sits. */
+export interface OperationChange {
+  /** This change's place in the feed: pass it back as `after` to read what follows it. */
+  cursor: string;
+  name: string;
+  kind: OperationKind;
+  /** The operation's version this write made: 1, 2, 3… with none skipped. */
+  version: number;
+  /** null while the operation is tracked and nothing about it was observed yet. */
+  state: OperationState | null;
+  previousState: OperationState | null;
+  /** Whether this write moved `state` (those are the writes that send an effect). */
+  stateChanged: boolean;
+  /** `track`, `state-change`, or `refresh` (a newer update time or a result, the state unchanged). */
+  writeKind: 'track' | 'state-change' | 'refresh';
+  providerState: string | null;
+  updateTime: string | null;
+  result: OperationRecord['result'];
+  /** The application's metadata (tracked with it, or the job's `user_metadata`). */
+  userMetadata?: Record<string, unknown>;
+  /** What wrote it: `webhook`, `poll` or `track`. */
+  source: OperationRecord['source'];
+  createdAt: string;
+  recordedAt: string;
+  /** When the write committed. */
+  committedAt: string;
+}
