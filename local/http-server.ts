@@ -62,17 +62,15 @@ export function listen(
       keepAliveTimeout: 5_000,
     },
     (req: IncomingMessage, res: ServerResponse) => {
+      const refuse = (body: string) =>
+        res
+          .writeHead(FAILURES.overloaded, { 'content-type': 'application/json', 'retry-after': '1', 'cache-control': 'no-store' })
+          .end(body);
       if (waits(req)) {
-        if (waiting >= limits.maxWaiting) {
-          res
-            .writeHead(FAILURES.overloaded, { 'content-type': 'application/json', 'retry-after': '1', 'cache-control': 'no-store' })
-            .end(TOO_MANY_WAITING);
-          return;
-        }
+        if (waiting >= limits.maxWaiting) return refuse(TOO_MANY_WAITING);
         waiting++;
         res.once('close', () => waiting--);
-        void handle(req, res);
-        return;
+        return void handle(req, res);
       }
       if (inFlight >= limits.maxInFlight) {
         shed++;
@@ -82,10 +80,7 @@ export function listen(
           logger.warn('overloaded: requests answered 503 with Retry-After', { shed, inFlight, maxInFlight: limits.maxInFlight });
           shed = 0;
         }
-        res
-          .writeHead(FAILURES.overloaded, { 'content-type': 'application/json', 'retry-after': '1', 'cache-control': 'no-store' })
-          .end(OVERLOADED);
-        return;
+        return refuse(OVERLOADED);
       }
       inFlight++;
       res.once('close', () => inFlight--);

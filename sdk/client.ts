@@ -16,7 +16,7 @@
  * connection are retried with backoff.
  */
 
-import type { OperationChange } from '../lambda/core/change.ts';
+import { changeOf, type OperationChange } from '../lambda/core/change.ts';
 import { isTerminal, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
 import type { OperationRecord, OperationResult } from '../lambda/core/reducer.ts';
 import type { HistoryEntry } from '../lambda/history/history.ts';
@@ -348,12 +348,12 @@ export class RatchetClient {
     };
     if (filter.name !== undefined) {
       const operation = await this.get(filter.name, signal ? { signal } : {});
-      if (operation) keep(asChange(operation, cursor));
+      if (operation) keep(changeOf(operation, cursor, operation.recordedAt));
     } else {
       let page: string | undefined;
       do {
         const listed = await this.list({ ...filter, limit: 100, ...(page && { cursor: page }) });
-        for (const operation of listed.operations) keep(asChange(operation, cursor));
+        for (const operation of listed.operations) keep(changeOf(operation, cursor, operation.recordedAt));
         page = listed.nextCursor;
       } while (page);
     }
@@ -428,28 +428,6 @@ export class RatchetClient {
  * out). Every call is safe to repeat: reads, and tracking (a known job is 200).
  */
 const RETRIED = new Set([429, 502, 503, 504]);
-
-/** An operation as it stands, as the change that made its current version. */
-function asChange(operation: OperationView, cursor: string): OperationChange {
-  return {
-    cursor,
-    name: operation.name,
-    kind: operation.kind,
-    version: operation.version,
-    state: operation.state,
-    previousState: operation.previousState ?? null,
-    stateChanged: operation.stateChanged,
-    writeKind: operation.source === 'track' ? 'track' : operation.stateChanged ? 'state-change' : 'refresh',
-    providerState: operation.providerState ?? null,
-    updateTime: operation.updateTime ?? null,
-    result: operation.result ?? null,
-    ...(operation.userMetadata && { userMetadata: operation.userMetadata }),
-    source: operation.source,
-    createdAt: operation.createdAt,
-    recordedAt: operation.recordedAt,
-    committedAt: operation.recordedAt,
-  };
-}
 
 /** The API's base URL, or a RatchetError naming what was given instead. */
 function httpUrl(given: unknown): URL {

@@ -1,7 +1,8 @@
 /**
  * A change as the embedded engine's change feed carries it (GET /changes, its
- * stream, the client's `watch`): one applied write of one operation. A type
- * only, shared by the feed (local/feed) and the client (sdk/client.ts).
+ * stream, the client's `watch`): one applied write of one operation, made
+ * from the record it wrote. Shared by the store (the write's kind), the feed
+ * (local/feed) and the client (sdk/client.ts, a snapshot's records).
  */
 import type { OperationKind, OperationState } from './lifecycle.ts';
 import type { OperationRecord } from './reducer.ts';
@@ -32,4 +33,31 @@ export interface OperationChange {
   recordedAt: string;
   /** When the write committed. */
   committedAt: string;
+}
+
+/** What kind of write made this version of the record (the outbox's `write_kind`). */
+export function writeKindOf(record: Pick<OperationRecord, 'source' | 'stateChanged'>): OperationChange['writeKind'] {
+  return record.source === 'track' ? 'track' : record.stateChanged ? 'state-change' : 'refresh';
+}
+
+/** The change that made `record`'s version, at `cursor` in the feed. */
+export function changeOf(record: OperationRecord, cursor: string, committedAt: string): OperationChange {
+  return {
+    cursor,
+    name: record.name,
+    kind: record.kind,
+    version: record.version,
+    state: record.state,
+    previousState: record.previousState ?? null,
+    stateChanged: record.stateChanged,
+    writeKind: writeKindOf(record),
+    providerState: record.providerState ?? null,
+    updateTime: record.updateTime ?? null,
+    result: record.result ?? null,
+    ...(record.userMetadata && { userMetadata: record.userMetadata }),
+    source: record.source,
+    createdAt: record.createdAt,
+    recordedAt: record.recordedAt,
+    committedAt,
+  };
 }

@@ -3,9 +3,11 @@
  * condition on `version`, and the sparse open-operations index kept in step
  * with every write.
  */
+
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import { writeKindOf } from '../core/change.ts';
 import { isTerminal, OPERATION_STATES, type OperationKind, rankOf } from '../core/lifecycle.ts';
 import type { OperationEvent, OperationRecord } from '../core/reducer.ts';
 import { compileWrite, RANK_ATTRIBUTE, type Variant } from './compiled-write.ts';
@@ -68,7 +70,7 @@ export class DynamoDbOperationStore implements OperationStore, OperationQueries,
     const names: Record<string, string> = {};
     const values: Record<string, unknown> = {};
     const assignments: string[] = [];
-    const writeKind: WriteKind = next.source === 'track' ? 'track' : next.stateChanged ? 'state-change' : 'refresh';
+    const writeKind: WriteKind = writeKindOf(next);
     const item = {
       ...next,
       writeKind,

@@ -8,6 +8,7 @@
  * The same ports as the DynamoDB store (lambda/store/dynamodb-operation-store.ts),
  * held to the same contract tests.
  */
+import { writeKindOf } from '../../lambda/core/change.ts';
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
 import { timeFromDate } from '../../lambda/core/time.ts';
@@ -133,7 +134,7 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
       pollBucketOf(next.name),
       open ? next.recordedAt : null,
     );
-    const writeKind: WriteKind = next.source === 'track' ? 'track' : next.stateChanged ? 'state-change' : 'refresh';
+    const writeKind: WriteKind = writeKindOf(next);
     this.db.run(
       'INSERT INTO changes (name, version, write_kind, old_record, new_record, at) VALUES (?, ?, ?, ?, ?, ?)',
       next.name,

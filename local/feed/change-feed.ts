@@ -19,7 +19,7 @@
  * `notes`), so a cursor from another data folder is refused, not misread.
  */
 import { randomBytes } from 'node:crypto';
-import type { OperationChange } from '../../lambda/core/change.ts';
+import { changeOf, type OperationChange } from '../../lambda/core/change.ts';
 import type { OperationKind, OperationState } from '../../lambda/core/lifecycle.ts';
 import { kindOfName } from '../../lambda/core/names.ts';
 import type { OperationRecord } from '../../lambda/core/reducer.ts';
@@ -348,25 +348,7 @@ export class ChangeFeed {
   }
 
   private changeOf(row: Row): OperationChange {
-    const record = JSON.parse(row.new_record) as OperationRecord;
-    return {
-      cursor: this.cursorOf(row.seq),
-      name: record.name,
-      kind: record.kind,
-      version: record.version,
-      state: record.state,
-      previousState: record.previousState ?? null,
-      stateChanged: record.stateChanged,
-      writeKind: row.write_kind,
-      providerState: record.providerState ?? null,
-      updateTime: record.updateTime ?? null,
-      result: record.result ?? null,
-      ...(record.userMetadata && { userMetadata: record.userMetadata }),
-      source: record.source,
-      createdAt: record.createdAt,
-      recordedAt: record.recordedAt,
-      committedAt: new Date(row.at).toISOString(),
-    };
+    return changeOf(JSON.parse(row.new_record) as OperationRecord, this.cursorOf(row.seq), new Date(row.at).toISOString());
   }
 
   /** The seq just before the oldest change still held: reading after it returns everything kept. */
