@@ -359,6 +359,7 @@ describe('the change feed under pressure', () => {
       TRACK_RATE_PER_MINUTE: '1000000',
       FEED_STALL_SECONDS: '1',
       FEED_MAX_WAITING: '5',
+      FEED_KEEP_ALIVE_SECONDS: '0.3',
     });
   });
   afterAll(async () => {
@@ -409,6 +410,23 @@ describe('the change feed under pressure', () => {
     expect(seqs).toEqual(Array.from({ length: seqs.length }, (_, i) => (seqs[0] as number) + i));
     const resumed = (await (await server.api(`/changes?after=${changes.at(-1)?.id}&limit=1`)).json()) as { changes: OperationChange[] };
     expect(seqOf(resumed.changes[0]?.cursor)).toBe((seqs.at(-1) as number) + 1);
+  });
+
+  it('an idle stream gets a comment line every FEED_KEEP_ALIVE_SECONDS, and nothing else', async () => {
+    const stop = new AbortController();
+    const response = await server.api('/changes/stream?kind=video', { signal: stop.signal });
+    let text = '';
+    const started = performance.now();
+    try {
+      for await (const chunk of response.body as unknown as AsyncIterable<Uint8Array>) {
+        text += Buffer.from(chunk).toString('utf8');
+        if ((text.match(/: keep-alive\n\n/g) ?? []).length >= 3) break;
+      }
+    } finally {
+      stop.abort();
+    }
+    expect(text.replace(/: keep-alive\n\n/g, '')).toBe('');
+    expect(performance.now() - started).toBeGreaterThanOrEqual(800);
   });
 
   it('long polls past FEED_MAX_WAITING are answered 503 with Retry-After; deliveries go on meanwhile', async () => {
