@@ -16,7 +16,7 @@
  * connection are retried with backoff.
  */
 
-import { changeOf, type OperationChange } from '../lambda/core/change.ts';
+import { changeOf, LONG_POLL_HEADER, type OperationChange } from '../lambda/core/change.ts';
 import { isTerminal, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
 import type { OperationRecord, OperationResult } from '../lambda/core/reducer.ts';
 import type { HistoryEntry } from '../lambda/history/history.ts';
@@ -142,8 +142,6 @@ export const WAIT_MAX_MS = 60_000;
 export const LONG_POLL_SECONDS = 25;
 /** `watch` reconnects after a failure with backoff up to this, for as long as it is not aborted. */
 const RECONNECT_MAX_MS = 5_000;
-/** Set by a server that honoured `?wait=` (lambda/http/app.ts). */
-const LONG_POLL_HEADER = 'ratchet-long-poll';
 
 export class RatchetClient {
   private readonly base: string;
@@ -187,10 +185,7 @@ export class RatchetClient {
   async list(
     filter: { state?: OperationState; kind?: OperationKind; limit?: number; cursor?: string } = {},
   ): Promise<{ operations: OperationView[]; nextCursor?: string }> {
-    const query = new URLSearchParams();
-    for (const [key, value] of Object.entries(filter)) if (value !== undefined) query.set(key, String(value));
-    const path = query.size > 0 ? `/operations?${query}` : '/operations';
-    return (await this.request('GET', path)).body as { operations: OperationView[]; nextCursor?: string };
+    return (await this.request('GET', withQuery('/operations', filter))).body as { operations: OperationView[]; nextCursor?: string };
   }
 
   /** Every applied write of the job, in version order. */
@@ -253,9 +248,9 @@ export class RatchetClient {
     waitSeconds: number,
     signal?: AbortSignal,
   ): Promise<{ operation: OperationView | undefined; waited: boolean }> {
-    const query = new URLSearchParams({ afterVersion: String(afterVersion), wait: waitSeconds.toFixed(3) });
+    const path = withQuery(`/operations/${encodeName(name)}`, { afterVersion, wait: waitSeconds.toFixed(3) });
     try {
-      const { body, headers } = await this.request('GET', `/operations/${encodeName(name)}?${query}`, undefined, signal);
+      const { body, headers } = await this.request('GET', path, undefined, signal);
       return { operation: body as OperationView, waited: headers.has(LONG_POLL_HEADER) };
     } catch (error) {
       if (error instanceof RatchetError && error.code === 'not-found') return { operation: undefined, waited: true };
@@ -274,9 +269,7 @@ export class RatchetClient {
     options: { after?: string; wait?: number; name?: string; kind?: OperationKind; state?: OperationState; limit?: number } = {},
     signal?: AbortSignal,
   ): Promise<ChangePage> {
-    const query = new URLSearchParams();
-    for (const [key, value] of Object.entries(options)) if (value !== undefined) query.set(key, String(value));
-    return (await this.request('GET', query.size > 0 ? `/changes?${query}` : '/changes', undefined, signal)).body as ChangePage;
+    return (await this.request('GET', withQuery('/changes', options), undefined, signal)).body as ChangePage;
   }
 
   /**
@@ -443,6 +436,13 @@ function httpUrl(given: unknown): URL {
       `RatchetClient: url must be an http:// or https:// URL, got ${JSON.stringify(given) ?? String(given)}`,
     );
   return url;
+}
+
+/** `path`, with the parameters that are set as its query. */
+function withQuery(path: string, parameters: Record<string, string | number | undefined>): string {
+  const query = new URLSearchParams();
+  for (const [key, value] of Object.entries(parameters)) if (value !== undefined) query.set(key, String(value));
+  return query.size > 0 ? `${path}?${query}` : path;
 }
 
 /** Names keep their slashes (`batches/123`); each segment is escaped. */

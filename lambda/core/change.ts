@@ -35,6 +35,12 @@ export interface OperationChange {
   committedAt: string;
 }
 
+/**
+ * Set on a long poll's answer (`GET /operations/{name}?wait=`) by a server that waited: the seconds it would
+ * wait. A client that sees none (API Gateway ignores the parameters) falls back to polling.
+ */
+export const LONG_POLL_HEADER = 'ratchet-long-poll';
+
 /** What kind of write made this version of the record (the outbox's `write_kind`). */
 export function writeKindOf(record: Pick<OperationRecord, 'source' | 'stateChanged'>): OperationChange['writeKind'] {
   return record.source === 'track' ? 'track' : record.stateChanged ? 'state-change' : 'refresh';

@@ -8,6 +8,7 @@ import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import * as z from 'zod/mini';
+import { LONG_POLL_HEADER } from '../core/change.ts';
 import { OPERATION_KINDS, OPERATION_STATES } from '../core/lifecycle.ts';
 import { kindOfName, normalizeOperationName } from '../core/names.ts';
 import { type OperationRecord, trackedRecord } from '../core/reducer.ts';
@@ -57,24 +58,27 @@ const ListQuery = z.object({
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
 });
 
-/**
- * Set on a long poll's answer (`?wait=`) by a server that waited: the seconds it would wait. A client that sees
- * none (API Gateway ignores the parameters) falls back to polling.
- */
-export const LONG_POLL_HEADER = 'ratchet-long-poll';
-export const MAX_LONG_POLL_SECONDS = 60;
+const MAX_WAIT_SECONDS = 60;
+/** What a `wait` out of range is told (the per-operation long poll here, the change feed's routes in local/feed). */
+export const WAIT_RANGE = `wait must be a number of seconds from 0 to ${MAX_WAIT_SECONDS}`;
+
+/** A long poll's `wait`, in seconds (0–60, fractions allowed; absent: 0), as milliseconds; undefined when it is not one. */
+export function waitMsOf(wait: string | undefined): number | undefined {
+  const seconds = wait === undefined ? 0 : Number(wait);
+  if (wait === '' || !Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_SECONDS) return undefined;
+  return Math.round(seconds * 1000);
+}
 
 function longPollOf(
   afterVersion: string | undefined,
   wait: string | undefined,
 ): { field: string; message: string } | { afterVersion?: number; waitMs: number } {
-  const waitSeconds = wait === undefined ? 0 : Number(wait);
-  if (wait === '' || !Number.isFinite(waitSeconds) || waitSeconds < 0 || waitSeconds > MAX_LONG_POLL_SECONDS)
-    return { field: 'wait', message: `wait must be a number of seconds from 0 to ${MAX_LONG_POLL_SECONDS}` };
+  const waitMs = waitMsOf(wait);
+  if (waitMs === undefined) return { field: 'wait', message: WAIT_RANGE };
   const version = afterVersion === undefined ? undefined : Number(afterVersion);
   if (afterVersion === '' || (version !== undefined && !(Number.isSafeInteger(version) && version >= 0)))
     return { field: 'afterVersion', message: 'afterVersion must be a whole number, 0 or more' };
-  return { ...(version !== undefined && { afterVersion: version }), waitMs: Math.round(waitSeconds * 1000) };
+  return { ...(version !== undefined && { afterVersion: version }), waitMs };
 }
 
 function tryName(value: string): string | undefined {

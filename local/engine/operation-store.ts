@@ -94,16 +94,18 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
    */
   async apply(event: OperationEvent, now: string): Promise<ApplyOutcome> {
     const held = this.row(event.name);
-    const current = held && (JSON.parse(held.record) as OperationRecord);
-    const refused = applyEvent(current, event, now);
-    if (!refused.applied) {
-      await this.noteDiscard(event, refused.reason, now);
-      return { ok: false, current, legacy: false };
+    const heldRecord = held && (JSON.parse(held.record) as OperationRecord);
+    const first = applyEvent(heldRecord, event, now);
+    if (!first.applied) {
+      await this.noteDiscard(event, first.reason, now);
+      return { ok: false, current: heldRecord, legacy: false };
     }
     const outcome = await this.db.writeGrouped((): ApplyOutcome => {
       const row = this.row(event.name);
-      const current = row && (JSON.parse(row.record) as OperationRecord);
-      const decision = applyEvent(current, event, now);
+      // Reduced again only if another write came in between (the reducer is pure: the same record gives the same decision).
+      const unchanged = row?.record === held?.record;
+      const current = unchanged ? heldRecord : row && (JSON.parse(row.record) as OperationRecord);
+      const decision = unchanged ? first : applyEvent(current, event, now);
       if (!decision.applied) {
         this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason: decision.reason }));
         return { ok: false, current, legacy: false };

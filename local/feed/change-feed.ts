@@ -129,11 +129,6 @@ export class ChangeFeed {
     return this.db.get<{ seq: number }>("SELECT seq FROM sqlite_sequence WHERE name = 'changes'")?.seq ?? 0;
   }
 
-  /** How many waiters are held now (long polls and streams). */
-  get waiters(): number {
-    return this.waiting;
-  }
-
   /**
    * Up to `limit` changes after `after` that match `filter`, in commit order,
    * and the cursor to go on from. Throws CursorExpiredError when changes after

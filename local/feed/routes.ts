@@ -15,14 +15,14 @@ import type { Context, Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import { OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
 import { normalizeOperationName } from '../../lambda/core/names.ts';
+import { WAIT_RANGE, waitMsOf } from '../../lambda/http/app.ts';
 import { FAILURES, type Failure, failureBody } from '../../lambda/http/webhook.ts';
 import { type ChangeFeed, CursorExpiredError, type FeedFilter, type OperationChange } from './change-feed.ts';
 
-export const MAX_WAIT_SECONDS = 60;
 /** How long a stream gathers changes after a write before its next one (its lag pays it at most once). */
 const GATHER_MS = 10;
-export const DEFAULT_LIMIT = 100;
-export const MAX_LIMIT = 1_000;
+const DEFAULT_LIMIT = 100;
+const MAX_LIMIT = 1_000;
 
 export interface FeedRouteOptions {
   /** A comment line on an idle stream this often. */
@@ -190,9 +190,8 @@ function parseQuery(feed: ChangeFeed, raw: Record<string, string>, fields: strin
     after = feed.seqOf(cursorText);
     if (after === undefined) throw new BadQuery(lastEventId ? 'Last-Event-ID' : 'after', 'after must be a cursor this feed returned');
   }
-  const wait = raw.wait === undefined ? 0 : Number(raw.wait);
-  if (raw.wait === '' || !Number.isFinite(wait) || wait < 0 || wait > MAX_WAIT_SECONDS)
-    throw new BadQuery('wait', `wait must be a number of seconds from 0 to ${MAX_WAIT_SECONDS}`);
+  const waitMs = waitMsOf(raw.wait);
+  if (waitMs === undefined) throw new BadQuery('wait', WAIT_RANGE);
   const limit = raw.limit === undefined ? DEFAULT_LIMIT : Number(raw.limit);
   if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
     throw new BadQuery('limit', `limit must be a whole number from 1 to ${MAX_LIMIT}`);
@@ -214,5 +213,5 @@ function parseQuery(feed: ChangeFeed, raw: Record<string, string>, fields: strin
       throw new BadQuery('state', `state must be one of ${OPERATION_STATES.join(', ')}`);
     filter.state = raw.state as OperationState;
   }
-  return { after, waitMs: Math.round(wait * 1000), filter, limit };
+  return { after, waitMs, filter, limit };
 }
