@@ -80,8 +80,9 @@ describe('RatchetClient against the local runtime', () => {
     const next = await client.list({ state: 'SUCCEEDED', kind: 'batch', limit: 1, cursor: page.nextCursor });
     expect(next.operations[0]?.name).toBe(earlier);
 
+    // History is written by the derived-work process, a moment after the write: wait as the other e2e tests do.
     await expect
-      .poll(async () => (await client.history(name)).map((h) => [h.version, h.state]))
+      .poll(async () => (await client.history(name)).map((h) => [h.version, h.state]), { timeout: 15_000 })
       .toEqual([
         [1, null],
         [2, 'SUCCEEDED'],
