@@ -22,7 +22,7 @@ import { newSecret } from '../test/support/deliveries.ts';
 import { Receiver } from '../test/support/receiver.ts';
 import { run } from './cold-start.ts';
 import { type Mix, mixes, percentile } from './mixes.ts';
-import { childrenOf, rssMb, type Started, startGenerator, startProcess, stopProcess } from './processes.ts';
+import { childrenOf, cpuMs, rssMb, type Started, settled, startGenerator, startProcess, stopProcess, treeCpuMs } from './processes.ts';
 
 type System = 'ratchet' | 'ingest' | 'seed' | 'floor' | 'ref';
 interface Sample {
@@ -31,6 +31,10 @@ interface Sample {
   p99: number;
   lost: number;
   wrongFinal: number;
+  /** CPU ms per delivery of the system's processes (Ratchet: the runtime and its derived-work process), left work included. */
+  cpu: number;
+  /** The same, of the process that answers the webhooks alone. */
+  cpuIngest: number;
 }
 const median = (xs: number[]) => percentile(xs, 0.5);
 
@@ -93,8 +97,13 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
     const play = async (system: System, prefix: string, index: number): Promise<Sample> => {
       const mix = mixes(prefix, options.size)[index] as Mix;
       const lostBefore = system === 'seed' ? await seedLost() : 0;
+      const pid = (started[system] as Started).child.pid as number;
+      const [cpuBefore, ingestBefore] = [treeCpuMs(pid), cpuMs(pid)];
       const played = await generator.play(webhookUrl(system), secret, prefix, options.size, index);
+      await settled(pid);
       return {
+        cpu: (treeCpuMs(pid) - cpuBefore) / options.size,
+        cpuIngest: (cpuMs(pid) - ingestBefore) / options.size,
         perSecond: played.perSecond,
         p50: played.p50,
         p99: played.p99,
@@ -153,19 +162,23 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
     const ratio = (label: string, field: keyof Sample, to: System, from: System = 'ratchet') =>
       (of(label, from, field) / of(label, to, field)).toFixed(2);
 
+    const cpuCell = (label: string, system: System) => {
+      const ingest = of(label, system, 'cpuIngest');
+      return `${ingest.toFixed(2)} + ${(of(label, system, 'cpu') - ingest).toFixed(2)}`;
+    };
     console.log('\n## The embedded engine: Ratchet on SQLite beside the seed on SQLite, the floor and the runtime before\n');
     console.log(
       `${options.size} deliveries per mix, ${options.rounds} interleaved rounds (medians), signed webhooks over HTTP to a process per system, Node ${process.version}; Ratchet with its outbound sink on\n`,
     );
     const refColumns = started.ref ? ` ×before (${options.compareRef}) |` : '';
     console.log(
-      `| mix | Ratchet deliveries/s | ×seed on SQLite | ×floor |${refColumns} without a sink: ×seed | ×floor | p50 / p99 ms (Ratchet) | lost: seed / Ratchet 503 | wrong final: seed / Ratchet |`,
+      `| mix | Ratchet deliveries/s | ×seed on SQLite | ×floor |${refColumns} without a sink: ×seed | ×floor | p50 / p99 ms (Ratchet) | CPU ms per delivery (ingest process + the rest): Ratchet / without a sink / seed | lost: seed / Ratchet 503 | wrong final: seed / Ratchet |`,
     );
-    console.log(`|---|---:|---:|---:|${started.ref ? '---:|' : ''}---:|---:|---:|---:|---:|`);
+    console.log(`|---|---:|---:|---:|${started.ref ? '---:|' : ''}---:|---:|---:|---:|---:|---:|`);
     for (const label of labels) {
       const refCell = started.ref ? ` ${ratio(label, 'perSecond', 'ref')} |` : '';
       console.log(
-        `| ${label} | ${of(label, 'ratchet', 'perSecond').toFixed(0)} | ${ratio(label, 'perSecond', 'seed')} | ${ratio(label, 'perSecond', 'floor')} |${refCell} ${ratio(label, 'perSecond', 'seed', 'ingest')} | ${ratio(label, 'perSecond', 'floor', 'ingest')} | ${of(label, 'ratchet', 'p50').toFixed(1)} / ${of(label, 'ratchet', 'p99').toFixed(1)} | ${sum(label, 'seed', 'lost')} / ${sum(label, 'ratchet', 'lost') + sum(label, 'ingest', 'lost')} | ${sum(label, 'seed', 'wrongFinal')} / ${sum(label, 'ratchet', 'wrongFinal') + sum(label, 'ingest', 'wrongFinal')} |`,
+        `| ${label} | ${of(label, 'ratchet', 'perSecond').toFixed(0)} | ${ratio(label, 'perSecond', 'seed')} | ${ratio(label, 'perSecond', 'floor')} |${refCell} ${ratio(label, 'perSecond', 'seed', 'ingest')} | ${ratio(label, 'perSecond', 'floor', 'ingest')} | ${of(label, 'ratchet', 'p50').toFixed(1)} / ${of(label, 'ratchet', 'p99').toFixed(1)} | ${cpuCell(label, 'ratchet')} / ${cpuCell(label, 'ingest')} / ${cpuCell(label, 'seed')} | ${sum(label, 'seed', 'lost')} / ${sum(label, 'ratchet', 'lost') + sum(label, 'ingest', 'lost')} | ${sum(label, 'seed', 'wrongFinal')} / ${sum(label, 'ratchet', 'wrongFinal') + sum(label, 'ingest', 'wrongFinal')} |`,
       );
     }
 

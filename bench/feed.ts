@@ -10,14 +10,14 @@
  *   follow every change; the runtime's CPU time per delivery (steadier than
  *   throughput on shared cores) and RSS in each case. Rounds interleave.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { RatchetClient } from '../sdk/client.ts';
 import { newSecret } from '../test/support/deliveries.ts';
 import { Receiver } from '../test/support/receiver.ts';
 import { percentile } from './mixes.ts';
-import { rssMb, type Started, startGenerator, startProcess, stopProcess } from './processes.ts';
+import { cpuMs, rssMb, type Started, startGenerator, startProcess, stopProcess } from './processes.ts';
 
 export interface FeedBenchOptions {
   root: string;
@@ -28,11 +28,6 @@ export interface FeedBenchOptions {
 
 const TOKEN = 'bench-api-token-0123456789abcdef';
 
-/** CPU time a process has used, user and system, in ms (Linux: /proc/<pid>/stat, in clock ticks of 10 ms). */
-function cpuMs(pid: number): number {
-  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
-  return (Number(fields[11]) + Number(fields[12])) * 10;
-}
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
 export async function benchFeed(options: FeedBenchOptions): Promise<void> {

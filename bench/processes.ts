@@ -74,6 +74,31 @@ export function rssMb(pid: number): number {
   return Number(status.match(/VmRSS:\s+(\d+)/)?.[1] ?? Number.NaN) / 1024;
 }
 
+/** CPU time a process has used, user and system, in ms (Linux: /proc/<pid>/stat, in clock ticks of 10 ms). */
+export function cpuMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12])) * 10;
+}
+
+/** CPU time of a process and its children (the runtime and its derived-work process), in ms. */
+export function treeCpuMs(pid: number): number {
+  return [pid, ...childrenOf(pid)].reduce((sum, one) => sum + cpuMs(one), 0);
+}
+
+/**
+ * Waits (at most `capMs`) until a process tree has gone 200 ms using less than
+ * one clock tick of CPU: the work a load left behind (effects, history) is done.
+ */
+export async function settled(pid: number, capMs = 5_000): Promise<void> {
+  const deadline = Date.now() + capMs;
+  for (let before = treeCpuMs(pid); Date.now() < deadline; ) {
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const now = treeCpuMs(pid);
+    if (now - before <= 10) return;
+    before = now;
+  }
+}
+
 /** The children of a process (Linux): the runtime's derived-work process. */
 export function childrenOf(pid: number): number[] {
   try {
