@@ -33,7 +33,7 @@ interface Sample {
   wrongFinal: number;
   /** CPU ms per delivery of the system's processes (Ratchet: the runtime and its derived-work process), left work included. */
   cpu: number;
-  /** The same, of the process that answers the webhooks alone. */
+  /** The same, of the webhook process alone (the one that answers). */
   cpuIngest: number;
 }
 const median = (xs: number[]) => percentile(xs, 0.5);
@@ -172,7 +172,7 @@ export async function benchEmbedded(options: EmbeddedOptions): Promise<void> {
     );
     const refColumns = started.ref ? ` ×before (${options.compareRef}) |` : '';
     console.log(
-      `| mix | Ratchet deliveries/s | ×seed on SQLite | ×floor |${refColumns} without a sink: ×seed | ×floor | p50 / p99 ms (Ratchet) | CPU ms per delivery (ingest process + the rest): Ratchet / without a sink / seed | lost: seed / Ratchet 503 | wrong final: seed / Ratchet |`,
+      `| mix | Ratchet deliveries/s | ×seed on SQLite | ×floor |${refColumns} without a sink: ×seed | ×floor | p50 / p99 ms (Ratchet) | CPU ms per delivery (the webhook process + the rest): Ratchet / without a sink / seed | lost: seed / Ratchet 503 | wrong final: seed / Ratchet |`,
     );
     console.log(`|---|---:|---:|---:|${started.ref ? '---:|' : ''}---:|---:|---:|---:|---:|---:|`);
     for (const label of labels) {
