@@ -29,18 +29,31 @@ tr.refused,tr.noted{color:#888}tr.refused td,tr.noted td{font-style:italic}.reas
  *   cursor the page was rendered at): a quarter of a second after a change
  *   (at most four times a second, however many come) the page is fetched
  *   again and `#live` replaced in place, so rows appear without a reload. The
- *   browser's EventSource reconnects by itself with the last id it saw.
+ *   browser's EventSource reconnects by itself with the last id it saw; one
+ *   the server refuses (410 past the feed's retention, 401 when the session
+ *   ended) it gives up on, so then the page is fetched again and followed
+ *   from its new cursor (three tries, a second apart and more), or the
+ *   status says to reload.
  */
 const SCRIPT = `const csrf=document.querySelector('meta[name=csrf-token]')?.content??'';
-const bind=()=>{for(const b of document.querySelectorAll('button[data-post]'))b.addEventListener('click',async()=>{
+const bind=(root)=>{for(const b of root.querySelectorAll('button[data-post]'))b.addEventListener('click',async()=>{
 const r=await fetch(b.dataset.post,{method:'POST',headers:{'content-type':'application/json','x-csrf-token':csrf},body:b.dataset.body});
-b.textContent=(r.ok?'redriven: ':'refused: ')+JSON.stringify(await r.json());});};bind();
+b.textContent=(r.ok?'redriven: ':'refused: ')+JSON.stringify(await r.json());});};bind(document);
 const live=document.getElementById('live'),status=document.getElementById('live-status');
-if(live?.dataset.stream&&window.EventSource){let timer;const source=new EventSource(live.dataset.stream);
-source.addEventListener('change',()=>{if(timer)return;timer=setTimeout(async()=>{timer=undefined;const r=await fetch(location.href);if(!r.ok)return;
-const next=new DOMParser().parseFromString(await r.text(),'text/html').getElementById('live');if(next){live.replaceChildren(...next.childNodes);bind();}},250);});
-source.addEventListener('open',()=>{if(status)status.textContent='live: updates as changes happen';});
-source.addEventListener('error',()=>{if(status)status.textContent='live updates paused: reconnecting…';});}`;
+const say=(text)=>{if(status)status.textContent=text;};
+const refresh=async()=>{const r=await fetch(location.href);if(!r.ok)return undefined;
+const next=new DOMParser().parseFromString(await r.text(),'text/html').getElementById('live');
+if(next){live.replaceChildren(...next.childNodes);live.dataset.stream=next.dataset.stream??'';bind(live);}return next;};
+let timer,restarts=0;
+const follow=(url)=>{const source=new EventSource(url);
+source.addEventListener('change',()=>{if(timer)return;timer=setTimeout(()=>{timer=undefined;refresh().catch(()=>undefined);},250);});
+source.addEventListener('open',()=>{restarts=0;say('live: updates as changes happen');});
+source.addEventListener('error',()=>{if(source.readyState!==EventSource.CLOSED)return say('live updates paused: reconnecting…');
+if(restarts>=3)return say('live updates stopped: reload the page');
+restarts++;say('live updates paused: starting again…');
+setTimeout(async()=>{const next=await refresh().catch(()=>undefined);
+if(next?.dataset.stream)follow(next.dataset.stream);else say('live updates stopped: reload the page');},1000*restarts);});};
+if(live?.dataset.stream&&window.EventSource)follow(live.dataset.stream);`;
 
 /** A page's changing part, kept up to date from the change stream at `stream` (see SCRIPT). */
 export function live(stream: string, body: string): string {

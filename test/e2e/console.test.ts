@@ -3,7 +3,8 @@
  * playwright-core): counts per state and kind that filter the list, open
  * operations first, times people read, every event of an operation (refused
  * ones with their reason) with each effect beside its write, a dead-lettered
- * effect flagged and re-driven; pages updated live from the change stream;
+ * effect flagged and re-driven; pages updated live from the change stream
+ * (and following it again from a fresh page when the server refuses it);
  * nothing requested beyond 127.0.0.1; readable on a phone.
  */
 import type { Browser } from 'playwright-core';
@@ -145,6 +146,39 @@ describe('the console', () => {
     await deliver('batch.succeeded', 'batches/live2', '2026-12-05T10:00:03Z');
     await page.locator('#operations tr[data-name="batches/live2"]').waitFor({ timeout: 10_000 });
     expect(loads).toBe(0);
+    await page.close();
+  });
+
+  it('follows again from a fresh page when the server refuses the stream (410 past retention), and says to reload after three refusals', async () => {
+    // Fault injection in front of the real server: the stream refused as a cursor past the feed's retention is.
+    const refuse = { status: 410, contentType: 'application/json', body: JSON.stringify({ error: 'cursor-expired' }) };
+    await deliver('interaction.requires_action', 'interactions/live3', '2026-12-05T10:00:01Z');
+    const { page, requests } = await recordingPage(browser);
+    page.on('close', () => requested.push(...requests));
+    await signIn(page, ratchet.url, ratchet.apiToken as string);
+    const streams: string[] = [];
+    await page.route('**/changes/stream?**', (route) => {
+      streams.push(route.request().url());
+      return streams.length === 1 ? route.fulfill(refuse) : route.continue();
+    });
+    await page.goto(`${ratchet.url}/console/operations/interactions/live3`);
+    await page.locator('#live-status', { hasText: 'live: updates as changes happen' }).waitFor({ timeout: 10_000 });
+    expect(streams).toHaveLength(2);
+    // The second stream is the re-fetched page's, and it is followed: a change still shows.
+    await deliver('interaction.completed', 'interactions/live3', '2026-12-05T10:00:02Z');
+    await page.locator('#timeline tbody tr').nth(1).waitFor({ timeout: 10_000 });
+    expect(await page.locator('#live strong').first().textContent()).toBe('SUCCEEDED');
+
+    // Refused every time: three fresh starts (1 s, 2 s, 3 s apart), then the page says so instead of "reconnecting".
+    await page.unroute('**/changes/stream?**');
+    streams.length = 0;
+    await page.route('**/changes/stream?**', (route) => {
+      streams.push(route.request().url());
+      return route.fulfill(refuse);
+    });
+    await page.reload();
+    await page.locator('#live-status', { hasText: 'live updates stopped: reload the page' }).waitFor({ timeout: 15_000 });
+    expect(streams).toHaveLength(4);
     await page.close();
   });
 
