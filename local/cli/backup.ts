@@ -6,12 +6,18 @@
  *
  * To restore: stop Ratchet, put the copy in place of `DATA_DIR/ratchet.db`
  * (removing `ratchet.db-wal` and `ratchet.db-shm` beside it), start it.
+ *
+ * The copy leaves out the change feed's id, so a runtime started on it makes
+ * a new one: every cursor a reader kept from before the restore is then
+ * refused (410) rather than read on from a position the restored file
+ * reached by other writes (local/feed/change-feed.ts).
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { DB_FILE, DEFAULT_DATA_DIR } from '../engine/data-folder.ts';
 import { schemaVersionOf } from '../engine/schema.ts';
 import { Sqlite } from '../engine/sqlite.ts';
+import { FEED_ID_NOTE } from '../feed/change-feed.ts';
 import { failure, parseCommandLine, usageError } from './command-line.ts';
 
 const command = {
@@ -37,6 +43,12 @@ try {
     db.connection.prepare('VACUUM INTO ?').run(target);
   } finally {
     db.close();
+  }
+  const written = Sqlite.open(target, { plain: true });
+  try {
+    written.write(() => written.run(`DELETE FROM notes WHERE key = '${FEED_ID_NOTE}'`));
+  } finally {
+    written.close();
   }
   const copy = Sqlite.open(target, { readonly: true });
   try {

@@ -363,13 +363,17 @@ function matches(change: OperationChange, filter: FeedFilter): boolean {
   return filter.state === undefined || change.state === filter.state;
 }
 
-/** This data file's feed id, made on first use. */
+/** The `notes` key of the feed id; a backup copy leaves it out (local/cli/backup.ts). */
+export const FEED_ID_NOTE = 'feed-id';
+
+/** This data file's feed id, made on first use (and on the first start of a restored backup). */
 function feedIdOf(db: Sqlite): string {
-  const kept = db.get<{ value: string }>("SELECT value FROM notes WHERE key = 'feed-id'")?.value;
+  const read = () => db.get<{ value: string }>('SELECT value FROM notes WHERE key = ?', FEED_ID_NOTE)?.value;
+  const kept = read();
   if (kept) return kept;
   const id = randomBytes(4).toString('hex');
-  db.write(() => db.run("INSERT INTO notes (key, value) VALUES ('feed-id', ?) ON CONFLICT (key) DO NOTHING", id));
-  return db.get<{ value: string }>("SELECT value FROM notes WHERE key = 'feed-id'")?.value ?? id;
+  db.write(() => db.run('INSERT INTO notes (key, value) VALUES (?, ?) ON CONFLICT (key) DO NOTHING', FEED_ID_NOTE, id));
+  return read() ?? id;
 }
 
 export type { OperationChange };

@@ -1,7 +1,8 @@
 /**
  * `npm run backup` while `npm start` takes a storm of deliveries: the copy is
  * one consistent moment (every operation's outbox holds exactly its versions,
- * history never ahead of the record), and restores to a runtime that serves it.
+ * history never ahead of the record), and restores to a runtime that serves it
+ * and refuses the change-feed cursors readers kept from before (410).
  */
 import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -46,6 +47,8 @@ describe('npm run backup', () => {
       }
     })();
     while (sent < 30) await new Promise((resolve) => setTimeout(resolve, 10));
+    const cursorOf = async (server: RatchetProcess) => ((await (await server.api('/changes')).json()) as { cursor: string }).cursor;
+    const kept = await cursorOf(ratchet);
     const files = [join(copies, 'a.db'), join(copies, 'b.db')];
     for (const file of files) {
       const run = await backup(file);
@@ -59,6 +62,7 @@ describe('npm run backup', () => {
       const copy = Sqlite.open(file, { readonly: true });
       try {
         expect(copy.get('PRAGMA integrity_check')).toEqual({ integrity_check: 'ok' });
+        expect(copy.get("SELECT value FROM notes WHERE key = 'feed-id'")).toBeUndefined();
         const operations = copy.all<{ name: string; version: number }>('SELECT name, version FROM operations');
         expect(operations.length).toBeGreaterThan(0);
         for (const { name, version } of operations) {
@@ -85,6 +89,9 @@ describe('npm run backup', () => {
       expect(listed.operations.length).toBeGreaterThan(0);
       const first = listed.operations[0]?.name as string;
       expect((await again.api(`/operations/${first}`)).status).toBe(200);
+      // A new feed id: the reader's cursor from before the restore is refused, never read on from.
+      expect((await again.api(`/changes?after=${kept}`)).status).toBe(410);
+      expect((await cursorOf(again)).split('-')[0]).not.toBe(kept.split('-')[0]);
     } finally {
       await again.stop();
     }
