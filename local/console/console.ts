@@ -14,7 +14,7 @@ import type { Context, Hono } from 'hono';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
 import { normalizeOperationName } from '../../lambda/core/names.ts';
 import type { DeadLetter, DeadLetters } from '../../lambda/effects/dead-letters.ts';
-import type { EffectLedger } from '../../lambda/effects/ledger.ts';
+import { type EffectLedger, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
 import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
 import type { Decision, OperationView } from '../../lambda/store/operation-store.ts';
 import type { pendingEffects } from '../engine/effects-queue.ts';
@@ -252,26 +252,54 @@ interface EffectStatuses {
   status(version: number): string;
 }
 
-/** Each state change's effect: delivered, retrying, queued or dead-lettered (with why). */
+/**
+ * How long after its write a state change not yet in the queue, the ledger or
+ * the dead letters still shows "queued": the derived-work process takes it
+ * into the queue a moment after history. Older, it was delivered before the
+ * ledger's retention, or written while the outbound sink was off.
+ */
+const ENQUEUED_WITHIN_MS = 60_000;
+
+/** What the effects path holds of one operation (read by effectStatuses). */
+export interface EffectFacts {
+  deadLetters: DeadLetter[];
+  /** Versions the ledger has as delivered. */
+  delivered: Set<number>;
+  pending: ReturnType<typeof pendingEffects>;
+  /** Each state change's write time, by version. */
+  recordedAt: Map<number, string>;
+}
+
 async function effectStatuses(deps: ConsoleDeps, name: string, history: HistoryEntry[]): Promise<EffectStatuses> {
   const effects = deps.effects();
   if (!effects) return { deadLetters: [], status: () => '' };
-  const deadLetters = (await effects.deadLetters.list()).filter((letter) => letter.name === name);
-  const pending = effects.pending(name);
-  const delivered = new Set<number>();
-  for (const { version } of history.filter((entry) => entry.stateChanged))
-    if (await effects.ledger.isDelivered('webhook', `${name}#${version}`)) delivered.add(version);
-  return {
-    deadLetters,
-    status(version) {
-      const letter = deadLetters.find((d) => d.version === version);
-      if (letter && letter.status !== 'redriving')
-        return `<span class="dead-lettered">dead-lettered</span> <small>${escapeHtml(letter.reason)}: ${escapeHtml(letter.lastError)}, ${letter.attempts} attempts</small>`;
-      if (delivered.has(version)) return 'delivered';
-      const waiting = pending.find((p) => p.version === version);
-      if (waiting && waiting.receiveCount > 0)
-        return `<span class="retrying">retrying</span> <small>attempt ${waiting.receiveCount}, next ${when(new Date(waiting.retryAt || Date.now()).toISOString(), Date.now())}</small>`;
-      return 'queued';
-    },
+  const facts: EffectFacts = {
+    deadLetters: (await effects.deadLetters.list()).filter((letter) => letter.name === name),
+    delivered: new Set(),
+    pending: effects.pending(name),
+    recordedAt: new Map(),
   };
+  for (const { version, recordedAt } of history.filter((entry) => entry.stateChanged)) {
+    facts.recordedAt.set(version, recordedAt);
+    if (await effects.ledger.isDelivered('webhook', `${name}#${version}`)) facts.delivered.add(version);
+  }
+  return { deadLetters: facts.deadLetters, status: (version) => effectStatus(version, facts, Date.now()) };
+}
+
+/**
+ * A state change's effect, as the timeline shows it: dead-lettered (with why),
+ * delivered, retrying, queued (those two marked `effect-pending`, which the
+ * page's script watches), or "–" when nothing holds it any more.
+ */
+export function effectStatus(version: number, facts: EffectFacts, now: number): string {
+  const letter = facts.deadLetters.find((d) => d.version === version);
+  if (letter && letter.status !== 'redriving')
+    return `<span class="dead-lettered">dead-lettered</span> <small>${escapeHtml(letter.reason)}: ${escapeHtml(letter.lastError)}, ${letter.attempts} attempts</small>`;
+  if (facts.delivered.has(version)) return 'delivered';
+  const waiting = facts.pending.find((p) => p.version === version);
+  if (waiting && waiting.receiveCount > 0)
+    return `<span class="retrying effect-pending">retrying</span> <small>attempt ${waiting.receiveCount}, next ${when(new Date(waiting.retryAt || now).toISOString(), now)}</small>`;
+  if (waiting || now - Date.parse(facts.recordedAt.get(version) ?? '') < ENQUEUED_WITHIN_MS)
+    return '<span class="effect-pending">queued</span>';
+  return `<span title="not in the queue, the ledger (kept ${LEDGER_RETENTION_SECONDS / 86_400} days) or the dead letters: delivered before that, or written while the outbound sink was off">–</span>`;
 }

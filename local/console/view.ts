@@ -24,7 +24,8 @@ tr.refused,tr.noted{color:#888}tr.refused td,tr.noted td{font-style:italic}.reas
  * The console's one script, allowed by the page's CSP nonce (no inline
  * handlers):
  * - a button with `data-post` POSTs its `data-body` there as JSON, with the
- *   session's CSRF token, and shows the answer;
+ *   session's CSRF token, and shows the answer (then, two seconds later,
+ *   `#live` is fetched again, to show what the POST started);
  * - `#live` follows the change stream its `data-stream` names (from the
  *   cursor the page was rendered at): a quarter of a second after a change
  *   (at most four times a second, however many come) the page is fetched
@@ -33,18 +34,25 @@ tr.refused,tr.noted{color:#888}tr.refused td,tr.noted td{font-style:italic}.reas
  *   the server refuses (410 past the feed's retention, 401 when the session
  *   ended) it gives up on, so then the page is fetched again and followed
  *   from its new cursor (three tries, a second apart and more), or the
- *   status says to reload.
+ *   status says to reload;
+ * - an effect not delivered yet (`.effect-pending`: queued or retrying) is
+ *   not a change, so the stream does not announce its delivery: while one
+ *   shows, `#live` is fetched again every two seconds.
  */
 const SCRIPT = `const csrf=document.querySelector('meta[name=csrf-token]')?.content??'';
-const bind=(root)=>{for(const b of root.querySelectorAll('button[data-post]'))b.addEventListener('click',async()=>{
-const r=await fetch(b.dataset.post,{method:'POST',headers:{'content-type':'application/json','x-csrf-token':csrf},body:b.dataset.body});
-b.textContent=(r.ok?'redriven: ':'refused: ')+JSON.stringify(await r.json());});};bind(document);
 const live=document.getElementById('live'),status=document.getElementById('live-status');
 const say=(text)=>{if(status)status.textContent=text;};
+let timer,pendingTimer,restarts=0;
 const refresh=async()=>{const r=await fetch(location.href);if(!r.ok)return undefined;
 const next=new DOMParser().parseFromString(await r.text(),'text/html').getElementById('live');
-if(next){live.replaceChildren(...next.childNodes);live.dataset.stream=next.dataset.stream??'';bind(live);}return next;};
-let timer,restarts=0;
+if(next){live.replaceChildren(...next.childNodes);live.dataset.stream=next.dataset.stream??'';bind(live);watchPending();}return next;};
+const later=(ms)=>setTimeout(()=>refresh().catch(()=>undefined),ms);
+const watchPending=()=>{if(pendingTimer||!live?.querySelector('.effect-pending'))return;
+pendingTimer=setTimeout(()=>{pendingTimer=undefined;refresh().catch(()=>undefined);},2000);};
+const bind=(root)=>{for(const b of root.querySelectorAll('button[data-post]'))b.addEventListener('click',async()=>{
+const r=await fetch(b.dataset.post,{method:'POST',headers:{'content-type':'application/json','x-csrf-token':csrf},body:b.dataset.body});
+b.textContent=(r.ok?'redriven: ':'refused: ')+JSON.stringify(await r.json());if(live)later(2000);});};
+bind(document);watchPending();
 const follow=(url)=>{const source=new EventSource(url);
 source.addEventListener('change',()=>{if(timer)return;timer=setTimeout(()=>{timer=undefined;refresh().catch(()=>undefined);},250);});
 source.addEventListener('open',()=>{restarts=0;say('live: updates as changes happen');});

@@ -182,6 +182,27 @@ describe('the console', () => {
     await page.close();
   });
 
+  it("shows an effect's delivery without a reload: retrying while the receiver fails, then delivered", async () => {
+    receiver.mode = 'fail';
+    const refusedBefore = receiver.refused;
+    try {
+      await deliver('batch.succeeded', 'batches/live4', '2026-12-05T10:00:04Z');
+      await eventually(() => receiver.refused > refusedBefore, 15_000, 'a refused attempt');
+      const page = await open('/console/operations/batches/live4');
+      let loads = 0;
+      page.on('framenavigated', (frame) => {
+        if (frame === page.mainFrame()) loads++;
+      });
+      await page.locator('#timeline td.effect', { hasText: /^retrying attempt \d+/ }).waitFor({ timeout: 10_000 });
+      receiver.mode = 'ok';
+      await page.locator('#timeline td.effect', { hasText: /^delivered$/ }).waitFor({ timeout: 15_000 });
+      expect(loads).toBe(0);
+      await page.close();
+    } finally {
+      receiver.mode = 'ok';
+    }
+  });
+
   it('flags a dead-lettered effect in the list and beside its write, and its redrive button delivers it', async () => {
     receiver.mode = 'gone'; // 410: dead-lettered at once
     await deliver('batch.failed', 'batches/c3', '2026-11-30T10:00:04Z');
@@ -204,15 +225,8 @@ describe('the console', () => {
     // A locator, not waitForFunction's string: the page's CSP allows no eval.
     await page.locator('#redrive', { hasText: /^redriven: / }).waitFor();
     await eventually(() => receiver.applied().some((d) => d.body.data.name === 'batches/c3'), 15_000, 'the redriven effect');
-    // The receiver has it before Ratchet has recorded its answer: the page says so once it has.
-    await eventually(
-      async () => {
-        await page.reload();
-        return (await page.locator('#timeline td.effect').textContent()) === 'delivered';
-      },
-      15_000,
-      'the effect shown delivered',
-    );
+    // The receiver has it before Ratchet has recorded its answer: the page says so once it has, without a reload.
+    await page.locator('#timeline td.effect', { hasText: /^delivered$/ }).waitFor({ timeout: 15_000 });
     await page.close();
   });
 

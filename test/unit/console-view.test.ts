@@ -1,6 +1,8 @@
 /** How the console words times, reasons and polling (pure). */
 import { describe, expect, it } from 'vitest';
+import type { DeadLetter } from '../../lambda/effects/dead-letters.ts';
 import type { OperationView } from '../../lambda/store/operation-store.ts';
+import { type EffectFacts, effectStatus } from '../../local/console/console.ts';
 import { pollingInWords, reasonInWords, shortTime, when } from '../../local/console/view.ts';
 
 const NOW = Date.parse('2026-12-03T12:00:00Z');
@@ -39,5 +41,31 @@ describe('the console view', () => {
       text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z', failedPolls: 2, note: 'Gemini answered 429' }), NOW, true)),
     ).toBe('next poll in 1 min; 2 failed in a row (Gemini answered 429)');
     expect(text(pollingInWords(view(null, { note: 'not-found', notFoundPolls: 3 }), NOW, true))).toBe('stopped: Gemini does not know it');
+  });
+
+  it("words each state change's effect, marks the undelivered ones for the page's script, and claims nothing it no longer holds", () => {
+    const letter = { version: 1, reason: 'gone', lastError: 'HTTP 410', attempts: 1, status: 'dead' } as DeadLetter;
+    const facts: EffectFacts = {
+      deadLetters: [letter, { ...letter, version: 5, status: 'redriving' }],
+      delivered: new Set([2]),
+      pending: [
+        { version: 3, receiveCount: 2, retryAt: NOW + 30_000 },
+        { version: 5, receiveCount: 0, retryAt: 0 },
+      ],
+      recordedAt: new Map([
+        [4, '2026-12-03T11:59:50.000000000Z'],
+        [6, '2026-12-03T10:00:00.000000000Z'],
+      ]),
+    };
+    const status = (version: number) => effectStatus(version, facts, NOW);
+    expect(text(status(1))).toBe('dead-lettered gone: HTTP 410, 1 attempts');
+    expect(status(2)).toBe('delivered');
+    expect(status(3)).toContain('class="retrying effect-pending"');
+    expect(text(status(3))).toBe('retrying attempt 2, next in 30 s');
+    expect(status(5)).toBe('<span class="effect-pending">queued</span>'); // redriven: queued again
+    expect(status(4)).toBe('<span class="effect-pending">queued</span>'); // written 10 s ago: on its way into the queue
+    expect(status(6)).not.toContain('effect-pending'); // two hours old and held nowhere
+    expect(text(status(6))).toBe('–');
+    expect(status(6)).toContain('kept 30 days');
   });
 });
