@@ -194,7 +194,8 @@ describe('kill -9 of the effects process alone', () => {
       stormOver = true;
     });
     const unreachedBefore = unreached;
-    for (let kill = 0; kill < 4 && !stormOver; kill++) {
+    // Killed during the storm, and at least twice even where a loaded machine lets the storm end first.
+    for (let kill = 0; kill < 4 && (kill < 2 || !stormOver); kill++) {
       await sleep(400);
       await eventually(() => ![undefined, ...kills].includes(derivedProcessOf(ratchet)), 10_000, 'the effects process (re)started');
       const pid = derivedProcessOf(ratchet) as number;
