@@ -46,7 +46,7 @@ try {
   }
   const written = Sqlite.open(target, { plain: true });
   try {
-    written.write(() => written.run(`DELETE FROM notes WHERE key = '${FEED_ID_NOTE}'`));
+    written.write(() => written.run('DELETE FROM notes WHERE key = ?', FEED_ID_NOTE));
   } finally {
     written.close();
   }
