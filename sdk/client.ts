@@ -15,7 +15,6 @@
  * store briefly unavailable), API Gateway's 429, 502 and 504, and a failed
  * connection are retried with backoff.
  */
-
 import { changeOf, LONG_POLL_HEADER, type OperationChange } from '../lambda/core/change.ts';
 import { isTerminal, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
 import type { OperationRecord, OperationResult } from '../lambda/core/reducer.ts';

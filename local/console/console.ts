@@ -72,6 +72,11 @@ function linkTo(filter: Filter, change: Partial<Filter>): string {
 const refreshLink = (href: (refresh: number | undefined) => string, refresh: number | undefined) =>
   refresh ? `<a href="${href(undefined)}">stop refreshing</a>` : `<a href="${href(5)}">refresh every 5 s</a>`;
 
+/** The change stream a page follows: from the feed's head when it was rendered, of one operation or of all. */
+function streamFrom(deps: ConsoleDeps, head: number, name?: string): string {
+  return `/changes/stream?${new URLSearchParams({ after: deps.feed.cursorOf(head), ...(name && { name }) })}`;
+}
+
 export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
   app.get('/', async (c) => {
     const now = Date.now();
@@ -100,8 +105,9 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
       operations.length > PAGE_SIZE && `<a href="${linkTo(filter, { page: filter.page + 1 })}">more</a>`,
     ].filter(Boolean);
     const footer = `<p>${pages.join(' · ')}${pages.length ? ' · ' : ''}${refreshLink((refresh) => linkTo(filter, { refresh, page: filter.page }), filter.refresh)}</p>`;
-    const stream = `/changes/stream?after=${deps.feed.cursorOf(head)}`;
-    return c.html(render(c, 'operations', live(stream, countsNav(deps, filter, deadNames.size) + table) + footer, filter.refresh));
+    return c.html(
+      render(c, 'operations', live(streamFrom(deps, head), countsNav(deps, filter, deadNames.size) + table) + footer, filter.refresh),
+    );
   });
 
   app.get('/console/operations/:name{.+}', async (c) => {
@@ -122,9 +128,8 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
 <p id="polling">Polling: ${pollingInWords(view, now, deps.reconcileOn)}</p>${
       view.userMetadata ? `\n<p id="metadata">Metadata: <code>${escapeHtml(JSON.stringify(view.userMetadata))}</code></p>` : ''
     }`;
-    const stream = `/changes/stream?${new URLSearchParams({ after: deps.feed.cursorOf(head), name })}`;
     const body = `${live(
-      stream,
+      streamFrom(deps, head, name),
       `${summary}<h2>Timeline</h2>
 <p><small>Every event this operation received, oldest first: applied writes, and refused events greyed with the reason.</small></p>
 ${await timeline(deps, view, now)}`,

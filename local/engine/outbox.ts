@@ -54,7 +54,8 @@ export class OutboxFeed {
     private readonly db: Sqlite,
     private readonly consumers: OutboxConsumer[],
     private readonly logger: Logger,
-    private readonly retentionMs = 24 * 3600 * 1000,
+    /** How long changes are kept (CHANGES_RETENTION_HOURS). */
+    private readonly retentionMs: number,
   ) {}
 
   start(): void {

@@ -147,10 +147,8 @@ export class ChangeFeed {
       let cursor = after;
       for (let seq = after + 1; seq <= end; seq++) {
         cursor = seq;
-        const entry = this.recent[seq - this.recentFirst] as Entry;
-        if (!prefilter(entry, filter)) continue;
-        const change = this.parsed(entry);
-        if (!matches(change, filter)) continue;
+        const change = this.matching(this.recent[seq - this.recentFirst] as Entry, filter);
+        if (!change) continue;
         changes.push(change);
         if (changes.length === limit) return { changes, cursor, complete: cursor === end };
       }
@@ -170,18 +168,12 @@ export class ChangeFeed {
       }
       let cursor = after;
       while (cursor < head && cursor - after < SCAN_LIMIT) {
-        const rows = this.db.all<Row>(
-          'SELECT seq, name, version, write_kind, new_record, at FROM changes WHERE seq > ? ORDER BY seq LIMIT ?',
-          cursor,
-          Math.min(DISPATCH_BATCH, SCAN_LIMIT),
-        );
+        const rows = this.rowsAfter(cursor, Math.min(DISPATCH_BATCH, SCAN_LIMIT));
         if (rows.length === 0) break;
         for (const row of rows) {
           cursor = row.seq;
-          const entry = entryOf(row);
-          if (!prefilter(entry, filter)) continue;
-          const change = this.parsed(entry);
-          if (!matches(change, filter)) continue;
+          const change = this.matching(entryOf(row), filter);
+          if (!change) continue;
           changes.push(change);
           if (changes.length === limit) return { changes, cursor, complete: cursor >= head };
         }
@@ -251,32 +243,26 @@ export class ChangeFeed {
         resolve(held);
       };
       signal?.addEventListener('abort', abort, { once: true });
-      const bucket = this.bucketOf(held, true) as Set<Waiter>;
-      bucket.add(held);
+      const { map, key } = this.placeOf(held);
+      const bucket = map.get(key) ?? new Set();
+      map.set(key, bucket.add(held));
       this.waiting++;
       // A commit may have come between the waiter's read and now (none can: both are synchronous), or be pending.
       this.notify();
     });
   }
 
-  /** The set a waiter is kept in: by the name it asks for, else by the kind. */
-  private bucketOf(waiter: Waiter, create = false): Set<Waiter> | undefined {
+  /** Where a waiter is kept: by the name it asks for, else by the kind (`*`: every kind). */
+  private placeOf(waiter: Waiter): { map: Map<string, Set<Waiter>>; key: string } {
     const { name, kind } = waiter.filter;
-    const map: Map<string, Set<Waiter>> = name ? this.named : this.byKind;
-    const key = name ?? kind ?? '*';
-    let set = map.get(key);
-    if (!set && create) {
-      set = new Set();
-      map.set(key, set);
-    }
-    return set;
+    return name ? { map: this.named, key: name } : { map: this.byKind, key: kind ?? '*' };
   }
 
   private release(waiter: Waiter): void {
-    const bucket = this.bucketOf(waiter);
+    const { map, key } = this.placeOf(waiter);
+    const bucket = map.get(key);
     if (!bucket?.delete(waiter)) return;
-    if (bucket.size === 0)
-      (waiter.filter.name ? this.named : this.byKind).delete((waiter.filter.name ?? waiter.filter.kind ?? '*') as never);
+    if (bucket.size === 0) map.delete(key);
     this.waiting--;
   }
 
@@ -284,11 +270,7 @@ export class ChangeFeed {
     if (this.waiting === 0) return;
     let rows: Row[];
     try {
-      rows = this.db.all<Row>(
-        'SELECT seq, name, version, write_kind, new_record, at FROM changes WHERE seq > ? ORDER BY seq LIMIT ?',
-        this.dispatched,
-        DISPATCH_BATCH,
-      );
+      rows = this.rowsAfter(this.dispatched, DISPATCH_BATCH);
     } catch {
       // The file is busy for longer than the engine waits: the next commit (or this retry) hands them on.
       setTimeout(() => this.notify(), 50);
@@ -300,10 +282,9 @@ export class ChangeFeed {
     const offer = (waiter: Waiter, entry: Entry) => {
       if (entry.seq <= waiter.after || waiter.found.length === waiter.limit) return;
       if (waiter.afterVersion !== undefined && entry.version <= waiter.afterVersion) return;
-      if (!prefilter(entry, waiter.filter)) return;
       // Parsed once, for every waiter it matches, and kept for readers that come back for more (read()).
-      const change = this.parsed(entry);
-      if (!matches(change, waiter.filter)) return;
+      const change = this.matching(entry, waiter.filter);
+      if (!change) return;
       waiter.found.push(change);
       if (waiter.found.length === waiter.limit) waiter.scanned = entry.seq;
       done.add(waiter);
@@ -335,6 +316,21 @@ export class ChangeFeed {
       this.recent = this.recent.slice(RECENT);
       this.recentFirst += RECENT;
     }
+  }
+
+  private rowsAfter(seq: number, limit: number): Row[] {
+    return this.db.all<Row>(
+      'SELECT seq, name, version, write_kind, new_record, at FROM changes WHERE seq > ? ORDER BY seq LIMIT ?',
+      seq,
+      limit,
+    );
+  }
+
+  /** The entry's change when it matches `filter` (the cheap checks first, the record parsed only past them). */
+  private matching(entry: Entry, filter: FeedFilter): OperationChange | undefined {
+    if (!prefilter(entry, filter)) return undefined;
+    const change = this.parsed(entry);
+    return matches(change, filter) ? change : undefined;
   }
 
   private parsed(entry: Entry): OperationChange {

@@ -48,6 +48,8 @@ class BadQuery extends Error {
 }
 
 const respond = (c: Context, failure: Failure, body: Record<string, unknown>) => c.json(body, FAILURES[failure] as 400);
+/** A 410's body, and a stream's last `expired` event: why, and the oldest cursor still good. */
+const expiredBody = (error: CursorExpiredError) => ({ ...failureBody('cursor-expired', error.message), oldestCursor: error.oldestCursor });
 
 /** `GET /changes` and `GET /changes/stream` on `app`. */
 export function feedRoutes(app: Hono, feed: ChangeFeed, options: FeedRouteOptions): void {
@@ -61,8 +63,7 @@ export function feedRoutes(app: Hono, feed: ChangeFeed, options: FeedRouteOption
       throw error;
     }
   };
-  const expired = (c: Context, error: CursorExpiredError) =>
-    respond(c, 'cursor-expired', { ...failureBody('cursor-expired', error.message), oldestCursor: error.oldestCursor });
+  const expired = (c: Context, error: CursorExpiredError) => respond(c, 'cursor-expired', expiredBody(error));
 
   app.get('/changes', async (c) => {
     const query = parsed(c, ['after', 'wait', 'name', 'kind', 'state', 'limit']);
@@ -143,7 +144,7 @@ async function serveStream(
       page = await feed.next(cursor, query.filter, DEFAULT_LIMIT, options.keepAliveMs, stop.signal);
     } catch (error) {
       if (error instanceof CursorExpiredError) {
-        await last('expired', { ...failureBody('cursor-expired', error.message), oldestCursor: error.oldestCursor });
+        await last('expired', expiredBody(error));
       } else {
         await last('dropped', {
           error: 'not-recorded',
