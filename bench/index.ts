@@ -14,8 +14,10 @@
  * 4. The AWS path (bench/aws-path.ts): DynamoDB requests per delivery and
  *    throughput against the seed on moto, the indexes' write cost,
  *    then each Lambda bundle's size and cold start.
+ * 5. Inline answers (bench/inline-answers.ts): one poll of an Omni video
+ *    interaction whose video comes back inline, by its size.
  *
- * BENCH_SECTIONS (embedded,feed,packages,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
+ * BENCH_SECTIONS (embedded,feed,packages,gemini,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
  * BENCH_ROUNDS (3), BENCH_LAG_RATE (1000), BENCH_LAG_COUNT (2000), BENCH_RSS_COUNT (100000),
  * BENCH_OVERLOAD_SECONDS (5),
  * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset),
@@ -28,7 +30,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { resolve } from 'node:path';
 import { benchEmbedded } from './embedded.ts';
 
-const sections = (process.env.BENCH_SECTIONS ?? 'embedded,feed,packages,aws').split(',');
+const sections = (process.env.BENCH_SECTIONS ?? 'embedded,feed,packages,gemini,aws').split(',');
 if (sections.includes('embedded')) {
   await benchEmbedded({
     root: resolve(import.meta.dirname, '..'),
@@ -52,6 +54,10 @@ if (sections.includes('feed')) {
 if (sections.includes('packages')) {
   const { benchPackages } = await import('./packages.ts');
   await benchPackages(resolve(import.meta.dirname, '..'), Number(process.env.BENCH_READY_RUNS ?? 5));
+}
+if (sections.includes('gemini')) {
+  const { benchInlineAnswers } = await import('./inline-answers.ts');
+  await benchInlineAnswers();
 }
 // The AWS part ends the process when it is done (esbuild's service would hold it open).
 if (sections.includes('aws')) await import('./aws-path.ts');

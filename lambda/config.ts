@@ -59,6 +59,25 @@ const Env = z.object({
   GEMINI_BASE_URL: optional(z.url()),
   /** In AWS: a Secrets Manager secret holding GEMINI_API_KEY. */
   GEMINI_API_KEY_ARN: optional(z.string()),
+  /** The Gemini API version reconcile polls (set explicitly: SDK 3.x defaults to v1, 2.x to v1beta). */
+  GEMINI_API_VERSION: withDefault(z.string().check(z.regex(/^v\d+\w*$/, 'expected an API version such as v1beta')), 'v1beta'),
+  /** The Agent Platform (formerly Vertex AI) project and location whose jobs reconcile polls; both or neither. */
+  GOOGLE_CLOUD_PROJECT: optional(text()),
+  GOOGLE_CLOUD_LOCATION: optional(text()),
+  /** Agent Platform: an express-mode API key; unset: Application Default Credentials (GOOGLE_APPLICATION_CREDENTIALS, the metadata server). */
+  AGENT_PLATFORM_API_KEY: optional(z.string()),
+  AGENT_PLATFORM_API_KEY_ARN: optional(z.string()),
+  /**
+   * Agent Platform: a credentials JSON (a service account key, an external account configuration) given as a value,
+   * or in AWS a Secrets Manager secret holding it; unset: Application Default Credentials.
+   */
+  AGENT_PLATFORM_CREDENTIALS: optional(z.string()),
+  AGENT_PLATFORM_CREDENTIALS_ARN: optional(z.string()),
+  /** Agent Platform: base URL override (tests), and the API version polled. */
+  AGENT_PLATFORM_BASE_URL: optional(z.url()),
+  AGENT_PLATFORM_API_VERSION: withDefault(z.string().check(z.regex(/^v\d+\w*$/, 'expected an API version such as v1beta1')), 'v1beta1'),
+  /** The largest poll answer read, in MiB (an interaction that returns its video inline can be tens of MiB). */
+  GEMINI_MAX_ANSWER_MB: withDefault(number(z.positive(), z.maximum(1024)), 64),
   /** The JSON Web Key Set dynamic-webhook signatures (`v1a` Ed25519, RS256 JWTs) are checked against. */
   GEMINI_WEBHOOK_KEYS_URL: withDefault(z.url(), GOOGLE_WEBHOOK_KEYS_URL),
   /** After a failed fetch of those keys (or a signature no key matched), how long before they are fetched again. */
@@ -132,6 +151,13 @@ const Env = z.object({
 });
 
 export type Config = z.infer<typeof Env>;
+
+/** The Agent Platform project and location, when both are set (reconcile polls `projects/{p}/locations/{l}/…` there). */
+export function agentPlatformOf(config: Config): { project: string; location: string } | undefined {
+  return config.GOOGLE_CLOUD_PROJECT && config.GOOGLE_CLOUD_LOCATION
+    ? { project: config.GOOGLE_CLOUD_PROJECT, location: config.GOOGLE_CLOUD_LOCATION }
+    : undefined;
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';

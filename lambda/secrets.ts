@@ -11,7 +11,13 @@ import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import type { Config } from './config.ts';
 import { configuredValue } from './not-configured.ts';
 
-type SecretSetting = 'WEBHOOK_SIGNING_SECRETS' | 'EFFECTS_SIGNING_SECRET' | 'EFFECTS_WEBHOOK_URL' | 'GEMINI_API_KEY';
+type SecretSetting =
+  | 'WEBHOOK_SIGNING_SECRETS'
+  | 'EFFECTS_SIGNING_SECRET'
+  | 'EFFECTS_WEBHOOK_URL'
+  | 'GEMINI_API_KEY'
+  | 'AGENT_PLATFORM_API_KEY'
+  | 'AGENT_PLATFORM_CREDENTIALS';
 
 const CACHE_SECONDS = 300;
 const NOT_CONFIGURED_RECHECK_MS = 10_000;

@@ -40,6 +40,9 @@ function lambdaBuildOptions(root: string, entry: string, outdir: string): BuildO
     // CommonJS packages inside an ES module still call require() for Node's own modules.
     banner: { js: "import{createRequire as __ratchetRequire}from'node:module';const require=__ratchetRequire(import.meta.url);" },
     alias: { '@aws-sdk/credential-provider-node': resolve(root, 'lambda/aws-credentials.ts') },
+    // `debug` (under google-auth-library, for the Agent Platform) tries to require supports-color for terminal colours,
+    // inside a try: left out, it is skipped, as in a Lambda without a terminal it should be.
+    external: ['supports-color'],
     minify: true,
     sourcemap: true,
     metafile: true,

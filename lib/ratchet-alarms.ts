@@ -143,7 +143,18 @@ export class RatchetAlarms extends Construct {
       1,
       'Gemini disabled a webhook pointing here after failed deliveries: fix the cause, then run npm run connect.',
     );
-    alarm('WebhookUnstorable', ratchet('WebhookUnstorable'), 1, 'The store refused a webhook for good (400 unstorable).');
+    alarm(
+      'WebhookUnprocessable',
+      ratchet('WebhookUnprocessable'),
+      1,
+      'An authentic webhook could never be used (answered 200, kept): GET /decisions?outcome=unprocessable says why.',
+    );
+    alarm(
+      'JobsNotFound',
+      ratchet('ReconcileNotFoundStopped'),
+      1,
+      'Gemini no longer knows a job Ratchet was polling (404 three times): polling stopped, its state left as it was.',
+    );
     alarm('TerminalConflicts', ratchet('WebhookTerminalConflict'), 1, 'Gemini reported two different terminal states for one operation.');
     alarm('ReconcileFailures', ratchet('ReconcileFailed'), 10, 'Polls of Gemini are failing (429, 5xx, timeouts).');
     alarm(

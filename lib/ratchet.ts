@@ -46,6 +46,7 @@ import {
   OPEN_INDEX_PARTITION,
   OPEN_INDEX_SORT,
   PARTITION_KEY,
+  TTL_ATTRIBUTE,
 } from '../lambda/store/table.ts';
 import { RatchetAlarms } from './ratchet-alarms.ts';
 import { RatchetFunction } from './ratchet-function.ts';
@@ -119,6 +120,15 @@ export interface RatchetProps {
   throttling?: { webhook?: RouteThrottle; operations?: RouteThrottle; healthz?: RouteThrottle };
   /** How long history entries are kept (default 90 days). */
   historyRetentionDays?: number;
+  /**
+   * The Gemini Enterprise Agent Platform (formerly Vertex AI) project and
+   * location whose jobs reconcile polls (batch prediction jobs, Veo
+   * operations, interactions named `projects/{project}/locations/{location}/…`).
+   * Its credentials go in the `AgentPlatformCredentials` secret (a service
+   * account key or a workload identity federation configuration, as JSON).
+   * Unset: only the Gemini API is polled.
+   */
+  agentPlatform?: { project: string; location: string };
 }
 
 /** Requests per second (steady) and burst of one route. */
@@ -166,6 +176,8 @@ export class Ratchet extends Construct {
     this.table = new Table(this, 'Operations', {
       partitionKey: { name: PARTITION_KEY, type: AttributeType.STRING },
       stream: StreamViewType.NEW_AND_OLD_IMAGES,
+      // Only the unprocessable-delivery items carry it (30 days); operations never expire.
+      timeToLiveAttribute: TTL_ATTRIBUTE,
       ...durableTable,
     });
     // Sparse: only open, pollable operations carry its keys (see lambda/store/table.ts).
@@ -231,6 +243,7 @@ export class Ratchet extends Construct {
     const guarded = [
       ...this.api.addRoutes({ path: '/operations', methods: [HttpMethod.POST, HttpMethod.GET], integration, authorizer: iam }),
       ...this.api.addRoutes({ path: '/operations/{name+}', methods: [HttpMethod.GET], integration, authorizer: iam }),
+      ...this.api.addRoutes({ path: '/decisions', methods: [HttpMethod.GET], integration, authorizer: iam }),
     ];
     // Each route its own throttle: anonymous webhook traffic cannot use up what the IAM routes need, nor the reverse.
     const throttle = { ...DEFAULT_THROTTLING, ...props.throttling };
@@ -239,7 +252,7 @@ export class Ratchet extends Construct {
       'POST /webhooks/gemini': settings(throttle.webhook),
       'GET /healthz': settings(throttle.healthz),
     };
-    for (const key of ['POST /operations', 'GET /operations', 'GET /operations/{name+}'])
+    for (const key of ['POST /operations', 'GET /operations', 'GET /operations/{name+}', 'GET /decisions'])
       routeSettings[key] = settings(throttle.operations);
     (stage.node.defaultChild as CfnStage).addPropertyOverride('RouteSettings', routeSettings);
     // The route settings name routes that must exist first.
@@ -434,6 +447,21 @@ export class Ratchet extends Construct {
       .bindTable('TABLE_NAME', this.table, ['UpdateItem'])
       .bindIndex(this.table, OPEN_INDEX, ['Query'])
       .bindSecret('GEMINI_API_KEY', geminiApiKey);
+    let platformCredentials: Secret | undefined;
+    if (props.agentPlatform) {
+      platformCredentials = new Secret(this, 'AgentPlatformCredentials', {
+        description: 'Agent Platform credentials JSON (service account key or workload identity federation) used by reconcile',
+        ...notConfiguredYet,
+      });
+      Validations.of(platformCredentials).acknowledge({
+        id: 'AwsSolutions-SMG4',
+        reason: 'Google Cloud issues and rotates these credentials; the value is copied here.',
+      });
+      this.reconcileFunction
+        .bindSecret('AGENT_PLATFORM_CREDENTIALS', platformCredentials)
+        .addEnvironment('GOOGLE_CLOUD_PROJECT', props.agentPlatform.project)
+        .addEnvironment('GOOGLE_CLOUD_LOCATION', props.agentPlatform.location);
+    }
     // A JWT-signed delivery is verified by polling: the API wakes reconcile at once (an asynchronous invocation).
     this.apiFunction.addEnvironment('RECONCILE_FUNCTION_NAME', this.reconcileFunction.functionName);
     this.apiFunction.addToRolePolicy(
@@ -462,6 +490,7 @@ export class Ratchet extends Construct {
     this.output('TableName', this.table.tableName);
     this.output('EventBusName', this.bus.eventBusName);
     this.output('GeminiApiKeySecretArn', geminiApiKey.secretArn);
+    if (platformCredentials) this.output('AgentPlatformCredentialsSecretArn', platformCredentials.secretArn);
     this.output('EffectsQueueUrl', this.effectsQueue.queueUrl);
     this.output('EffectsDeadLetterQueueUrl', effectsDlq.queueUrl);
     this.output('EffectsDeadLetterTable', deadLetters.tableName);

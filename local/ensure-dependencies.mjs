@@ -49,7 +49,17 @@ function readJson(file) {
   }
 }
 
+/** Ratchet runs on Node 22 or newer (@google/genai 3.x needs it; Node 20 reached its end of life in April 2026). */
+export const NODE_MAJOR = 22;
+
 if (import.meta.filename === resolve(process.argv[1] ?? '')) {
+  const major = Number(process.versions.node.split('.')[0]);
+  if (major < NODE_MAJOR) {
+    console.error(
+      `ratchet: needs Node ${NODE_MAJOR} or newer, this is ${process.version}; install Node ${NODE_MAJOR} or 24 (nodejs.org, or your version manager) and run the command again`,
+    );
+    process.exit(2);
+  }
   const why = mismatch(root);
   if (why) {
     console.log(`ratchet: installing dependencies from package-lock.json (${why})`);

@@ -1,13 +1,23 @@
 /**
- * A fake Gemini API on 127.0.0.1 (the tests' and `npm run demo`'s), enough for the real @google/genai SDK:
- * `GET /v1beta/batches/{id}`, `GET /v1beta/interactions/{id}` and
- * `GET /v1beta/{operation name}`, the creates (`POST …:batchGenerateContent`, `…:asyncBatchEmbedContent`,
- * `…:predictLongRunning`, `/v1beta/interactions`), `GET /v1beta/batches` (paged,
- * newest first), and the
- * static webhooks API (`/v1beta/webhooks`: list, create, get, patch, `:ping`,
- * `:rotateSigningSecret`), whose ping is delivered signed, as Gemini does, and
- * retried until answered 2xx. States are set by the test as time goes on;
- * faults can be injected per request.
+ * A fake Gemini on 127.0.0.1 (the tests' and `npm run demo`'s), enough for the
+ * real @google/genai SDK, 2.x and 3.x alike: every path is served under
+ * `/v1/`, `/v1beta/` and `/v1beta1/` (the version each request named is kept
+ * in `versions`).
+ *
+ * The Gemini API, with the API key: `GET batches/{id}`, `GET interactions/{id}`
+ * and `GET {operation name}`, the creates (`POST …:batchGenerateContent`,
+ * `…:asyncBatchEmbedContent`, `…:predictLongRunning`, `interactions`),
+ * `GET batches` (paged, newest first), and the static webhooks API
+ * (`webhooks`: list, create, get, patch, `:ping`, `:rotateSigningSecret`),
+ * whose ping is delivered signed, as Gemini does, and retried until answered 2xx.
+ *
+ * The Gemini Enterprise Agent Platform (formerly Vertex AI), for
+ * `projects/{p}/locations/{l}/…` names: batch prediction jobs (`GET`), Veo
+ * operations (`POST …/models/{m}:fetchPredictOperation`) and interactions
+ * (`GET`), with a bearer token from `POST /token` (an OAuth token exchange,
+ * as Application Default Credentials of an external account make) or an
+ * express-mode key. States are set by the test as time goes on; faults can be
+ * injected per resource name.
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -46,7 +56,14 @@ export interface FakeWebhook {
 export interface FakeInteraction {
   status: string;
   updated?: string;
+  /** The Interactions resource's failures (`code` is a URI). */
+  errors?: Array<{ code?: string; message?: string }>;
+  /** The steps answered, model output included (a video inline as base64 `data`, or as a `uri`). */
+  steps?: unknown[];
 }
+
+/** The API versions the fake serves under, as the SDKs name them. */
+const VERSION_PREFIX = /^\/(v1|v1beta|v1beta1)\//;
 
 export class FakeGemini {
   /** By name, `interactions/{id}` (served at `GET /v1beta/interactions/{id}`). */
@@ -68,6 +85,13 @@ export class FakeGemini {
   readonly faults = new Map<string, Fault>();
   /** Every resource name asked for, in order. */
   readonly requests: string[] = [];
+  /** The API version of each request, in the same order. */
+  readonly versions: string[] = [];
+  /** The Agent Platform's express-mode key, and the access token `POST /token` hands out (Application Default Credentials). */
+  platformApiKey = 'test-platform-key';
+  readonly platformToken = `ya29.fake-${randomUUID()}`;
+  /** Token exchanges made (`POST /token`). */
+  tokenRequests = 0;
   /** Held back answers: a request for a name here waits until `release(name)`. */
   private readonly held = new Map<string, Array<() => void>>();
   readonly holding = new Set<string>();
@@ -89,11 +113,22 @@ export class FakeGemini {
 
   async start(): Promise<this> {
     this.server = createServer(async (req, res) => {
-      const path = decodeURIComponent(new URL(req.url ?? '/', 'http://x').pathname).replace(/^\/v1beta\//, '');
+      const url = new URL(req.url ?? '/', 'http://x');
+      if (req.method === 'POST' && url.pathname === '/token') return this.exchangeToken(req, res);
+      const version = VERSION_PREFIX.exec(url.pathname)?.[1];
+      if (!version) return json(res, 404, { error: { code: 404, message: `no API version in ${url.pathname}`, status: 'NOT_FOUND' } });
+      let path = decodeURIComponent(url.pathname).slice(version.length + 2);
+      const platform = path.startsWith('projects/');
+      // The Agent Platform's Veo poll names the operation in its body; faults and holds are by that name.
+      const fetchPredict = platform && req.method === 'POST' && path.endsWith(':fetchPredictOperation');
+      const body = req.method === 'GET' ? '' : await text(req);
+      if (fetchPredict) path = String((JSON.parse(body || '{}') as { operationName?: string }).operationName);
       this.requests.push(path);
-      if (req.headers['x-goog-api-key'] !== this.apiKey) return json(res, 401, { error: { code: 401, message: 'API key not valid' } });
+      this.versions.push(version);
+      if (!this.authorized(req, platform))
+        return json(res, 401, { error: { code: 401, message: 'API key not valid', status: 'UNAUTHENTICATED' } });
       if (this.holding.has(path)) await new Promise<void>((resume) => this.held.set(path, [...(this.held.get(path) ?? []), resume]));
-      if (path === 'webhooks' || path.startsWith('webhooks/')) return this.webhooksApi(req, res, path);
+      if (path === 'webhooks' || path.startsWith('webhooks/')) return this.webhooksApi(req, res, path, body, url);
       const fault = this.faults.get(path);
       if (fault === '429') return json(res, 429, { error: { code: 429, message: 'Resource exhausted', status: 'RESOURCE_EXHAUSTED' } });
       if (fault === '500') return json(res, 500, { error: { code: 500, message: 'Internal error', status: 'INTERNAL' } });
@@ -103,12 +138,12 @@ export class FakeGemini {
         return;
       }
       if (fault === 'slow') await new Promise((resolve) => setTimeout(resolve, 15_000));
-      if (req.method === 'POST') return this.create(req, res, path);
-      if (path === 'batches') return this.listBatches(req, res);
-      if (this.batches.has(path)) return json(res, 200, this.batchView(path));
+      if (req.method === 'POST' && !fetchPredict) return this.create(res, path, body);
+      if (path === 'batches') return this.listBatches(url, res);
+      if (this.batches.has(path)) return json(res, 200, platform ? this.predictionJobView(path) : this.batchView(path));
       const interaction = this.interactions.get(path);
       if (interaction) {
-        const id = path.slice('interactions/'.length);
+        const id = path.slice(path.lastIndexOf('/') + 1);
         return json(res, 200, { id, object: 'interaction', created: '2026-11-30T09:00:00Z', ...interaction });
       }
       const operation = this.operations.get(path);
@@ -119,12 +154,50 @@ export class FakeGemini {
     return this;
   }
 
+  /** The Gemini API takes its key; the Agent Platform a bearer token from `/token`, or its express-mode key. */
+  private authorized(req: IncomingMessage, platform: boolean): boolean {
+    const key = req.headers['x-goog-api-key'];
+    if (!platform) return key === this.apiKey;
+    return key === this.platformApiKey || req.headers.authorization === `Bearer ${this.platformToken}`;
+  }
+
+  /** An OAuth 2.0 token exchange (RFC 8693), as an external account's Application Default Credentials make it. */
+  private async exchangeToken(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const form = new URLSearchParams(await text(req));
+    if (form.get('grant_type') !== 'urn:ietf:params:oauth:grant-type:token-exchange' || !form.get('subject_token')) {
+      return json(res, 400, { error: 'invalid_request' });
+    }
+    this.tokenRequests++;
+    json(res, 200, {
+      access_token: this.platformToken,
+      issued_token_type: 'urn:ietf:params:oauth:token-type:access_token',
+      token_type: 'Bearer',
+      expires_in: 3600,
+    });
+  }
+
+  /** A batch prediction job as the Agent Platform answers it (the states are JOB_STATE_*). */
+  private predictionJobView(name: string) {
+    const { state, updateTime, createTime } = this.batches.get(name) as FakeBatch;
+    return {
+      name,
+      displayName: name.slice(name.lastIndexOf('/') + 1),
+      model: 'publishers/google/models/gemini-2.5-flash',
+      state,
+      createTime,
+      updateTime,
+      outputConfig: { gcsDestination: { outputUriPrefix: 'gs://ratchet-tests/out' } },
+      ...(state === 'JOB_STATE_SUCCEEDED' && { outputInfo: { gcsOutputDirectory: `gs://ratchet-tests/out/${name.slice(-8)}` } }),
+    };
+  }
+
   /** Starts a job as Gemini does: a batch, a video generation or a background interaction, each at its first state. */
-  private async create(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
-    const input = JSON.parse((await text(req)) || '{}');
+  private async create(res: ServerResponse, path: string, body: string): Promise<void> {
+    const input = JSON.parse(body || '{}');
     const id = randomUUID().replace(/-/g, '').slice(0, 16);
     const now = new Date().toISOString();
-    const model = /^(models\/[^:]+):/.exec(path)?.[1];
+    // A Gemini API model (`models/m`), or an Agent Platform one (`projects/p/locations/l/publishers/google/models/m`).
+    const model = /^((?:projects\/[^/]+\/locations\/[^/]+\/publishers\/google\/)?models\/[^:]+):/.exec(path)?.[1];
     if (model && (path.endsWith(':batchGenerateContent') || path.endsWith(':asyncBatchEmbedContent'))) {
       const name = `batches/${id}`;
       this.batches.set(name, { state: 'BATCH_STATE_PENDING', createTime: now, updateTime: now });
@@ -137,8 +210,8 @@ export class FakeGemini {
       this.created.set(name, input);
       return json(res, 200, { name });
     }
-    if (path === 'interactions') {
-      const name = `interactions/${id}`;
+    if (path === 'interactions' || /^projects\/[^/]+\/locations\/[^/]+\/interactions$/.test(path)) {
+      const name = `${path}/${id}`;
       this.interactions.set(name, { status: input.background ? 'in_progress' : 'completed', updated: now });
       this.created.set(name, input);
       return json(res, 200, { id, object: 'interaction', created: now, ...this.interactions.get(name) });
@@ -152,8 +225,8 @@ export class FakeGemini {
   }
 
   /** The key's batches, newest first, a page at a time (`pageToken` is the offset here). */
-  private listBatches(req: IncomingMessage, res: ServerResponse): void {
-    const query = new URL(req.url ?? '/', 'http://x').searchParams;
+  private listBatches(url: URL, res: ServerResponse): void {
+    const query = url.searchParams;
     const size = Math.min(Number(query.get('pageSize')) || this.listPageSize, this.listPageSize);
     const offset = Number(query.get('pageToken')) || 0;
     const all = [...this.batches.keys()].reverse();
@@ -164,8 +237,8 @@ export class FakeGemini {
     json(res, 200, { operations: page, ...(nextPageToken !== undefined && { nextPageToken }) });
   }
 
-  private async webhooksApi(req: IncomingMessage, res: ServerResponse, path: string): Promise<void> {
-    const input = req.method === 'GET' ? {} : JSON.parse((await text(req)) || '{}');
+  private async webhooksApi(req: IncomingMessage, res: ServerResponse, path: string, body: string, url: URL): Promise<void> {
+    const input = req.method === 'GET' ? {} : JSON.parse(body || '{}');
     const [, id = '', action] = /^webhooks(?:\/([^:]+))?(?::(\w+))?$/.exec(path) ?? [];
     const now = new Date().toISOString();
     if (!id) {
@@ -191,7 +264,7 @@ export class FakeGemini {
     if (!hook) return json(res, 404, { error: { code: 404, message: `webhook ${id} not found`, status: 'NOT_FOUND' } });
     if (!action && req.method === 'GET') return json(res, 200, view(hook));
     if (!action && req.method === 'PATCH') {
-      const mask = new URL(req.url ?? '/', 'http://x').searchParams.get('update_mask')?.split(',') ?? Object.keys(input);
+      const mask = url.searchParams.get('update_mask')?.split(',') ?? Object.keys(input);
       for (const field of mask) if (field in input) Object.assign(hook, { [field]: input[field] });
       hook.update_time = now;
       return json(res, 200, view(hook));

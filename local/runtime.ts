@@ -14,7 +14,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { Config } from '../lambda/config.ts';
-import { ConfigError, publicUrls } from '../lambda/config.ts';
+import { agentPlatformOf, ConfigError, publicUrls } from '../lambda/config.ts';
 import type { OperationKind } from '../lambda/core/lifecycle.ts';
 import { createApp } from '../lambda/http/app.ts';
 import { type Failure, receiveWebhook } from '../lambda/http/webhook.ts';
@@ -94,10 +94,14 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     const effects = effectsRecords(config, db, logger);
     let derived: DerivedWork | undefined;
     const feed = new ChangeFeed(db);
-    const store = new SqliteOperationStore(db, () => {
-      derived?.wake();
-      feed.notify();
-    });
+    const store = new SqliteOperationStore(
+      db,
+      () => {
+        derived?.wake();
+        feed.notify();
+      },
+      (name) => feed.wake(name),
+    );
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
     let schedule: LocalSchedule | undefined;
@@ -105,8 +109,9 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       store,
       decisions: store,
       receipts: store,
+      unprocessable: store,
       verifier: new WebhookSignatureVerifier(async () => secrets, dynamicWebhooks(config)),
-      pollNow: config.GEMINI_API_KEY
+      pollNow: reconcileOn(config)
         ? (operation: { name: string; kind: OperationKind }) => pollNow(operation, { store, wake: async () => schedule?.runSoon() })
         : undefined,
       jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
@@ -128,7 +133,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       extraRoutes: (routes, { sameOriginJson, fail }) => {
         effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (options) => (derived as DerivedWork).redrive(options) });
         feedRoutes(routes, feed, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
-        consoleRoutes(routes, { store, history, feed, effects: () => effects, reconcileOn: Boolean(config.GEMINI_API_KEY) });
+        consoleRoutes(routes, { store, history, feed, effects: () => effects, reconcileOn: reconcileOn(config), unprocessable: store });
       },
     });
     if (effects) {
@@ -200,6 +205,11 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   }
 }
 
+/** Whether reconcile polls anything: a Gemini API key, or an Agent Platform project and location. */
+function reconcileOn(config: Config): boolean {
+  return Boolean(config.GEMINI_API_KEY || agentPlatformOf(config));
+}
+
 /**
  * The development secret, kept beside the data it signs for (`DATA_DIR`, owner
  * read-only), so the one exported a minute ago still works after a restart. A
@@ -227,14 +237,18 @@ function developmentSecret(dataDir: string): string {
  * through the same ingest. The Gemini SDK is loaded only when there is a key.
  */
 async function startReconcile(config: Config, store: SqliteOperationStore, logger: Logger): Promise<LocalSchedule | undefined> {
-  if (!config.GEMINI_API_KEY) {
-    logger.warn('reconcile off: GEMINI_API_KEY is not set (webhooks still work; nothing is polled)');
+  const { GenAiPoller, pollerOptionsOf } = await import('../lambda/reconcile/gemini-poller.ts');
+  const options = await pollerOptionsOf(config, async (name) => config[name]);
+  if (!options) {
+    logger.warn(
+      'reconcile off: neither GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are set (webhooks still work; nothing is polled)',
+    );
     return undefined;
   }
-  const { GenAiPoller } = await import('../lambda/reconcile/gemini-poller.ts');
-  const poller = new GenAiPoller({ apiKey: config.GEMINI_API_KEY, baseUrl: config.GEMINI_BASE_URL });
-  const health = new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: config.WEBHOOK_URL, logger });
-  const discovery = new BatchDiscovery({ lister: poller, store, logger });
+  const poller = new GenAiPoller(options);
+  // The webhook health check and discovery are the Gemini API's (the Agent Platform sends no webhooks and lists nothing here).
+  const health = options.gemini && new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: config.WEBHOOK_URL, logger });
+  const discovery = options.gemini && new BatchDiscovery({ lister: poller, store, logger });
   const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;
   const schedule = new LocalSchedule(
     periodMs,

@@ -8,7 +8,7 @@
  * Each package is described once, in PACKAGES below, beside its committed
  * manifest and README in packages/<name>/. What a build makes of it:
  * - JavaScript: one esbuild bundle of Ratchet's own code per entry point (ESM,
- *   Node 20, chunks shared between entries, lazy imports kept lazy). Third-party
+ *   Node 22, chunks shared between entries, lazy imports kept lazy). Third-party
  *   packages stay dependencies, imported at run time, except the few listed as
  *   `bundled` (zod in the client: its 8 MB package for a few KB of checks).
  * - Types: tsc's declarations, rolled up per entry (rollup-plugin-dts) so a
@@ -124,7 +124,7 @@ async function buildJavaScript(name: string, spec: PackageSpec, dir: string): Pr
     splitting: true,
     format: 'esm',
     platform: 'node',
-    target: 'node20',
+    target: 'node22',
     chunkNames: 'chunks/[name]-[hash]',
     sourcemap: 'linked',
     sourcesContent: false,

@@ -26,7 +26,9 @@ export type { HistoryEntry, OperationChange, OperationKind, OperationRecord, Ope
 
 /**
  * The API's error codes, and the client's own: `timeout` (waitFor ran out of
- * time), `unreachable` (see waitFor), `network`, `unexpected-response`,
+ * time), `unreachable` (see waitFor), `polling-stopped` (waitFor: reconcile
+ * stopped polling the job for good; `not-found` when Gemini no longer knows
+ * it), `network`, `unexpected-response`,
  * `invalid-url` (the client's `url` is not an http(s) URL) and
  * `missing-dependency` (SigV4 signing needs packages that are not installed).
  */
@@ -37,7 +39,8 @@ export type RatchetErrorCode =
   | 'network'
   | 'unexpected-response'
   | 'invalid-url'
-  | 'missing-dependency';
+  | 'missing-dependency'
+  | 'polling-stopped';
 
 export class RatchetError extends Error {
   override name = 'RatchetError';
@@ -226,6 +229,8 @@ export class RatchetClient {
       if (reached(operation.state, until)) return operation;
       if (isTerminal(operation.state))
         throw new RatchetError('unreachable', `${name} ended ${operation.state}; it will never be ${until}`, undefined, operation);
+      const stopped = pollingStopped(operation);
+      if (stopped) throw stopped;
       const left = deadline - Date.now();
       if (left <= 0)
         throw new RatchetError(
@@ -448,6 +453,31 @@ function withQuery(path: string, parameters: Record<string, string | number | un
 function encodeName(name: string): string {
   return name.split('/').map(encodeURIComponent).join('/');
 }
+
+/**
+ * Reconcile stopped polling an open operation for good: Gemini no longer knows
+ * it (`not-found`: a 404 never becomes a terminal state), or the name can never
+ * be polled here (`polling-stopped`). Only a webhook could still move it, so a
+ * wait for it ends at once.
+ */
+function pollingStopped(operation: OperationView): RatchetError | undefined {
+  const polling = operation.polling;
+  if (!polling || polling.nextPollAt !== null || !polling.note || isTerminal(operation.state)) return undefined;
+  const state = operation.state ?? 'unobserved';
+  if (polling.note === 'not-found') {
+    return new RatchetError(
+      'not-found',
+      `${operation.name}: Gemini no longer knows it (404 ${polling.notFoundPolls} times in a row); polling stopped with it ${state}`,
+      404,
+      operation,
+    );
+  }
+  if (!STOPPED_NOTES.has(polling.note)) return undefined;
+  return new RatchetError('polling-stopped', `${operation.name}: polling stopped (${polling.note}) with it ${state}`, undefined, operation);
+}
+
+/** Why reconcile stops polling an open operation for good (besides not-found). */
+const STOPPED_NOTES = new Set(['invalid-name', 'other-project', 'expired-unseen']);
 
 function reached(state: OperationState | null, until: 'terminal' | OperationState): boolean {
   if (until === 'terminal') return isTerminal(state);

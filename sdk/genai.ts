@@ -4,10 +4,14 @@
  *   const ai = trackJobs(new GoogleGenAI({ apiKey }), new RatchetClient({ url }));
  *   const job = await ai.batches.create({ model, src });   // tracked before this returns
  *
- * Returns the same @google/genai client, with `batches.create`,
- * `batches.createEmbeddings`, `models.generateVideos` and background
- * `interactions.create` (not streamed) each tracking the job it created, with the request's webhook
- * `userMetadata` / `user_metadata` as the job's metadata. A tracking failure
+ * Returns the same @google/genai client (2.x or 3.x, on the Gemini API or in
+ * Agent Platform mode), with `batches.create`, `batches.createEmbeddings`,
+ * `models.generateVideos` and background `interactions.create` (not
+ * streamed) each tracking the job it created, with the request's webhook
+ * `userMetadata` / `user_metadata` as the job's metadata. Video on the Gemini
+ * API is a background interaction now (`gemini-omni-*`); `generateVideos`
+ * (Veo) runs where the SDK sends it, the Agent Platform, and SDK 3.x throws
+ * it on the Gemini API before any request, untracked. A tracking failure
  * never hides the created job: the job is returned, the failure goes to
  * `onTrackError` and the log, and reconcile's hourly discovery still finds a
  * batch; track a video or an interaction again yourself (`client.track`).
@@ -70,10 +74,13 @@ export function trackJobs<T extends Tracked>(ai: T, client: JobTracker, options:
     params: InteractionParams,
     ...rest: unknown[]
   ) => Promise<{ id?: string }>;
+  // On the Agent Platform an interaction lives in the client's project and location (fields the SDK keeps, typed private).
+  const mode = ai as unknown as { vertexai?: boolean; project?: string; location?: string };
+  const scope = mode.vertexai && mode.project && mode.location ? `projects/${mode.project}/locations/${mode.location}/` : '';
   const patched = tracking(createInteraction, (interaction, params) =>
     // Only a background interaction (not streamed) is a job that outlives the call.
     params.background && !params.stream && interaction.id
-      ? { name: `interactions/${interaction.id}`, metadata: params.webhook_config?.user_metadata }
+      ? { name: `${scope}interactions/${interaction.id}`, metadata: params.webhook_config?.user_metadata }
       : undefined,
   );
   interactions.create = patched as unknown as typeof interactions.create;

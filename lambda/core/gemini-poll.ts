@@ -36,24 +36,42 @@ export const JOB_STATES: Readonly<Record<string, OperationState>> = {
   JOB_STATE_EXPIRED: 'EXPIRED',
 };
 
-/** What `batches.get` answers, as far as Ratchet reads it. */
+/**
+ * What `batches.get` answers, as far as Ratchet reads it: a Gemini API batch
+ * (`dest.fileName`) or an Agent Platform batch prediction job (`outputInfo`:
+ * where the output was written, or `dest` as configured).
+ */
 export interface BatchAnswer {
   state?: string;
   updateTime?: string;
   error?: { code?: number; message?: string; status?: string };
-  dest?: { fileName?: string };
+  dest?: { fileName?: string; gcsUri?: string; bigqueryUri?: string };
+  outputInfo?: { gcsOutputDirectory?: string; bigqueryOutputTable?: string; bigqueryOutputDataset?: string };
 }
 
-export function eventFromBatch(name: string, batch: BatchAnswer): OperationEvent {
+/**
+ * The one rule for partial outcomes: a job that ended with its output written
+ * is SUCCEEDED, even when some of its requests failed (`JOB_STATE_PARTIALLY_SUCCEEDED`:
+ * each failure is a line of the output, `providerState` says so); a job that
+ * stopped before its output was whole is FAILED (an interaction `incomplete`,
+ * `requires_continuation` or `budget_exceeded`), with `result.error.status` naming why.
+ */
+export function eventFromBatch(name: string, kind: 'batch' | 'platform-batch', batch: BatchAnswer): OperationEvent {
   const state = batch.state === undefined ? undefined : JOB_STATES[batch.state];
   if (!state) throw new UnknownProviderStateError(`batch ${name}: unknown state ${JSON.stringify(batch.state)}`, String(batch.state));
+  const outputUri =
+    batch.dest?.fileName ??
+    batch.outputInfo?.gcsOutputDirectory ??
+    batch.outputInfo?.bigqueryOutputTable ??
+    batch.dest?.gcsUri ??
+    batch.dest?.bigqueryUri;
   const result: OperationResult = {
-    ...(batch.dest?.fileName && { outputUri: batch.dest.fileName }),
+    ...(outputUri && { outputUri }),
     ...(batch.error && { error: errorOf(batch.error) }),
   };
   return {
     name,
-    kind: 'batch',
+    kind,
     state,
     providerState: batch.state as string,
     ...(batch.updateTime !== undefined && { updateTime: normalizeTimeOf(name, batch.updateTime) }),
@@ -66,11 +84,15 @@ export function eventFromBatch(name: string, batch: BatchAnswer): OperationEvent
  * Interaction statuses. `incomplete` (the interaction ended before its output
  * was complete, e.g. a token limit) is FAILED: a receiver that publishes or
  * bills must not take it for a success; `providerState` says `incomplete`.
+ * `requires_continuation` is FAILED too: the interaction that reports it has
+ * stopped for good (its continuation is a new interaction, with
+ * `previous_interaction_id` and the `continuation_token`), so it is never
+ * polled again and `waitFor` is told at once.
  */
 export const INTERACTION_STATUSES: Readonly<Record<string, OperationState>> = {
   queued: 'PENDING',
   in_progress: 'RUNNING',
-  requires_continuation: 'RUNNING',
+  requires_continuation: 'FAILED',
   requires_action: 'REQUIRES_ACTION',
   completed: 'SUCCEEDED',
   failed: 'FAILED',
@@ -84,24 +106,74 @@ export interface InteractionAnswer {
   status?: string;
   /** Second precision: two answers in the same second never override each other at the same rank. */
   updated?: string;
+  /** The Interactions resource's failures: `code` is a URI naming the error type. */
+  errors?: Array<{ code?: string; message?: string }>;
+  /** Older answers (and the SDK's 2.x shapes) carried one google.rpc.Status. */
   error?: { code?: number; message?: string; status?: string };
+  /** What the interaction did; the model's output (text, images, a video) is in `model_output` steps. */
+  steps?: Array<{ type?: string; content?: Array<{ type?: string; uri?: string; mime_type?: string }> }>;
 }
 
-export function eventFromInteraction(name: string, interaction: InteractionAnswer): OperationEvent {
+/** Why a FAILED interaction failed when its answer says no more than its status. */
+const STATUS_ERRORS: Readonly<Record<string, { status: string; message: string }>> = {
+  budget_exceeded: { status: 'BUDGET_EXCEEDED', message: 'the interaction ran out of its budget' },
+  incomplete: { status: 'INCOMPLETE', message: 'the interaction ended before its output was complete' },
+  requires_continuation: {
+    status: 'REQUIRES_CONTINUATION',
+    message:
+      'the interaction stopped at its decode limit and will not go on by itself: continue it with a new interaction ' +
+      '(previous_interaction_id and the continuation_token Gemini answered)',
+  },
+};
+
+export function eventFromInteraction(
+  name: string,
+  kind: 'interaction' | 'platform-interaction',
+  interaction: InteractionAnswer,
+): OperationEvent {
   const status = interaction.status;
   const state = status === undefined ? undefined : INTERACTION_STATUSES[status];
   if (!state) throw new UnknownProviderStateError(`interaction ${name}: unknown status ${JSON.stringify(status)}`, String(status));
-  const error =
-    interaction.error ?? (status === 'budget_exceeded' || status === 'incomplete' ? { status: status.toUpperCase() } : undefined);
+  const error = state === 'FAILED' ? interactionErrorOf(interaction, status as string) : undefined;
+  const outputUri = state === 'SUCCEEDED' ? outputUriOf(interaction.steps) : undefined;
+  const result: OperationResult = { ...(outputUri && { outputUri }), ...(error && { error }) };
   return {
     name,
-    kind: 'interaction',
+    kind,
     state,
     providerState: status as string,
     ...(interaction.updated !== undefined && { updateTime: normalizeTimeOf(name, interaction.updated) }),
     source: 'poll',
-    ...(error && state === 'FAILED' && { result: { error: errorOf(error) } }),
+    ...(Object.keys(result).length > 0 && { result }),
   };
+}
+
+/** `errors[]` (the first one's code, kept as text, and every message), else the older `error`, else what the status says. */
+function interactionErrorOf(interaction: InteractionAnswer, status: string): OperationResult['error'] {
+  const errors = (interaction.errors ?? []).filter((e) => e && (e.code !== undefined || e.message !== undefined));
+  if (errors.length > 0) {
+    const messages = errors.map((e) => e.message).filter((m): m is string => typeof m === 'string');
+    return {
+      ...(errors[0]?.code !== undefined && { code: String(errors[0].code) }),
+      ...(messages.length > 0 && { message: messages.join('; ') }),
+      ...(STATUS_ERRORS[status] && { status: STATUS_ERRORS[status].status }),
+    };
+  }
+  if (interaction.error) return errorOf(interaction.error);
+  return STATUS_ERRORS[status];
+}
+
+/**
+ * Where the interaction's output lives, when it was delivered by URI
+ * (`response_format: {type: "video", delivery: "uri"}`): a video first, else
+ * any media. An output returned inline has no URI, and its bytes are never kept.
+ */
+function outputUriOf(steps: InteractionAnswer['steps']): string | undefined {
+  const media = (steps ?? [])
+    .filter((step) => step?.type === 'model_output')
+    .flatMap((step) => step.content ?? [])
+    .filter((item) => typeof item?.uri === 'string' && item.uri.length > 0);
+  return (media.find((item) => item.type === 'video') ?? media[0])?.uri;
 }
 
 /** What `operations.get` / `getVideosOperation` answer: a long-running operation, without timestamps. */
@@ -132,7 +204,7 @@ export function eventFromOperation(name: string, kind: OperationKind, operation:
   }
   const outputUri = operation.response?.generatedVideos?.find((v) => v.video?.uri)?.video?.uri;
   const filtered = filteredOf(operation.response);
-  if (kind === 'video' && !outputUri) {
+  if ((kind === 'video' || kind === 'platform-video') && !outputUri) {
     // Done, no error and no video: Veo's safety filters blocked it (or it answered nothing usable). A failure, never a success.
     const message = filtered
       ? `blocked by safety filters: ${filtered.count} video(s) filtered${filtered.reasons.length > 0 ? ` (${filtered.reasons.join('; ')})` : ''}`

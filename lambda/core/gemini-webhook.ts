@@ -4,7 +4,7 @@
  */
 import * as z from 'zod/mini';
 import type { OperationKind, OperationState } from './lifecycle.ts';
-import { normalizeOperationName } from './names.ts';
+import { kindOfName, normalizeOperationName } from './names.ts';
 import type { OperationEvent, OperationResult } from './reducer.ts';
 import { normalizeTime } from './time.ts';
 
@@ -47,7 +47,7 @@ const KnownEnvelope = z.object({
   type: z.string(),
   /** Dynamic webhooks: the job's `webhookConfig.user_metadata`, returned on each event. */
   user_metadata: metadata,
-  version: z.optional(z.literal('v1')),
+  // Any envelope `version` is read: the fields Ratchet reads are the same in every version Gemini has sent.
   timestamp: z.string(),
   data: z.looseObject({
     id: z.string().check(z.minLength(1)),
@@ -97,11 +97,13 @@ export function mapWebhookDelivery(body: unknown, deliveryId: string): WebhookMa
   const userMetadata = data.user_metadata ?? data.userMetadata ?? parsed.data.user_metadata;
   // A video the safety filters blocked is announced as generated, with no video: a failure.
   const blocked = type.kind === 'video' && !result?.outputUri && result?.filtered;
+  // The event's type gives a bare id its family; a whole name is read by its own shape (Omni video is an interaction).
+  const name = normalizeOperationName(data.id, type.kind);
   return {
     kind: 'event',
     event: {
-      name: normalizeOperationName(data.id, type.kind),
-      kind: type.kind,
+      name,
+      kind: kindOfName(name),
       state: blocked ? 'FAILED' : type.state,
       providerState: envelope.data.type,
       // The event's own time when the payload has one, else the envelope's.

@@ -36,6 +36,26 @@ export function isOperationState(value: unknown): value is OperationState {
   return typeof value === 'string' && Object.hasOwn(RANKS, value);
 }
 
-/** Kinds of Gemini long-running work Ratchet knows how to name and poll. */
-export const OPERATION_KINDS = ['batch', 'video', 'interaction', 'operation'] as const;
+/**
+ * Kinds of Gemini long-running work Ratchet knows how to name and poll: on the
+ * Gemini API (`batch`, `video`, `interaction`, `operation`) and on the Gemini
+ * Enterprise Agent Platform, formerly Vertex AI (`platform-*`: polled only, it
+ * sends no webhooks).
+ */
+export const OPERATION_KINDS = [
+  'batch',
+  'video',
+  'interaction',
+  'operation',
+  'platform-batch',
+  'platform-video',
+  'platform-interaction',
+] as const;
 export type OperationKind = (typeof OPERATION_KINDS)[number];
+
+/** Where a kind of job lives, and so which credentials poll it. */
+export type Backend = 'gemini-api' | 'agent-platform';
+
+export function backendOf(kind: OperationKind): Backend {
+  return kind.startsWith('platform-') ? 'agent-platform' : 'gemini-api';
+}

@@ -5,7 +5,7 @@
  * `batches/123` in the API and `batch_123` (or a bare `123`) in some webhook
  * payloads; every name is normalised once to the API's form.
  *
- * A name reaches Gemini as a URL path, so nothing that could move that path
+ * A name reaches Google as a URL path, so nothing that could move that path
  * elsewhere passes: no `.` or `..` segment, no empty segment, no `:` (custom
  * methods), no `%`, `?` or `#`.
  */
@@ -19,6 +19,8 @@ export const MAX_NAME_BYTES = 512;
 
 // One path segment: starts with a letter or digit (so never `.` or `..`), then letters, digits, `-`, `_`, `.`.
 const ID = '[A-Za-z0-9][A-Za-z0-9_.-]*';
+// An Agent Platform resource lives in one project and one location.
+const PLATFORM = `projects/${ID}/locations/${ID}`;
 
 /** The grammar of each kind's names. */
 export const NAME_GRAMMAR: Readonly<Record<OperationKind, RegExp>> = {
@@ -26,27 +28,35 @@ export const NAME_GRAMMAR: Readonly<Record<OperationKind, RegExp>> = {
   video: new RegExp(`^models/${ID}/operations/${ID}$`),
   interaction: new RegExp(`^interactions/${ID}$`),
   operation: new RegExp(`^operations/${ID}$`),
+  'platform-batch': new RegExp(`^${PLATFORM}/batchPredictionJobs/${ID}$`),
+  'platform-video': new RegExp(`^${PLATFORM}/publishers/google/models/${ID}/operations/${ID}$`),
+  'platform-interaction': new RegExp(`^${PLATFORM}/interactions/${ID}$`),
 };
+
+/** The forms a name may take, for messages. */
+export const NAME_FORMS =
+  'batches/{id}, models/{model}/operations/{id}, interactions/{id}, operations/{id}, ' +
+  'projects/{p}/locations/{l}/batchPredictionJobs/{id}, projects/{p}/locations/{l}/publishers/google/models/{model}/operations/{id} ' +
+  'or projects/{p}/locations/{l}/interactions/{id}';
 
 const BARE_ID = new RegExp(`^${ID}$`);
 const KINDS = Object.keys(NAME_GRAMMAR) as OperationKind[];
 
 /**
  * The canonical name for `raw`, or InvalidNameError. `family` is the kind a
- * webhook event announces: for `batch` and `interaction` it gives a bare id
- * its prefix, and the name must then be of that kind.
+ * webhook event announces; it only gives a bare id its prefix: `batches/` in
+ * a batch event, `interactions/` in an interaction or a video event (video on
+ * the Gemini API is a background interaction now). A whole name is read by
+ * its own shape, whatever event carries it.
  */
 export function normalizeOperationName(raw: string, family?: OperationKind): string {
   const name = canonical(raw.trim(), family);
-  const kind = name === undefined ? undefined : kindOf(name);
-  if (name === undefined || kind === undefined || Buffer.byteLength(name) > MAX_NAME_BYTES) {
+  if (name === undefined || kindOf(name) === undefined || Buffer.byteLength(name) > MAX_NAME_BYTES) {
     throw new InvalidNameError(
       `not an operation name: ${JSON.stringify(raw.slice(0, 80))} ` +
-        '(expected batches/{id}, models/{model}/operations/{id}, interactions/{id} or operations/{id}; ' +
-        `no "." or ".." segment, at most ${MAX_NAME_BYTES} bytes)`,
+        `(expected ${NAME_FORMS}; no "." or ".." segment, at most ${MAX_NAME_BYTES} bytes)`,
     );
   }
-  if (family && kind !== family) throw new InvalidNameError(`a ${family} event names a ${kind}: ${JSON.stringify(name)}`);
   return name;
 }
 
@@ -57,7 +67,7 @@ function canonical(name: string, family: OperationKind | undefined): string | un
   if (interactionId) return `interactions/${interactionId}`;
   if (BARE_ID.test(name)) {
     if (family === 'batch') return `batches/${name}`;
-    if (family === 'interaction') return `interactions/${name}`;
+    if (family === 'interaction' || family === 'video') return `interactions/${name}`;
     return undefined;
   }
   return name;
@@ -77,4 +87,10 @@ export function kindOfName(name: string): OperationKind {
 /** True when `name` is a well-formed name of `kind`: the poller's second line of defence. */
 export function isNameOfKind(name: string, kind: OperationKind): boolean {
   return Buffer.byteLength(name) <= MAX_NAME_BYTES && NAME_GRAMMAR[kind].test(name);
+}
+
+/** The project and location an Agent Platform name lives in; undefined for a Gemini API name. */
+export function platformScopeOf(name: string): { project: string; location: string } | undefined {
+  const match = /^projects\/([^/]+)\/locations\/([^/]+)\//.exec(name);
+  return match ? { project: match[1] as string, location: match[2] as string } : undefined;
 }

@@ -88,6 +88,7 @@ export const handler = handle(
     queries: store,
     ...(config.HISTORY_TABLE && { history: new DynamoDbHistory(documents, config.HISTORY_TABLE, config.HISTORY_RETENTION_DAYS) }),
     receipts: store,
+    unprocessable: store,
     verifier: new WebhookSignatureVerifier(signingSecrets, dynamicWebhooks(config)),
     pollNow: (operation) => pollNow(operation, { store, wake: wakeReconcile }),
     jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,

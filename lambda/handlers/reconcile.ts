@@ -7,7 +7,7 @@ import type { Context } from 'aws-lambda';
 import { loadConfig } from '../config.ts';
 import { createLogger, createMetrics } from '../logger.ts';
 import { BatchDiscovery } from '../reconcile/discovery.ts';
-import { GenAiPoller } from '../reconcile/gemini-poller.ts';
+import { GenAiPoller, pollerOptionsOf } from '../reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../reconcile/reconcile.ts';
 import { WebhookHealth } from '../reconcile/webhook-health.ts';
 import { secretSetting } from '../secrets.ts';
@@ -24,21 +24,31 @@ const store = new DynamoDbOperationStore(
 /** Stop taking new polls this long before the Lambda's own timeout. */
 const SAFETY_MS = 15_000;
 
-let poller: { key: string; poller: GenAiPoller; health: WebhookHealth; discovery: BatchDiscovery } | undefined;
+let poller: { key: string; poller: GenAiPoller; health?: WebhookHealth; discovery?: BatchDiscovery } | undefined;
 
 export const handler = async (_event: unknown, context: Context): Promise<ReconcileStats | { skipped: string }> => {
-  const key = await secretSetting(config, 'GEMINI_API_KEY');
-  if (!key) {
-    logger.warn('reconcile skipped: no Gemini API key (set the GeminiApiKey secret)');
+  let options: Awaited<ReturnType<typeof pollerOptionsOf>>;
+  try {
+    options = await pollerOptionsOf(config, (name) => secretSetting(config, name));
+  } catch (error) {
+    logger.error('reconcile skipped: the Agent Platform credentials cannot be read', { detail: (error as Error).message });
+    return { skipped: 'invalid-credentials' };
+  }
+  if (!options) {
+    logger.warn('reconcile skipped: no Gemini API key (set the GeminiApiKey secret) and no Agent Platform project');
     return { skipped: 'no-api-key' };
   }
+  // Credentials rotate in their secrets: a new value makes a new poller.
+  const key = JSON.stringify(options);
   if (poller?.key !== key) {
-    const gemini = new GenAiPoller({ apiKey: key, baseUrl: config.GEMINI_BASE_URL });
+    const gemini = new GenAiPoller(options);
     poller = {
       key,
       poller: gemini,
-      health: new WebhookHealth({ webhooks: gemini.webhooks, webhookUrl: config.WEBHOOK_URL, logger }),
-      discovery: new BatchDiscovery({ lister: gemini, store, logger }),
+      ...(options.gemini && {
+        health: new WebhookHealth({ webhooks: gemini.webhooks, webhookUrl: config.WEBHOOK_URL, logger }),
+        discovery: new BatchDiscovery({ lister: gemini, store, logger }),
+      }),
     };
   }
   const stats = await reconcile({

@@ -58,6 +58,12 @@ const ListQuery = z.object({
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
 });
 
+const DecisionsQuery = z.object({
+  outcome: z.optional(z.literal('unprocessable')),
+  limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(100))),
+  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
+});
+
 const MAX_WAIT_SECONDS = 60;
 /** What a `wait` out of range is told (the per-operation long poll here, the change feed's routes in local/feed). */
 export const WAIT_RANGE = `wait must be a number of seconds from 0 to ${MAX_WAIT_SECONDS}`;
@@ -183,6 +189,27 @@ export function createApp(deps: AppDeps): Hono {
       } catch (error) {
         if (error instanceof InvalidCursorError) return fail('malformed-request', error.message);
         logger.error('list failed', { error });
+        return fail('not-recorded', 'store unavailable; retry later');
+      }
+    });
+  }
+
+  // Authentic deliveries that could never be used (answered 200 all the same), newest first.
+  const unprocessable = deps.unprocessable;
+  if (unprocessable) {
+    app.get('/decisions', async (c) => {
+      const query = DecisionsQuery.safeParse(c.req.query());
+      if (!query.success) {
+        return fail(
+          'malformed-request',
+          "outcome must be unprocessable (one operation's decisions: GET /operations/{name}/decisions); limit 1-100",
+        );
+      }
+      try {
+        return c.json(await unprocessable.listUnprocessable({ limit: query.data.limit ?? 50, cursor: query.data.cursor }));
+      } catch (error) {
+        if (error instanceof InvalidCursorError) return fail('malformed-request', error.message);
+        logger.error('decisions list failed', { error });
         return fail('not-recorded', 'store unavailable; retry later');
       }
     });

@@ -15,11 +15,20 @@ import { parseProviderJson } from '../core/provider-values.ts';
 import type { OperationEvent } from '../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../core/time.ts';
 import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
-import { type DecisionLog, type DeliveryReceipts, type OperationStore, StoreRejectedError } from '../store/operation-store.ts';
+import {
+  type DecisionLog,
+  type DeliveryReceipts,
+  type OperationStore,
+  StoreRejectedError,
+  type UnprocessableLog,
+  type UnprocessableReason,
+} from '../store/operation-store.ts';
 import { TokenBucket } from './token-bucket.ts';
 import { type HeaderReader, NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
 
 export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
+/** How much of an unprocessable delivery's body is kept for the operator. */
+export const UNPROCESSABLE_BODY_BYTES = 4 * 1024;
 
 /** Every failure the API answers, and its status: one table to read. */
 export const FAILURES = {
@@ -35,7 +44,7 @@ export const FAILURES = {
   /** Too many tracks (or polls asked by JWT-only deliveries) for one credential: Retry-After says when. */
   'rate-limited': 429,
   'malformed-request': 400,
-  /** The store refused the event for good (e.g. DynamoDB's ValidationException): a retry would fail the same way. */
+  /** The store refused a value for good (e.g. DynamoDB's ValidationException): a retry would fail the same way. */
   unstorable: 400,
   'not-recorded': 503,
   /** No usable signing secret yet: Gemini retries for 24 h, so nothing is lost while setup finishes. */
@@ -85,6 +94,11 @@ export interface WebhookDeps {
    * `GET /operations/{name}/decisions` from it (without it that route is 400; in AWS decisions are log lines).
    */
   decisions?: DecisionLog;
+  /**
+   * Where authentic deliveries that can never be used are kept (answered 200, listed by
+   * `GET /decisions?outcome=unprocessable`). Without it they are answered 200 and logged only.
+   */
+  unprocessable?: UnprocessableLog;
   /**
    * Dynamic-webhook deliveries signed with a JWT (which does not cover the
    * body) are never applied from their body: the operation they name is polled
@@ -137,22 +151,16 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
       return fail('invalid-signature', verification.reason);
     }
     const deliveryId = verification.id;
+    // From here the delivery is authentic: whatever it holds, it is answered 2xx (guarantee 6), or 503 while the store is down.
+    const unusable = (reason: UnprocessableReason, detail: string) =>
+      unprocessable({ reason, detail, raw, webhookId: deliveryId, scheme: verification.scheme });
     let mapping: ReturnType<typeof mapWebhookDelivery>;
     try {
       mapping = mapWebhookDelivery(parseProviderJson(raw), deliveryId);
     } catch (error) {
-      if (
-        error instanceof SyntaxError ||
-        error instanceof MalformedEventError ||
-        error instanceof InvalidTimeError ||
-        error instanceof InvalidNameError
-      ) {
-        const message = error instanceof SyntaxError ? `body is not JSON: ${error.message}` : error.message;
-        logger.warn('webhook rejected', { decision: 'rejected', reason: 'malformed', webhookId: deliveryId, detail: message });
-        count('WebhookRejected');
-        return fail('malformed-request', message);
-      }
-      throw error;
+      const reason = unprocessableReasonOf(error);
+      if (!reason) throw error;
+      return unusable(reason, error instanceof SyntaxError ? `body is not JSON: ${error.message}` : (error as Error).message);
     }
     if (mapping.kind === 'ignored') {
       logger.info('webhook ignored', { decision: 'ignored', reason: 'unknown-event-type', type: mapping.type, webhookId: deliveryId });
@@ -182,7 +190,7 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
           retryAfterSeconds: Math.ceil(waitMs / 1000),
         };
       }
-      return verifyByPoll(event, deliveryId);
+      return verifyByPoll(event, deliveryId, unusable);
     }
     try {
       const result = await ingest({ ...event, scheme: verification.scheme }, { hints, ...deps.ingest, store, clock });
@@ -215,16 +223,7 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
       });
       return ok({ applied: false, reason: result.reason, operation: result.record });
     } catch (error) {
-      if (error instanceof StoreRejectedError) {
-        count('WebhookUnstorable');
-        logger.error('webhook refused by the store', {
-          decision: 'unstorable',
-          webhookId: deliveryId,
-          operation: event.name,
-          error: error.message,
-        });
-        return fail('unstorable', `${error.message}; this delivery will never be recorded, do not retry it`);
-      }
+      if (error instanceof StoreRejectedError) return unusable('unstorable', error.message);
       if (!(error instanceof NotRecordedError)) throw error;
       count('WebhookNotRecorded');
       logger.error('webhook not recorded', {
@@ -238,8 +237,52 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
     }
   };
 
+  /**
+   * An authentic delivery no retry can make usable: 200, so Gemini neither retries it for a day nor switches the
+   * webhook off; kept for the operator, logged and counted. Only a store that cannot keep it now answers 503.
+   */
+  async function unprocessable(delivery: {
+    reason: UnprocessableReason;
+    detail: string;
+    raw: string;
+    webhookId: string;
+    scheme: string;
+  }): Promise<WebhookAnswer> {
+    const { reason, detail, raw, webhookId, scheme } = delivery;
+    const type = envelopeTypeOf(raw);
+    count('WebhookUnprocessable');
+    logger.error('webhook unprocessable: answered 200, kept in the decisions log', {
+      decision: 'unprocessable',
+      reason,
+      type,
+      webhookId,
+      detail,
+    });
+    try {
+      await deps.unprocessable?.recordUnprocessable({
+        outcome: 'unprocessable',
+        receivedAt: timeFromDate(clock()),
+        webhookId,
+        type,
+        reason,
+        detail: detail.slice(0, 1_000),
+        scheme,
+        body: Buffer.from(raw).subarray(0, UNPROCESSABLE_BODY_BYTES).toString('utf8'),
+      });
+    } catch (error) {
+      count('WebhookNotRecorded');
+      logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'unprocessable-not-kept', webhookId, error });
+      return fail('not-recorded', 'the delivery could not be kept; retry later');
+    }
+    return ok({ applied: false, reason: 'unprocessable', detail });
+  }
+
   /** The body named the operation, nothing more: what Gemini answers a poll is what gets recorded. */
-  async function verifyByPoll(event: OperationEvent, deliveryId: string): Promise<WebhookAnswer> {
+  async function verifyByPoll(
+    event: OperationEvent,
+    deliveryId: string,
+    unusable: (reason: UnprocessableReason, detail: string) => Promise<WebhookAnswer>,
+  ): Promise<WebhookAnswer> {
     if (!deps.pollNow) {
       count('WebhookNotConfigured');
       return fail('not-configured', 'a JWT-signed delivery is verified by polling Gemini, and polling is not configured here; retry later');
@@ -262,11 +305,30 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
       logger.info('webhook verified by poll', { decision: 'verifying-by-poll', webhookId: deliveryId, operation: event.name, outcome });
       return ok({ applied: false, reason: 'verifying-by-poll' });
     } catch (error) {
-      if (error instanceof StoreRejectedError) return fail('unstorable', error.message);
+      if (error instanceof StoreRejectedError) return unusable('unstorable', error.message);
       logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'poll-request-failed', webhookId: deliveryId, error });
       count('WebhookNotRecorded');
       return fail('not-recorded', 'could not ask for the poll; retry later');
     }
+  }
+}
+
+/** Why a delivery's content can never be used, or undefined for an error that is not about the content. */
+function unprocessableReasonOf(error: unknown): UnprocessableReason | undefined {
+  if (error instanceof SyntaxError) return 'not-json';
+  if (error instanceof InvalidTimeError) return 'invalid-time';
+  if (error instanceof InvalidNameError) return 'invalid-name';
+  if (error instanceof MalformedEventError) return 'malformed-event';
+  return undefined;
+}
+
+/** The envelope's `type`, when the body is JSON with one (for the decisions log). */
+function envelopeTypeOf(raw: string): string | null {
+  try {
+    const type = (JSON.parse(raw) as { type?: unknown } | null)?.type;
+    return typeof type === 'string' ? type.slice(0, 100) : null;
+  } catch {
+    return null;
   }
 }
 

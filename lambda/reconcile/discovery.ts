@@ -90,7 +90,7 @@ export class BatchDiscovery {
         result.listed++;
         let event: ReturnType<typeof eventFromBatch>;
         try {
-          event = eventFromBatch(batch.name, batch);
+          event = eventFromBatch(batch.name, 'batch', batch);
         } catch (error) {
           // A state with no mapping, a time that does not parse: never guessed.
           logger.warn('listed batch not adopted: its answer cannot be read', { operation: batch.name, detail: (error as Error).message });

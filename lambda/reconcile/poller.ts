@@ -9,8 +9,11 @@ import type { OperationEvent } from '../core/reducer.ts';
 export type PollAnswer =
   | { kind: 'event'; event: OperationEvent }
   | { kind: 'not-found' }
-  /** Never sent: the name is not a well-formed name of its kind. */
-  | { kind: 'refused'; reason: string };
+  /**
+   * Never sent, and never will be: the name is not a well-formed name of its kind (`invalid-name`), or it
+   * names another Agent Platform project or location than this deployment's (`other-project`).
+   */
+  | { kind: 'refused'; reason: string; note: 'invalid-name' | 'other-project' };
 
 export class PollFailedError extends Error {
   override name = 'PollFailedError';

@@ -14,7 +14,9 @@
  * - a state Gemini answers that Ratchet has no mapping for: counted
  *   (`unknownStates`), kept raw in `pollNote`, backed off like a failure, never guessed;
  * - a name that is not a well-formed name of its kind is never sent (the
- *   poller refuses it): polling stops at once (`pollNote: invalid-name`);
+ *   poller refuses it): polling stops at once (`pollNote: invalid-name`), and
+ *   so does an Agent Platform name of another project or location than this
+ *   deployment's (`pollNote: other-project`);
  * - tracked but never observed (no state yet) for longer than
  *   `unseenExpiryMs` (TRACKED_EXPIRY_DAYS): polling stops, unpolled
  *   (`pollNote: expired-unseen`), so names nobody created cost no polls forever.
@@ -63,6 +65,8 @@ export interface ReconcileStats {
   unchanged: number;
   failed: number;
   notFound: number;
+  /** Operations whose polling stopped this run because Gemini answered 404 NOT_FOUND_LIMIT times in a row. */
+  notFoundStopped: number;
   /** Polls that reported a different terminal state than the stored one (a provider anomaly, never applied). */
   conflicts: number;
   /** Due, but left for the next run (deadline reached). */
@@ -95,6 +99,7 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
     unchanged: 0,
     failed: 0,
     notFound: 0,
+    notFoundStopped: 0,
     conflicts: 0,
     deferred: 0,
     refused: 0,
@@ -184,20 +189,24 @@ async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, sta
   }
   if (answer.kind === 'refused') {
     stats.refused++;
-    logger.error('poll refused: the name is not a Gemini resource name of its kind; polling stopped', {
-      operation: record.name,
-      kind: record.kind,
-      reason: answer.reason,
-    });
-    await store.schedulePoll(record.name, record.version, { ...poll, nextPollAt: null, note: 'invalid-name' });
+    logger.error('poll refused: polling stopped', { operation: record.name, kind: record.kind, reason: answer.reason });
+    await store.schedulePoll(record.name, record.version, { ...poll, nextPollAt: null, note: answer.note });
     return;
   }
   if (answer.kind === 'not-found') {
     stats.notFound++;
-    const young = record.kind === 'interaction' && clock().getTime() - Date.parse(record.createdAt) < INTERACTION_NOT_FOUND_GRACE_MS;
+    const young =
+      (record.kind === 'interaction' || record.kind === 'platform-interaction') &&
+      clock().getTime() - Date.parse(record.createdAt) < INTERACTION_NOT_FOUND_GRACE_MS;
     const notFoundPolls = poll.notFoundPolls + (young ? 0 : 1);
     if (notFoundPolls >= NOT_FOUND_LIMIT) {
-      logger.warn('operation not found at Gemini; polling stopped', { operation: record.name, polls: notFoundPolls });
+      stats.notFoundStopped++;
+      // Never a terminal state invented from a 404: a webhook may still finish it, and waitFor is told at once.
+      logger.warn('operation not found at Gemini; polling stopped, its state left as it was', {
+        operation: record.name,
+        state: record.state,
+        polls: notFoundPolls,
+      });
       await store.schedulePoll(record.name, record.version, { ...poll, notFoundPolls, nextPollAt: null, note: 'not-found' });
     } else {
       await reschedule({ ...poll, notFoundPolls, note: 'not-found' });

@@ -7,7 +7,7 @@ import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { writeKindOf } from '../core/change.ts';
-import { isTerminal, OPERATION_STATES, type OperationKind, rankOf } from '../core/lifecycle.ts';
+import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, rankOf } from '../core/lifecycle.ts';
 import type { OperationEvent, OperationRecord } from '../core/reducer.ts';
 import { compileWrite, RANK_ATTRIBUTE, type Variant } from './compiled-write.ts';
 import { isPermanentRejection } from './dynamodb.ts';
@@ -25,6 +25,8 @@ import {
   type PollState,
   StoreRejectedError,
   type UnmappedDelivery,
+  type UnprocessableDelivery,
+  type UnprocessableLog,
   type WriteOutcome,
 } from './operation-store.ts';
 import {
@@ -39,14 +41,21 @@ import {
   OPEN_INDEX_SORT,
   PARTITION_KEY,
   pollBucketOf,
+  TTL_ATTRIBUTE,
   UNMAPPED_RECEIPT_KEY,
+  UNPROCESSABLE_KEY_PREFIX,
+  UNPROCESSABLE_PARTITION_VALUE,
   type WriteKind,
 } from './table.ts';
 
-/** Kinds reconcile polls: all of them (interactions with `interactions.get`). */
-const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation', 'interaction']);
+/** Kinds reconcile polls: all of them. */
+const POLLABLE: ReadonlySet<OperationKind> = new Set(OPERATION_KINDS);
+/** How long an unprocessable delivery is kept (the table's TTL deletes it after). */
+const UNPROCESSABLE_RETENTION_SECONDS = 30 * 86_400;
 
-export class DynamoDbOperationStore implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts {
+export class DynamoDbOperationStore
+  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, UnprocessableLog
+{
   constructor(
     private readonly client: DynamoDBDocumentClient,
     private readonly tableName: string,
@@ -285,6 +294,44 @@ export class DynamoDbOperationStore implements OperationStore, OperationQueries,
     );
   }
 
+  async recordUnprocessable(delivery: UnprocessableDelivery): Promise<void> {
+    // An update, not a put: the API function's grant is GetItem and UpdateItem.
+    await this.client.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { [PARTITION_KEY]: `${UNPROCESSABLE_KEY_PREFIX}${delivery.webhookId}` },
+        UpdateExpression: 'SET #partition = :partition, #sort = :at, #ttl = :ttl, entry = :entry',
+        ExpressionAttributeNames: { '#partition': LIST_INDEX_PARTITION, '#sort': LIST_INDEX_SORT, '#ttl': TTL_ATTRIBUTE },
+        ExpressionAttributeValues: {
+          ':partition': UNPROCESSABLE_PARTITION_VALUE,
+          ':at': delivery.receivedAt,
+          ':ttl': Math.floor(Date.parse(delivery.receivedAt) / 1000) + UNPROCESSABLE_RETENTION_SECONDS,
+          ':entry': JSON.stringify(delivery),
+        },
+      }),
+    );
+  }
+
+  async listUnprocessable(page: { limit: number; cursor?: string }): Promise<{ decisions: UnprocessableDelivery[]; nextCursor?: string }> {
+    const start = page.cursor === undefined ? undefined : cursorKey(page.cursor, UNPROCESSABLE_PARTITION_VALUE);
+    const { Items = [], LastEvaluatedKey } = await this.client.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: LIST_INDEX,
+        KeyConditionExpression: '#partition = :partition',
+        ExpressionAttributeNames: { '#partition': LIST_INDEX_PARTITION },
+        ExpressionAttributeValues: { ':partition': UNPROCESSABLE_PARTITION_VALUE },
+        ScanIndexForward: false,
+        Limit: page.limit,
+        ...(start && { ExclusiveStartKey: start }),
+      }),
+    );
+    return {
+      decisions: Items.map((item) => JSON.parse(item.entry as string) as UnprocessableDelivery),
+      ...(LastEvaluatedKey && { nextCursor: Buffer.from(JSON.stringify(LastEvaluatedKey)).toString('base64url') }),
+    };
+  }
+
   async lastUnmapped(): Promise<(UnmappedDelivery & { received: number }) | undefined> {
     const { Item } = await this.client.send(
       new GetCommand({ TableName: this.tableName, Key: { [PARTITION_KEY]: UNMAPPED_RECEIPT_KEY }, ConsistentRead: true }),
@@ -323,7 +370,8 @@ function viewFromItem(item: Record<string, unknown>): OperationView {
 }
 
 /** A cursor is the index key the page ended at; anything else is refused before DynamoDB sees it. */
-function cursorKey(cursor: string): Record<string, string> {
+/** A list's cursor back to its LastEvaluatedKey; `partition` is the list it must come from (operations or unprocessable). */
+function cursorKey(cursor: string, partition = LIST_PARTITION_VALUE): Record<string, string> {
   let key: unknown;
   try {
     key = JSON.parse(Buffer.from(cursor, 'base64url').toString());
@@ -336,7 +384,7 @@ function cursorKey(cursor: string): Record<string, string> {
     key !== null &&
     Object.keys(key).length === fields.length &&
     fields.every((field) => typeof (key as Record<string, unknown>)[field] === 'string') &&
-    (key as Record<string, string>)[LIST_INDEX_PARTITION] === LIST_PARTITION_VALUE;
+    (key as Record<string, string>)[LIST_INDEX_PARTITION] === partition;
   if (!valid) throw new InvalidCursorError('cursor is not one this API handed out');
   return key as Record<string, string>;
 }

@@ -88,6 +88,38 @@ export interface DeliveryReceipts {
   lastUnmapped(): Promise<(UnmappedDelivery & { received: number }) | undefined>;
 }
 
+/** Why an authentic delivery can never be used, whatever a retry brings. */
+export const UNPROCESSABLE_REASONS = ['not-json', 'malformed-event', 'invalid-time', 'invalid-name', 'unstorable'] as const;
+export type UnprocessableReason = (typeof UNPROCESSABLE_REASONS)[number];
+
+/**
+ * An authentic delivery (its signature verified) that no retry can make
+ * usable: answered 200 all the same (Gemini retries every other answer for a
+ * day, then switches the webhook off), and kept here for the operator.
+ */
+export interface UnprocessableDelivery {
+  outcome: 'unprocessable';
+  receivedAt: string;
+  webhookId: string;
+  /** The envelope's `type`, when the body had one. */
+  type: string | null;
+  reason: UnprocessableReason;
+  /** What was wrong, in words. */
+  detail: string;
+  /** How the delivery was signed (`hmac`, `ed25519`, `jwt`). */
+  scheme: string;
+  /** The first 4 KiB of the body, as sent. */
+  body: string;
+}
+
+/** Unprocessable deliveries, kept 30 days: `GET /decisions?outcome=unprocessable`, newest first. */
+export interface UnprocessableLog {
+  /** Once per webhook-id: a redelivery of the same one replaces it. */
+  recordUnprocessable(delivery: UnprocessableDelivery): Promise<void>;
+  /** Throws InvalidCursorError for a cursor this store did not hand out. */
+  listUnprocessable(page: { limit: number; cursor?: string }): Promise<{ decisions: UnprocessableDelivery[]; nextCursor?: string }>;
+}
+
 /** Reconcile's view of an open operation: when to poll it next and how it went so far. */
 export interface PollState {
   nextPollAt: string;

@@ -51,6 +51,17 @@ export const LIST_PARTITION_VALUE = 'operations';
  */
 export const UNMAPPED_RECEIPT_KEY = 'ratchet:unmapped-delivery';
 
+/**
+ * Unprocessable deliveries (UnprocessableLog) are items too, keyed by this
+ * prefix and the webhook-id, listed through `recent-by-recorded` under their
+ * own partition value, and deleted by the table's TTL on `expiresAt` (which
+ * no operation carries). Like the receipt they have no `writeKind`: no stream
+ * consumer takes them.
+ */
+export const UNPROCESSABLE_KEY_PREFIX = 'ratchet:unprocessable:';
+export const UNPROCESSABLE_PARTITION_VALUE = 'unprocessable';
+export const TTL_ATTRIBUTE = 'expiresAt';
+
 export type WriteKind = 'state-change' | 'refresh' | 'track' | 'poll-schedule';
 
 export function createTableInput(tableName: string): CreateTableCommandInput {

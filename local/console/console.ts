@@ -9,6 +9,7 @@
  *   GET /                           operations, open first, with counts per state and kind as filter links
  *   GET /console/operations/{name}  one operation: every event it received (applied or refused, and why),
  *                                   each effect beside the write it came from, its polling status
+ *   GET /console/unprocessable      authentic deliveries that could never be used (answered 200 all the same), newest first
  */
 import type { Context, Hono } from 'hono';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
@@ -16,7 +17,7 @@ import { normalizeOperationName } from '../../lambda/core/names.ts';
 import type { DeadLetter, DeadLetters } from '../../lambda/effects/dead-letters.ts';
 import { type EffectLedger, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
 import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
-import type { Decision, OperationView } from '../../lambda/store/operation-store.ts';
+import type { Decision, OperationView, UnprocessableLog } from '../../lambda/store/operation-store.ts';
 import type { pendingEffects } from '../engine/effects-queue.ts';
 import type { SqliteOperationStore } from '../engine/operation-store.ts';
 import type { ChangeFeed } from '../feed/change-feed.ts';
@@ -30,8 +31,10 @@ export interface ConsoleDeps {
     | undefined;
   /** The change feed, whose stream keeps the pages live. */
   feed: Pick<ChangeFeed, 'head' | 'cursorOf'>;
-  /** Whether reconcile polls here (a Gemini API key is set). */
+  /** Whether reconcile polls here (a Gemini API key, or an Agent Platform project, is set). */
   reconcileOn: boolean;
+  /** Authentic deliveries that could never be used. */
+  unprocessable: Pick<UnprocessableLog, 'listUnprocessable'>;
 }
 
 const PAGE_SIZE = 100;
@@ -105,9 +108,35 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
       operations.length > PAGE_SIZE && `<a href="${linkTo(filter, { page: filter.page + 1 })}">more</a>`,
     ].filter(Boolean);
     const footer = `<p>${pages.join(' · ')}${pages.length ? ' · ' : ''}${refreshLink((refresh) => linkTo(filter, { refresh, page: filter.page }), filter.refresh)}</p>`;
+    const unusable = await unprocessableNote(deps, now);
     return c.html(
-      render(c, 'operations', live(streamFrom(deps, head), countsNav(deps, filter, deadNames.size) + table) + footer, filter.refresh),
+      render(
+        c,
+        'operations',
+        unusable + live(streamFrom(deps, head), countsNav(deps, filter, deadNames.size) + table) + footer,
+        filter.refresh,
+      ),
     );
+  });
+
+  app.get('/console/unprocessable', async (c) => {
+    const now = Date.now();
+    const { decisions } = await deps.unprocessable.listUnprocessable({ limit: PAGE_SIZE });
+    const rows = decisions.map(
+      (
+        d,
+      ) => `<tr><td>${when(d.receivedAt, now)}</td><td><code>${escapeHtml(d.webhookId)}</code><br><small>${escapeHtml(d.scheme)}</small></td>
+<td class="wide">${escapeHtml(d.type ?? '–')}</td><td><span class="dead-lettered">${escapeHtml(d.reason)}</span> ${escapeHtml(d.detail)}</td>
+<td><details><summary>body</summary><pre>${escapeHtml(d.body)}</pre></details></td></tr>`,
+    );
+    const body = rows.length
+      ? `<p><small>Deliveries whose signature verified but whose content can never be used. Each was answered 200, so Gemini
+does not retry it for a day and keeps the webhook on; none changed an operation. Kept 30 days, newest first (the last ${PAGE_SIZE}).
+As JSON: <a href="/decisions?outcome=unprocessable">/decisions?outcome=unprocessable</a>.</small></p>
+<div class="scroll"><table id="unprocessable"><thead><tr><th>received</th><th>webhook-id</th><th class="wide">type</th><th>why</th><th>first 4 KiB</th></tr></thead>
+<tbody>${rows.join('')}</tbody></table></div>`
+      : '<p>No unprocessable delivery in the last 30 days.</p>';
+    return c.html(render(c, 'unprocessable deliveries', `${body}<p><a href="/">all operations</a></p>`));
   });
 
   app.get('/console/operations/:name{.+}', async (c) => {
@@ -136,6 +165,17 @@ ${await timeline(deps, view, now)}`,
     )}<p>${refreshLink(here, refresh)} · <a href="/operations/${escapeHtml(name)}/decisions">decisions as JSON</a></p>`;
     return c.html(render(c, name, body, refresh));
   });
+}
+
+/** A warning above the list while any authentic delivery could not be used (the last 30 days). */
+async function unprocessableNote(deps: ConsoleDeps, now: number): Promise<string> {
+  const { decisions, nextCursor } = await deps.unprocessable.listUnprocessable({ limit: PAGE_SIZE });
+  const last = decisions[0];
+  if (!last) return '';
+  const count = `${decisions.length}${nextCursor ? '+' : ''}`;
+  return `<p id="unprocessable-note" class="warning"><a href="/console/unprocessable"><span class="dead-lettered">${count} unprocessable
+deliver${decisions.length === 1 ? 'y' : 'ies'}</span></a>: authentic, answered 200, never applied; the last ${when(last.receivedAt, now)}
+(${escapeHtml(last.reason)}).</p>`;
 }
 
 /** A page with this answer's CSP nonce and the session's CSRF token (local/access/guard.ts sets both). */

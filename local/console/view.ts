@@ -129,8 +129,10 @@ const REASONS: Record<DiscardReason, string> = {
 export const reasonInWords = (reason: string | undefined) => REASONS[reason as DiscardReason] ?? reason ?? 'refused';
 
 function noteInWords(note: string): string {
-  if (note === 'not-found') return 'Gemini does not know it';
+  if (note === 'not-found') return 'Gemini no longer knows it (404 three times); its state is left as it was, a webhook can still end it';
   if (note === 'invalid-name') return 'not a name Gemini answers for';
+  if (note === 'other-project') return 'not in the Agent Platform project and location this Ratchet polls (GOOGLE_CLOUD_PROJECT)';
+  if (note === 'expired-unseen') return 'tracked, never seen at Gemini, for longer than TRACKED_EXPIRY_DAYS';
   if (note === 'unstorable') return "Gemini's answer could not be stored";
   if (note.startsWith('unknown-state:')) return `Gemini answered a state Ratchet does not know (${note.slice('unknown-state:'.length)})`;
   return note;
@@ -139,7 +141,7 @@ function noteInWords(note: string): string {
 /** Reconcile's side of an operation: when it polls next, what failed, or why it stopped. */
 export function pollingInWords(view: OperationView, now: number, reconcileOn: boolean): string {
   if (isTerminal(view.state)) return 'done';
-  if (!reconcileOn) return 'not polled here (no <code>GEMINI_API_KEY</code>)';
+  if (!reconcileOn) return 'not polled here (neither <code>GEMINI_API_KEY</code> nor <code>GOOGLE_CLOUD_PROJECT</code> is set)';
   const { nextPollAt, failedPolls, notFoundPolls, note } = view.polling;
   if (!nextPollAt) return `<span class="dead-lettered">stopped</span>: ${escapeHtml(noteInWords(note ?? 'unknown'))}`;
   const problems = [

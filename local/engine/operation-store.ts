@@ -9,7 +9,7 @@
  * held to the same contract tests.
  */
 import { writeKindOf } from '../../lambda/core/change.ts';
-import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
+import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
 import { timeFromDate } from '../../lambda/core/time.ts';
 import {
@@ -27,13 +27,15 @@ import {
   type PollSchedule,
   type PollState,
   type UnmappedDelivery,
+  type UnprocessableDelivery,
+  type UnprocessableLog,
   type WriteOutcome,
 } from '../../lambda/store/operation-store.ts';
 import { pollBucketOf, type WriteKind } from '../../lambda/store/table.ts';
 import type { Sqlite } from './sqlite.ts';
 
 /** Kinds reconcile polls: all of them, as in AWS. */
-const POLLABLE: ReadonlySet<OperationKind> = new Set(['batch', 'video', 'operation', 'interaction']);
+const POLLABLE: ReadonlySet<OperationKind> = new Set(OPERATION_KINDS);
 const UNMAPPED_NOTE = 'unmapped-delivery';
 /** Decisions kept per operation (and 30 days, see pruneDecisions). */
 export const DECISIONS_KEPT = 200;
@@ -50,11 +52,15 @@ interface OperationRow {
   name: string;
 }
 
-export class SqliteOperationStore implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog {
+export class SqliteOperationStore
+  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
+{
   constructor(
     private readonly db: Sqlite,
     /** Called after each commit that appended to the outbox (the outbox feed wakes). */
     private readonly onChange: () => void = () => {},
+    /** Called when reconcile stopped polling an open operation (not found, refused): waiters on it read it again. */
+    private readonly onPollingStopped: (name: string) => void = () => {},
   ) {}
 
   private row(name: string): OperationRow | undefined {
@@ -211,7 +217,41 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
 
   /** Removes decisions past their 30 days. */
   pruneDecisions(now = Date.now()): void {
-    this.db.writeDerived(() => this.db.run('DELETE FROM decisions WHERE at <= ?', now - DECISION_RETENTION_DAYS * 86_400_000));
+    const before = now - DECISION_RETENTION_DAYS * 86_400_000;
+    this.db.writeDerived(() => {
+      this.db.run('DELETE FROM decisions WHERE at <= ?', before);
+      this.db.run('DELETE FROM unprocessable WHERE at <= ?', before);
+    });
+  }
+
+  async recordUnprocessable(delivery: UnprocessableDelivery): Promise<void> {
+    await this.db.writeGrouped(() =>
+      this.db.run(
+        `INSERT INTO unprocessable (webhook_id, received_at, entry, at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (webhook_id) DO UPDATE SET received_at = excluded.received_at, entry = excluded.entry, at = excluded.at`,
+        delivery.webhookId,
+        delivery.receivedAt,
+        JSON.stringify(delivery),
+        Date.parse(delivery.receivedAt),
+      ),
+    );
+  }
+
+  /** Newest first; the cursor is the last row's key, as the list's. */
+  async listUnprocessable(page: { limit: number; cursor?: string }): Promise<{ decisions: UnprocessableDelivery[]; nextCursor?: string }> {
+    const after = page.cursor === undefined ? undefined : cursorKey(page.cursor, 'unprocessable');
+    const rows = this.db.all<{ received_at: string; webhook_id: string; entry: string }>(
+      `SELECT received_at, webhook_id, entry FROM unprocessable ${after ? 'WHERE (received_at, webhook_id) < (?, ?)' : ''}
+       ORDER BY received_at DESC, webhook_id DESC LIMIT ?`,
+      ...(after ?? []),
+      page.limit + 1,
+    );
+    const taken = rows.slice(0, page.limit);
+    const last = taken.at(-1);
+    return {
+      decisions: taken.map((row) => JSON.parse(row.entry) as UnprocessableDelivery),
+      ...(rows.length > page.limit && last && { nextCursor: cursorOf(last.received_at, last.webhook_id, 'unprocessable') }),
+    };
   }
 
   async describe(name: string): Promise<OperationView | undefined> {
@@ -245,8 +285,7 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
     const last = page.at(-1);
     return {
       operations: page.map(viewOf),
-      ...(rows.length > filter.limit &&
-        last && { nextCursor: Buffer.from(JSON.stringify([last.recorded_at, last.name])).toString('base64url') }),
+      ...(rows.length > filter.limit && last && { nextCursor: cursorOf(last.recorded_at, last.name) }),
     };
   }
 
@@ -340,6 +379,7 @@ export class SqliteOperationStore implements OperationStore, OperationQueries, P
         version,
       ),
     );
+    if (changes > 0 && poll.nextPollAt === null) this.onPollingStopped(name);
     return changes > 0;
   }
 
@@ -397,15 +437,24 @@ function viewOf(row: OperationRow): OperationView {
 }
 
 /** A cursor is `[recordedAt, name]` of the page's last row; anything else is refused before a query. */
-function cursorKey(cursor: string): [string, string] {
+/**
+ * A page's opaque cursor: the last row's (time, key), read back by cursorKey;
+ * the unprocessable list's carry its name first, so neither list takes the other's.
+ */
+function cursorOf(time: string, key: string, list?: 'unprocessable'): string {
+  return Buffer.from(JSON.stringify(list ? [list, time, key] : [time, key])).toString('base64url');
+}
+
+function cursorKey(cursor: string, list?: 'unprocessable'): [string, string] {
   let key: unknown;
   try {
     key = JSON.parse(Buffer.from(cursor, 'base64url').toString());
   } catch {
     throw new InvalidCursorError('cursor is not one this API handed out');
   }
-  if (!Array.isArray(key) || key.length !== 2 || !key.every((part) => typeof part === 'string')) {
+  const parts = list ? 3 : 2;
+  if (!Array.isArray(key) || key.length !== parts || !key.every((part) => typeof part === 'string') || (list && key[0] !== list)) {
     throw new InvalidCursorError('cursor is not one this API handed out');
   }
-  return key as [string, string];
+  return key.slice(-2) as [string, string];
 }

@@ -14,6 +14,7 @@
  *   `effect_ledger`, `dead_letters`: what the consumers keep.
  * - `notes`: small named values (the last unmapped delivery, the health probe).
  * - `decisions` (2): each event's fate per operation, applied or discarded.
+ * - `unprocessable` (3): authentic deliveries that can never be used, one per webhook-id.
  */
 import type { Sqlite } from './sqlite.ts';
 
@@ -85,6 +86,14 @@ export const MIGRATIONS: readonly string[] = [
    ) STRICT;
    CREATE INDEX decisions_by_name ON decisions (name, id);
    CREATE INDEX decisions_at ON decisions (at);`,
+  // 3: authentic deliveries no retry can make usable (answered 200), one per webhook-id, 30 days.
+  `CREATE TABLE unprocessable (
+     webhook_id TEXT PRIMARY KEY,
+     received_at TEXT NOT NULL,
+     entry TEXT NOT NULL,
+     at INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX unprocessable_recent ON unprocessable (received_at, webhook_id);`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -89,6 +89,8 @@ interface Waiter {
   found: OperationChange[];
   /** The last seq looked at for it. */
   scanned: number;
+  /** A per-operation wait ended by news that is no change (its polling stopped): the caller reads again. */
+  woken?: boolean;
   settle: () => void;
 }
 
@@ -213,8 +215,21 @@ export class ChangeFeed {
       version: afterVersion ?? this.db.get<{ version: number }>('SELECT version FROM operations WHERE name = ?', name)?.version ?? 0,
     }));
     return this.hold({ after: head, filter: { name }, limit: 1, afterVersion: version, found: [], scanned: head }, waitMs, signal).then(
-      (waiter) => waiter.found.length > 0,
+      (waiter) => waiter.found.length > 0 || waiter.woken === true,
     );
+  }
+
+  /**
+   * Ends the per-operation waits on `name` (not the feed's own reads): its
+   * record changed outside its versions (reconcile stopped polling it), and a
+   * waiter must read it again to learn so at once.
+   */
+  wake(name: string): void {
+    for (const waiter of [...(this.named.get(name) ?? [])]) {
+      if (waiter.afterVersion === undefined) continue;
+      waiter.woken = true;
+      waiter.settle();
+    }
   }
 
   /** After each commit that appended changes: one read of them, soon, for every waiter. */

@@ -75,7 +75,7 @@ describe('trackJobs', () => {
     });
   });
 
-  it('tracks an embeddings batch, a video generation and a background interaction; a foreground interaction is not a job', async () => {
+  it('tracks an embeddings batch, an Omni video and a background interaction; a foreground interaction is not a job', async () => {
     const ai = trackJobs(sdk(), client);
     const embeddings = await ai.batches.createEmbeddings({
       model: 'gemini-embedding-001',
@@ -83,8 +83,20 @@ describe('trackJobs', () => {
     });
     expect(await client.get(embeddings.name as string)).toMatchObject({ kind: 'batch', state: null });
 
-    const video = await ai.models.generateVideos({ model: 'veo-3.0-generate-001', prompt: 'a lighthouse at dusk' });
-    expect(await client.get(video.name as string)).toMatchObject({ kind: 'video', state: null });
+    // Video on the Gemini API today: a background interaction of an Omni model, its video delivered by URI.
+    const omni = await ai.interactions.create({
+      model: 'gemini-omni-video-preview',
+      input: 'a lighthouse at dusk',
+      background: true,
+      response_format: { type: 'video', delivery: 'uri' },
+    } as never);
+    expect(await client.get(`interactions/${omni.id}`)).toMatchObject({ kind: 'interaction', state: null });
+    // Veo is the Agent Platform's: SDK 3.x refuses generateVideos on the Gemini API before any request, and nothing is tracked.
+    const before = gemini.requests.length;
+    await expect(ai.models.generateVideos({ model: 'veo-3.0-generate-001', prompt: 'a lighthouse at dusk' })).rejects.toThrow(
+      /only supported by the Gemini Enterprise Agent Platform/,
+    );
+    expect(gemini.requests.length).toBe(before);
 
     const background = await ai.interactions.create({
       model: 'gemini-2.5-flash',
@@ -96,6 +108,26 @@ describe('trackJobs', () => {
 
     const foreground = await ai.interactions.create({ model: 'gemini-2.5-flash', input: 'hi' });
     expect(await client.get(`interactions/${foreground.id}`)).toBeUndefined();
+  });
+
+  it('in Agent Platform mode, tracks a Veo generation and an interaction by their names in the project and location', async () => {
+    const platform = new GoogleGenAI({
+      vertexai: true,
+      project: 'genai-project',
+      location: 'us-central1',
+      apiKey: gemini.platformApiKey,
+      httpOptions: { baseUrl: gemini.baseUrl },
+    });
+    const ai = trackJobs(platform, client);
+    const video = await ai.models.generateVideos({ model: 'veo-3.1-generate-001', prompt: 'a lighthouse at dusk' });
+    expect(video.name).toMatch(
+      /^projects\/genai-project\/locations\/us-central1\/publishers\/google\/models\/veo-3.1-generate-001\/operations\//,
+    );
+    expect(await client.get(video.name as string)).toMatchObject({ kind: 'platform-video', state: null });
+    const interaction = await ai.interactions.create({ model: 'gemini-2.5-flash', input: 'research', background: true });
+    expect(await client.get(`projects/genai-project/locations/us-central1/interactions/${interaction.id}`)).toMatchObject({
+      kind: 'platform-interaction',
+    });
   });
 
   it('returns a job whose tracking failed, reports it, and discovery adopts the batch and follows it to its end', async () => {
@@ -119,7 +151,7 @@ describe('the discovery sweep through the SDK', () => {
       fake.listPageSize = 2;
       const sweep = (store = new MemoryStore()) =>
         new BatchDiscovery({
-          lister: new GenAiPoller({ apiKey: KEY, baseUrl: fake.baseUrl }),
+          lister: new GenAiPoller({ gemini: { apiKey: KEY, baseUrl: fake.baseUrl } }),
           store,
           logger: silentLogger,
           pageSize: 2,

@@ -44,7 +44,7 @@ afterAll(async () => {
 describe('npm start', () => {
   it('prints a development secret when none is configured, and serves healthz', async () => {
     expect(ratchet.devSecret).toMatch(/^whsec_[A-Za-z0-9+/=]+$/);
-    expect(ratchet.output()).toContain('reconcile off: GEMINI_API_KEY is not set');
+    expect(ratchet.output()).toContain('reconcile off: neither GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT');
     expect((await fetch(`${ratchet.url}/healthz`)).status).toBe(200);
   });
 
@@ -102,12 +102,16 @@ describe('npm start', () => {
     ]);
   });
 
-  it('answers 401 for a bad signature or a stale timestamp, 400 for a malformed body, 413 when oversize, 200 for unknown types', async () => {
+  it('answers 401 for a bad signature or a stale timestamp, 200 unprocessable for a malformed body, 413 when oversize, 200 for unknown types', async () => {
     const payload = envelope('batch.failed', { id: 'batches/e2e-bad' });
     expect((await deliver(payload, { secret: newSecret() })).status).toBe(401);
     expect((await deliver(payload, { timestamp: Math.floor(Date.now() / 1000) - 301 })).status).toBe(401);
-    expect((await deliver('{"type": "batch.failed", "data": ')).status).toBe(400);
-    expect((await deliver(envelope('batch.failed', { id: 'batches/e2e-bad' }, '2026-13-45T99:00:00Z'))).status).toBe(400);
+    // Authentic but never usable: 200, so Gemini neither retries it for a day nor switches the webhook off.
+    expect(await deliver('{"type": "batch.failed", "data": ')).toMatchObject({ status: 200, body: { reason: 'unprocessable' } });
+    expect(await deliver(envelope('batch.failed', { id: 'batches/e2e-bad' }, '2026-13-45T99:00:00Z'))).toMatchObject({
+      status: 200,
+      body: { reason: 'unprocessable' },
+    });
     expect((await deliver(envelope('batch.failed', { id: 'batches/e2e-bad', pad: 'x'.repeat(256 * 1024) }))).status).toBe(413);
     expect(await deliver({ type: 'webhook.ping', timestamp: '2026-11-30T10:00:00Z' })).toEqual({
       status: 200,

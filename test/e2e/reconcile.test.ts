@@ -5,6 +5,7 @@
  * path to a receiver.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { RatchetClient, RatchetError } from '../../sdk/client.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
@@ -26,6 +27,11 @@ beforeAll(async () => {
     RECONCILE_INTERVAL_SECONDS: '0.3',
     EFFECTS_WEBHOOK_URL: receiver.url,
     EFFECTS_SIGNING_SECRET: outboundSecret,
+    // The Agent Platform, with an express-mode key, through the same fake.
+    GOOGLE_CLOUD_PROJECT: 'e2e-project',
+    GOOGLE_CLOUD_LOCATION: 'us-central1',
+    AGENT_PLATFORM_API_KEY: gemini.platformApiKey,
+    AGENT_PLATFORM_BASE_URL: gemini.baseUrl,
   });
 });
 
@@ -85,4 +91,36 @@ describe('npm start with reconcile', () => {
     expect(sent.filter((s) => s.startsWith(interaction))).toEqual([`${interaction} ->RUNNING`, `${interaction} RUNNING>SUCCEEDED`]);
     expect(receiver.accepted).toHaveLength(receiver.applied().length);
   }, 180_000);
+
+  it('follows an Agent Platform batch prediction job, polled only, to its end, with its effects', async () => {
+    const job = 'projects/e2e-project/locations/us-central1/batchPredictionJobs/4242';
+    const tracked = await ratchet.api('/operations', {
+      method: 'POST',
+      body: JSON.stringify({ name: job }),
+      headers: { 'content-type': 'application/json' },
+    });
+    expect(tracked.status).toBe(201);
+    gemini.batches.set(job, { state: 'JOB_STATE_PAUSED', updateTime: '2026-11-30T11:00:00Z' });
+    await eventually(async () => (await stateOf(job)) === 'RUNNING', 45_000, 'RUNNING');
+    gemini.batches.set(job, { state: 'JOB_STATE_SUCCEEDED', updateTime: '2026-11-30T11:30:00Z' });
+    await eventually(async () => (await stateOf(job)) === 'SUCCEEDED', 45_000, 'SUCCEEDED');
+    await eventually(() => receiver.applied().filter((d) => d.body.data.name === job).length >= 2, 20_000, 'effects');
+    expect(receiver.applied().flatMap((d) => (d.body.data.name === job ? [`${d.body.data.kind} ${d.body.data.state}`] : []))).toEqual([
+      'platform-batch RUNNING',
+      'platform-batch SUCCEEDED',
+    ]);
+  }, 120_000);
+
+  it('rejects waitFor with not-found as soon as polling stops on a job Gemini no longer knows, its state left as it was', async () => {
+    const name = 'batches/e2e-gone';
+    const client = new RatchetClient({ url: ratchet.url, token: ratchet.apiToken });
+    await client.track(name);
+    const started = Date.now();
+    const error = await client.waitFor(name, { timeoutMs: 60_000 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(RatchetError);
+    expect(error).toMatchObject({ code: 'not-found', operation: { state: null, polling: { nextPollAt: null, note: 'not-found' } } });
+    expect((error as Error).message).toContain('Gemini no longer knows it');
+    // Three 404s a poll interval (0.3 s) apart, then at once: the long poll is woken when polling stops.
+    expect(Date.now() - started).toBeLessThan(10_000);
+  }, 60_000);
 });

@@ -127,6 +127,7 @@ describe('IAM, simulated against the synthesized template', () => {
       const signed = signedDelivery(webhookSecret, envelope('batch.succeeded', { id: succeeded }));
       const jwt = await jwtDelivery(key, envelope('batch.succeeded', { id: `batches/iam-jwt-${Date.now()}` }), { audience: AUDIENCE });
       const json = { 'content-type': 'application/json' };
+      const unusable = signedDelivery(webhookSecret, envelope('batch.succeeded', { id: 'batches/../files/x' }), { id: 'msg_iam_unusable' });
       const answers = (await run(
         'Api',
         [
@@ -136,6 +137,9 @@ describe('IAM, simulated against the synthesized template', () => {
           httpApiEvent('GET', `/operations/${succeeded}`),
           httpApiEvent('GET', '/operations'),
           httpApiEvent('GET', `/operations/${succeeded}/history`),
+          // An authentic delivery that can never be used: 200, kept in the table, listed.
+          httpApiEvent('POST', '/webhooks/gemini', unusable.body, unusable.headers),
+          httpApiEvent('GET', '/decisions'),
         ],
         { GEMINI_WEBHOOK_KEYS_URL: keys.url, GEMINI_WEBHOOK_AUDIENCE: AUDIENCE },
       )) as Array<{ statusCode: number; body: string }>;
@@ -146,6 +150,12 @@ describe('IAM, simulated against the synthesized template', () => {
         [200, undefined],
         [200, undefined],
         [200, undefined],
+        [200, undefined],
+        [200, undefined],
+      ]);
+      expect(JSON.parse(answers[6]?.body ?? '{}')).toMatchObject({ applied: false, reason: 'unprocessable' });
+      expect(JSON.parse(answers[7]?.body ?? '{}').decisions).toEqual([
+        expect.objectContaining({ webhookId: 'msg_iam_unusable', reason: 'invalid-name', type: 'batch.succeeded' }),
       ]);
     } finally {
       await keys.stop();

@@ -28,7 +28,7 @@ let run = 0;
 
 beforeAll(async () => {
   gemini = await new FakeGemini().start();
-  poller = new GenAiPoller({ apiKey: gemini.apiKey, baseUrl: gemini.baseUrl, timeoutMs: 1_000 });
+  poller = new GenAiPoller({ gemini: { apiKey: gemini.apiKey, baseUrl: gemini.baseUrl }, timeoutMs: 1_000 });
 });
 afterAll(async () => {
   await gemini.stop();

@@ -165,4 +165,34 @@ describe.each(ENGINES)('the operation store on $label', (engine) => {
     await subject.store.recordUnmapped({ type: 'ping', webhookId: 'w2', receivedAt: '2026-12-01T00:00:01Z' });
     expect(await subject.store.lastUnmapped()).toEqual({ type: 'ping', webhookId: 'w2', receivedAt: '2026-12-01T00:00:01Z', received: 2 });
   });
+
+  it('keeps unprocessable deliveries once per webhook-id, lists them newest first in pages, and refuses a cursor of another list', async () => {
+    const delivery = (webhookId: string, second: number) => ({
+      outcome: 'unprocessable' as const,
+      receivedAt: `2026-12-02T00:00:0${second}.000000000Z`,
+      webhookId,
+      type: 'batch.succeeded',
+      reason: 'invalid-name' as const,
+      detail: 'not an operation name',
+      scheme: 'hmac',
+      body: `{"id":"${webhookId}"}`,
+    });
+    for (const [id, second] of [
+      ['u1', 1],
+      ['u2', 2],
+      ['u3', 3],
+    ] as const)
+      await subject.store.recordUnprocessable(delivery(id, second));
+    await subject.store.recordUnprocessable(delivery('u1', 4)); // the same delivery again: kept once, at its latest time
+    const first = await subject.store.listUnprocessable({ limit: 2 });
+    expect(first.decisions.map((d) => d.webhookId)).toEqual(['u1', 'u3']);
+    expect(first.decisions[0]).toEqual(delivery('u1', 4));
+    const second = await subject.store.listUnprocessable({ limit: 2, cursor: first.nextCursor });
+    expect(second.decisions.map((d) => d.webhookId)).toEqual(['u2']);
+    expect(second.nextCursor).toBeUndefined();
+    const operations = await subject.store.list({ limit: 1 });
+    if (operations.nextCursor) await expect(subject.store.listUnprocessable({ limit: 1, cursor: operations.nextCursor })).rejects.toThrow();
+    // Never an operation: the operations list does not show them.
+    expect((await subject.store.list({ limit: 100 })).operations.map((o) => o.name)).not.toContain('u1');
+  });
 });

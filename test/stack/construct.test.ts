@@ -207,6 +207,28 @@ describe('the Ratchet construct in an application’s own stack', () => {
     expect(() => again.app.synth()).not.toThrow();
   });
 
+  it('polls the Agent Platform when given a project and location: their variables and its credentials secret on reconcile only', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new Stack(app, 'WithPlatform', { env: { account: ACCOUNT, region: REGION } });
+    new Ratchet(stack, 'Ratchet', { agentPlatform: { project: 'my-project', location: 'us-central1' } });
+    const platform = Template.fromStack(stack);
+    const functions = Object.entries(platform.findResources('AWS::Lambda::Function'));
+    const withProject = functions.filter(([, f]) => f.Properties.Environment?.Variables?.GOOGLE_CLOUD_PROJECT);
+    expect(withProject.map(([, f]) => f.Properties.Description)).toEqual(['Polls Gemini for open operations and ingests what it learns']);
+    expect(withProject[0]?.[1].Properties.Environment.Variables).toMatchObject({
+      GOOGLE_CLOUD_PROJECT: 'my-project',
+      GOOGLE_CLOUD_LOCATION: 'us-central1',
+      AGENT_PLATFORM_CREDENTIALS_ARN: { Ref: expect.stringMatching(/AgentPlatformCredentials/) },
+    });
+    const readers = Object.values(platform.findResources('AWS::IAM::Policy')).filter((p) =>
+      JSON.stringify(p.Properties.PolicyDocument).includes('AgentPlatformCredentials'),
+    );
+    expect(readers.map((p) => p.Properties.Roles[0].Ref)).toEqual([expect.stringMatching(/Reconcile/)]);
+    platform.hasOutput('AgentPlatformCredentialsSecretArn', {});
+    // Without it, no secret and no variable.
+    expect(JSON.stringify(template.toJSON())).not.toContain('AgentPlatformCredentials');
+  });
+
   it('the role a consumer grants may be any IGrantable, e.g. a role of its own', () => {
     const { stack, ratchet: r } = consumerApp();
     const role = new Role(stack, 'Worker', { assumedBy: new ServicePrincipal('ecs-tasks.amazonaws.com') });

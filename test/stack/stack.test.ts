@@ -215,6 +215,7 @@ describe('RatchetStack', () => {
       'POST /operations': 'AWS_IAM',
       'GET /operations': 'AWS_IAM',
       'GET /operations/{name+}': 'AWS_IAM',
+      'GET /decisions': 'AWS_IAM',
     });
     template.hasResourceProperties('AWS::ApiGatewayV2::Stage', {
       StageName: '$default',
@@ -241,7 +242,7 @@ describe('RatchetStack', () => {
     const settings = stage?.Properties.RouteSettings as Record<string, { ThrottlingRateLimit: number; ThrottlingBurstLimit: number }>;
     expect(Object.keys(settings).sort()).toEqual(routes.map((r) => r.RouteKey).sort());
     expect(settings['POST /webhooks/gemini']).toEqual({ ThrottlingRateLimit: 150, ThrottlingBurstLimit: 300 });
-    for (const key of ['POST /operations', 'GET /operations', 'GET /operations/{name+}'])
+    for (const key of ['POST /operations', 'GET /operations', 'GET /operations/{name+}', 'GET /decisions'])
       expect(settings[key]).toEqual({ ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 });
     // Route settings name routes: the stage is deployed after them.
     const routeIds = Object.keys(template.findResources('AWS::ApiGatewayV2::Route'));
@@ -354,7 +355,8 @@ describe('RatchetStack', () => {
         'EffectsUndecodable',
         'WebhookNotRecorded',
         'WebhookNotConfigured',
-        'WebhookUnstorable',
+        'WebhookUnprocessable',
+        'JobsNotFound',
         'WebhookKeysUnavailable',
         'GeminiWebhookDisabled',
         'TerminalConflicts',
@@ -370,6 +372,8 @@ describe('RatchetStack', () => {
     }
     expect(byName['Ratchet-WebhookNotRecorded']).toMatchObject({ Namespace: 'Ratchet', MetricName: 'WebhookNotRecorded', Threshold: 1 });
     expect(byName['Ratchet-GeminiWebhookDisabled']).toMatchObject({ MetricName: 'ReconcileWebhooksDisabled', Threshold: 1 });
+    expect(byName['Ratchet-WebhookUnprocessable']).toMatchObject({ MetricName: 'WebhookUnprocessable', Threshold: 1 });
+    expect(byName['Ratchet-JobsNotFound']).toMatchObject({ MetricName: 'ReconcileNotFoundStopped', Threshold: 1 });
     expect(byName['Ratchet-StuckOperations']).toMatchObject({ MetricName: 'ReconcileOldestOpenAgeSeconds', Threshold: 48 * 3600 });
     expect(byName['Ratchet-EffectsBacklogAge']).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 3600 });
     expect(byName['Ratchet-EffectsQueueDeadLetters']).toMatchObject({ MetricName: 'ApproximateNumberOfMessagesVisible', Threshold: 1 });

@@ -14,14 +14,21 @@ import { inject } from 'vitest';
 import type { OperationRecord } from '../../lambda/core/reducer.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
-import type { DeliveryReceipts, OperationQueries, OperationStore, PollRequests, PollSchedule } from '../../lambda/store/operation-store.ts';
+import type {
+  DeliveryReceipts,
+  OperationQueries,
+  OperationStore,
+  PollRequests,
+  PollSchedule,
+  UnprocessableLog,
+} from '../../lambda/store/operation-store.ts';
 import { createTableInput } from '../../lambda/store/table.ts';
 import { openDataFolder } from '../../local/engine/data-folder.ts';
 import { SqliteOperationStore } from '../../local/engine/operation-store.ts';
 import { ensureTable } from './aws/tables.ts';
 import { readStream } from './stream-records.ts';
 
-export type FullStore = OperationStore & OperationQueries & PollSchedule & PollRequests & DeliveryReceipts;
+export type FullStore = OperationStore & OperationQueries & PollSchedule & PollRequests & DeliveryReceipts & UnprocessableLog;
 
 export interface StoreUnderTest {
   store: FullStore;

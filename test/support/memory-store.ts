@@ -1,10 +1,20 @@
 /** An in-memory OperationStore with fault injection, for unit tests only. */
 import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
 import type { Variant } from '../../lambda/store/compiled-write.ts';
-import type { ApplyOutcome, DeliveryReceipts, OperationStore, UnmappedDelivery, WriteOutcome } from '../../lambda/store/operation-store.ts';
+import type {
+  ApplyOutcome,
+  DeliveryReceipts,
+  OperationStore,
+  UnmappedDelivery,
+  UnprocessableDelivery,
+  UnprocessableLog,
+  WriteOutcome,
+} from '../../lambda/store/operation-store.ts';
 
-export class MemoryStore implements OperationStore, DeliveryReceipts {
+export class MemoryStore implements OperationStore, DeliveryReceipts, UnprocessableLog {
   unmapped: UnmappedDelivery[] = [];
+  /** Unprocessable deliveries, by webhook-id, oldest first. */
+  unprocessable = new Map<string, UnprocessableDelivery>();
   failReceipts = false;
   records = new Map<string, OperationRecord>();
   writes = 0;
@@ -55,6 +65,16 @@ export class MemoryStore implements OperationStore, DeliveryReceipts {
   async recordUnmapped(delivery: UnmappedDelivery) {
     if (this.failReceipts) throw new Error('store unavailable');
     this.unmapped.push(delivery);
+  }
+
+  async recordUnprocessable(delivery: UnprocessableDelivery) {
+    if (this.failReads) throw new Error('store unavailable');
+    this.unprocessable.delete(delivery.webhookId);
+    this.unprocessable.set(delivery.webhookId, delivery);
+  }
+
+  async listUnprocessable({ limit }: { limit: number }) {
+    return { decisions: [...this.unprocessable.values()].reverse().slice(0, limit) };
   }
 
   async lastUnmapped() {

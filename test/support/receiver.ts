@@ -11,7 +11,14 @@ export interface Delivery {
   body: {
     type: string;
     timestamp: string;
-    data: { name: string; state: string; previousState: string | null; version: number; userMetadata?: Record<string, unknown> };
+    data: {
+      name: string;
+      kind: string;
+      state: string;
+      previousState: string | null;
+      version: number;
+      userMetadata?: Record<string, unknown>;
+    };
   };
   signatureValid: boolean;
 }

@@ -34,13 +34,18 @@ describe('the console view', () => {
       ({ state, polling: { nextPollAt: null, failedPolls: 0, notFoundPolls: 0, note: null, ...polling } }) as OperationView;
     expect(pollingInWords(view('SUCCEEDED', {}), NOW, true)).toBe('done');
     expect(text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z' }), NOW, false))).toBe(
-      'not polled here (no GEMINI_API_KEY)',
+      'not polled here (neither GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT is set)',
     );
     expect(text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z' }), NOW, true))).toBe('next poll in 1 min');
     expect(
       text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z', failedPolls: 2, note: 'Gemini answered 429' }), NOW, true)),
     ).toBe('next poll in 1 min; 2 failed in a row (Gemini answered 429)');
-    expect(text(pollingInWords(view(null, { note: 'not-found', notFoundPolls: 3 }), NOW, true))).toBe('stopped: Gemini does not know it');
+    expect(text(pollingInWords(view(null, { note: 'not-found', notFoundPolls: 3 }), NOW, true))).toBe(
+      'stopped: Gemini no longer knows it (404 three times); its state is left as it was, a webhook can still end it',
+    );
+    expect(text(pollingInWords(view(null, { note: 'other-project' }), NOW, true))).toContain(
+      'not in the Agent Platform project and location this Ratchet polls',
+    );
   });
 
   it("words each state change's effect, marks the undelivered ones for the page's script, and claims nothing it no longer holds", () => {

@@ -22,7 +22,7 @@ describe('eventFromBatch', () => {
     ['JOB_STATE_CANCELLED', 'CANCELLED'],
     ['JOB_STATE_EXPIRED', 'EXPIRED'],
   ])('maps %s to %s, keeping the raw state and the normalised updateTime', (raw, state) => {
-    expect(eventFromBatch('batches/1', { state: raw, updateTime: '2026-11-30T10:00:00.5-01:00' })).toEqual({
+    expect(eventFromBatch('batches/1', 'batch', { state: raw, updateTime: '2026-11-30T10:00:00.5-01:00' })).toEqual({
       name: 'batches/1',
       kind: 'batch',
       state,
@@ -32,21 +32,44 @@ describe('eventFromBatch', () => {
     });
   });
 
+  it('reads an Agent Platform batch prediction job the same way, its output where it was written', () => {
+    const name = 'projects/p1/locations/us-central1/batchPredictionJobs/77';
+    expect(
+      eventFromBatch(name, 'platform-batch', {
+        state: 'JOB_STATE_SUCCEEDED',
+        updateTime: '2026-12-01T10:00:00Z',
+        outputInfo: { gcsOutputDirectory: 'gs://out/prediction-77' },
+        dest: { gcsUri: 'gs://out' },
+      }),
+    ).toEqual({
+      name,
+      kind: 'platform-batch',
+      state: 'SUCCEEDED',
+      providerState: 'JOB_STATE_SUCCEEDED',
+      updateTime: '2026-12-01T10:00:00.000000000Z',
+      source: 'poll',
+      result: { outputUri: 'gs://out/prediction-77' },
+    });
+    expect(eventFromBatch(name, 'platform-batch', { state: 'JOB_STATE_RUNNING', dest: { bigqueryUri: 'bq://p.d.t' } }).result).toEqual({
+      outputUri: 'bq://p.d.t',
+    });
+  });
+
   it('keeps the output file and the error', () => {
-    expect(eventFromBatch('batches/1', { state: 'JOB_STATE_SUCCEEDED', dest: { fileName: 'files/out' } }).result).toEqual({
+    expect(eventFromBatch('batches/1', 'batch', { state: 'JOB_STATE_SUCCEEDED', dest: { fileName: 'files/out' } }).result).toEqual({
       outputUri: 'files/out',
     });
-    expect(eventFromBatch('batches/1', { state: 'JOB_STATE_FAILED', error: { code: 3, message: 'bad input' } }).result).toEqual({
+    expect(eventFromBatch('batches/1', 'batch', { state: 'JOB_STATE_FAILED', error: { code: 3, message: 'bad input' } }).result).toEqual({
       error: { code: 3, message: 'bad input' },
     });
   });
 
   it.each([undefined, 'JOB_STATE_UNSPECIFIED', 'BATCH_STATE_SOMETHING'])('rejects the unknown state %j', (state) => {
-    expect(() => eventFromBatch('batches/1', { state })).toThrow(MalformedPollError);
+    expect(() => eventFromBatch('batches/1', 'batch', { state })).toThrow(MalformedPollError);
   });
 
   it('rejects an unparseable updateTime', () => {
-    expect(() => eventFromBatch('batches/1', { state: 'JOB_STATE_RUNNING', updateTime: 'now' })).toThrow(MalformedPollError);
+    expect(() => eventFromBatch('batches/1', 'batch', { state: 'JOB_STATE_RUNNING', updateTime: 'now' })).toThrow(MalformedPollError);
   });
 });
 
@@ -60,6 +83,17 @@ describe('eventFromOperation', () => {
       source: 'poll',
     });
     expect(eventFromOperation('operations/1', 'operation', {}).state).toBe('RUNNING');
+  });
+
+  it('reads an Agent Platform Veo operation as a video: done with no video is a failure there too', () => {
+    const name = 'projects/p1/locations/us-central1/publishers/google/models/veo-3.1-generate-001/operations/op9';
+    expect(
+      eventFromOperation(name, 'platform-video', { done: true, response: { generatedVideos: [{ video: { uri: 'gs://b/v.mp4' } }] } }),
+    ).toMatchObject({ kind: 'platform-video', state: 'SUCCEEDED', result: { outputUri: 'gs://b/v.mp4' } });
+    expect(eventFromOperation(name, 'platform-video', { done: true, response: { raiMediaFilteredCount: 2 } })).toMatchObject({
+      state: 'FAILED',
+      providerState: 'DONE_FILTERED',
+    });
   });
 
   it('maps done to SUCCEEDED with the video URI, done with error to FAILED, and a cancelled error to CANCELLED', () => {
@@ -129,7 +163,7 @@ describe('eventFromInteraction', () => {
   it.each([
     ['queued', 'PENDING'],
     ['in_progress', 'RUNNING'],
-    ['requires_continuation', 'RUNNING'],
+    ['requires_continuation', 'FAILED'],
     ['requires_action', 'REQUIRES_ACTION'],
     ['completed', 'SUCCEEDED'],
     ['failed', 'FAILED'],
@@ -137,7 +171,7 @@ describe('eventFromInteraction', () => {
     ['incomplete', 'FAILED'],
     ['cancelled', 'CANCELLED'],
   ])('maps %s to %s, keeping the raw status and `updated` as the time', (status, state) => {
-    expect(eventFromInteraction('interactions/i1', { status, updated: '2026-12-01T10:05:00Z' })).toMatchObject({
+    expect(eventFromInteraction('interactions/i1', 'interaction', { status, updated: '2026-12-01T10:05:00Z' })).toMatchObject({
       name: 'interactions/i1',
       kind: 'interaction',
       state,
@@ -147,17 +181,70 @@ describe('eventFromInteraction', () => {
     });
   });
 
-  it('says why an incomplete or over-budget interaction failed', () => {
-    expect(eventFromInteraction('interactions/i1', { status: 'incomplete' }).result).toEqual({ error: { status: 'INCOMPLETE' } });
-    expect(eventFromInteraction('interactions/i1', { status: 'budget_exceeded' }).result).toEqual({
-      error: { status: 'BUDGET_EXCEEDED' },
+  it('says why an incomplete, over-budget or stopped interaction failed', () => {
+    expect(eventFromInteraction('interactions/i1', 'interaction', { status: 'incomplete' }).result).toEqual({
+      error: { status: 'INCOMPLETE', message: 'the interaction ended before its output was complete' },
     });
+    expect(eventFromInteraction('interactions/i1', 'interaction', { status: 'budget_exceeded' }).result?.error?.status).toBe(
+      'BUDGET_EXCEEDED',
+    );
+    const stopped = eventFromInteraction('interactions/i1', 'interaction', { status: 'requires_continuation' });
+    expect(stopped.state).toBe('FAILED');
+    expect(stopped.result?.error?.status).toBe('REQUIRES_CONTINUATION');
+    expect(stopped.result?.error?.message).toContain('continuation_token');
+  });
+
+  it("reads a failed interaction's errors[]: the first code kept as text, every message", () => {
+    const failed = eventFromInteraction('interactions/i1', 'interaction', {
+      status: 'failed',
+      errors: [
+        { code: 'https://ai.google.dev/errors/model-overloaded', message: 'the model is overloaded' },
+        { code: 'https://ai.google.dev/errors/tool-failed', message: 'a tool failed' },
+      ],
+    });
+    expect(failed.result).toEqual({
+      error: { code: 'https://ai.google.dev/errors/model-overloaded', message: 'the model is overloaded; a tool failed' },
+    });
+    // errors[] wins over the status's own reason, which stays as the status.
+    expect(
+      eventFromInteraction('interactions/i1', 'interaction', { status: 'incomplete', errors: [{ message: 'max_output_tokens reached' }] })
+        .result,
+    ).toEqual({ error: { message: 'max_output_tokens reached', status: 'INCOMPLETE' } });
+    // The older single `error` still reads.
+    expect(
+      eventFromInteraction('interactions/i1', 'interaction', { status: 'failed', error: { code: 13, message: 'internal' } }).result,
+    ).toEqual({ error: { code: 13, message: 'internal' } });
+  });
+
+  it('records the output of a completed interaction as a URI when it was delivered by one, and nothing of inline bytes', () => {
+    const steps = [
+      { type: 'user_input', content: [{ type: 'text' }] },
+      { type: 'thought' },
+      {
+        type: 'model_output',
+        content: [
+          { type: 'text' },
+          { type: 'image', uri: 'https://generativelanguage.googleapis.com/v1beta/files/poster' },
+          { type: 'video', uri: 'https://generativelanguage.googleapis.com/v1beta/files/clip', mime_type: 'video/mp4' },
+        ],
+      },
+    ];
+    const done = eventFromInteraction('interactions/v1_omni', 'interaction', { status: 'completed', steps });
+    expect(done.result).toEqual({ outputUri: 'https://generativelanguage.googleapis.com/v1beta/files/clip' });
+    const inline = eventFromInteraction('interactions/v1_omni', 'interaction', {
+      status: 'completed',
+      steps: [{ type: 'model_output', content: [{ type: 'video', mime_type: 'video/mp4' }] }],
+    });
+    expect(inline.result).toBeUndefined();
+    expect(eventFromInteraction('projects/p/locations/l/interactions/i2', 'platform-interaction', { status: 'completed' }).kind).toBe(
+      'platform-interaction',
+    );
   });
 
   it('never guesses an unknown status: it throws with the raw value kept', () => {
     const error = (() => {
       try {
-        eventFromInteraction('interactions/i1', { status: 'paused_for_lunch' });
+        eventFromInteraction('interactions/i1', 'interaction', { status: 'paused_for_lunch' });
       } catch (e) {
         return e;
       }

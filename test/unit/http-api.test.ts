@@ -20,6 +20,7 @@ beforeEach(() => {
   app = createApp({
     store,
     receipts: store,
+    unprocessable: store,
     verifier: new WebhookSignatureVerifier(async () => [secret]),
     logger: silentLogger,
     metrics,
@@ -83,15 +84,59 @@ describe('POST /webhooks/gemini', () => {
     expect(store.unmapped).toEqual([]);
   });
 
+  // An authentic delivery is never refused: Gemini would retry it for a day, then switch the webhook off.
   it.each([
-    ['a body that is not JSON', '{"type":'],
-    ['a known type without data.id', envelope('batch.succeeded', {})],
-    ['an unparseable time', envelope('batch.succeeded', { id: 'batches/1' }, 'Tuesday')],
-  ])('answers 400 for %s', async (_, payload) => {
-    const answer = await deliver(payload);
-    expect(answer.status).toBe(400);
-    expect(answer.body.error).toBe('malformed-request');
+    ['a body that is not JSON', '{"type":', 'not-json', null],
+    ['a known type without data.id', envelope('batch.succeeded', {}), 'malformed-event', 'batch.succeeded'],
+    ['an unparseable time', envelope('batch.succeeded', { id: 'batches/1' }, 'Tuesday'), 'invalid-time', 'batch.succeeded'],
+    ['a name with a non-ASCII letter', envelope('batch.succeeded', { id: 'batches/café' }), 'invalid-name', 'batch.succeeded'],
+    [
+      'a name with a .. segment',
+      envelope('interaction.completed', { id: 'interactions/../files/x' }),
+      'invalid-name',
+      'interaction.completed',
+    ],
+  ])('answers 200 unprocessable for %s: nothing stored, kept with its reason, counted', async (_, payload, reason, type) => {
+    const answer = await deliver(payload, { id: `msg_${reason}` });
+    expect(answer).toEqual({ status: 200, body: { applied: false, reason: 'unprocessable', detail: expect.any(String) } });
     expect(store.writes).toBe(0);
+    const kept = store.unprocessable.get(`msg_${reason}`);
+    expect(kept).toMatchObject({ outcome: 'unprocessable', webhookId: `msg_${reason}`, reason, type, scheme: 'hmac' });
+    expect(kept?.body).toBe(typeof payload === 'string' ? payload : JSON.stringify(payload));
+    expect(counted()).toContain('WebhookUnprocessable');
+    const listed = await app.request('/decisions?outcome=unprocessable');
+    expect(await listed.json()).toEqual({ decisions: [kept] });
+  });
+
+  it('keeps the first 4 KiB of an unprocessable body, and answers 503 while it cannot be kept (Gemini retries)', async () => {
+    const long = `{"type":"batch.succeeded","data":${'x'.repeat(10_000)}`;
+    expect((await deliver(long, { id: 'msg_long' })).status).toBe(200);
+    expect(store.unprocessable.get('msg_long')?.body).toBe(long.slice(0, 4096));
+    store.failReads = true;
+    expect(await deliver('{"type":', { id: 'msg_later' })).toMatchObject({ status: 503, body: { error: 'not-recorded' } });
+  });
+
+  it('reads any envelope version, and an id of another family by its own shape (Omni video is an interaction)', async () => {
+    expect(await deliver({ ...envelope('batch.succeeded', { id: 'batches/v2' }), version: 'v2' })).toMatchObject({
+      status: 200,
+      body: { applied: true, operation: { name: 'batches/v2', kind: 'batch' } },
+    });
+    expect(await deliver(envelope('video.generated', { id: 'interactions/v1_omni1', video_uri: 'files/clip' }))).toMatchObject({
+      status: 200,
+      body: { applied: true, operation: { name: 'interactions/v1_omni1', kind: 'interaction', state: 'SUCCEEDED' } },
+    });
+    expect(await deliver(envelope('video.generated', { id: 'v1_omni2' }))).toMatchObject({
+      body: { operation: { name: 'interactions/v1_omni2', kind: 'interaction' } },
+    });
+    expect(await deliver(envelope('batch.failed', { id: 'interaction_x9' }))).toMatchObject({
+      body: { operation: { name: 'interactions/x9', kind: 'interaction', state: 'FAILED' } },
+    });
+  });
+
+  it('refuses GET /decisions with another outcome or a bad limit', async () => {
+    expect((await app.request('/decisions?outcome=applied')).status).toBe(400);
+    expect((await app.request('/decisions?limit=0')).status).toBe(400);
+    expect((await app.request('/decisions')).status).toBe(200);
   });
 
   it('answers 401 for a wrong secret and for a stale timestamp, before reading the body', async () => {
@@ -159,13 +204,14 @@ describe('operations API', () => {
 });
 
 describe('store errors, classified once', () => {
-  it('a refusal is 400 unstorable (Gemini stops retrying), logged and counted; an outage is 503', async () => {
+  it('a refusal is 200 unprocessable (Gemini stops retrying), kept, logged and counted; an outage is 503', async () => {
     store.beforeWrite = () => {
       throw new StoreRejectedError('DynamoDB refused the record: Number overflow');
     };
-    const refused = await deliver(envelope('batch.failed', { id: 'batches/r1' }));
-    expect(refused).toMatchObject({ status: 400, body: { error: 'unstorable', message: expect.stringContaining('Number overflow') } });
-    expect(counted()).toContain('WebhookUnstorable');
+    const refused = await deliver(envelope('batch.failed', { id: 'batches/r1' }), { id: 'msg_r1' });
+    expect(refused).toMatchObject({ status: 200, body: { reason: 'unprocessable', detail: expect.stringContaining('Number overflow') } });
+    expect(store.unprocessable.get('msg_r1')).toMatchObject({ reason: 'unstorable', type: 'batch.failed' });
+    expect(counted()).toContain('WebhookUnprocessable');
     store.beforeWrite = () => {
       throw new Error('socket hang up');
     };

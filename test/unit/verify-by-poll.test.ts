@@ -47,10 +47,13 @@ describe('a JWT-signed delivery', () => {
     expect(store.records.size).toBe(0);
   });
 
-  it('is 400 when its body names no valid operation, and 200 unknown-event-type for a ping: nothing polled', async () => {
+  it('is 200 unprocessable when its body names no valid operation, and 200 unknown-event-type for a ping: nothing polled', async () => {
     const asked = vi.fn(async () => 'scheduled' as const);
     const { app } = appWith(asked);
-    expect((await deliverJwt(app, envelope('batch.succeeded', { id: 'batches/../files/x' }))).status).toBe(400);
+    expect(await deliverJwt(app, envelope('batch.succeeded', { id: 'batches/../files/x' }))).toMatchObject({
+      status: 200,
+      body: { reason: 'unprocessable' },
+    });
     expect(await deliverJwt(app, { type: 'ping' })).toMatchObject({ status: 200, body: { reason: 'unknown-event-type' } });
     expect(asked).not.toHaveBeenCalled();
   });
