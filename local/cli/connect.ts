@@ -7,6 +7,7 @@
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { GetSecretValueCommand, PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GoogleGenAI } from '@google/genai';
+import { DEFAULT_GEMINI_API_VERSION } from '../../lambda/reconcile/gemini-poller.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
 import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { failure, parseCommandLine, usageError } from './command-line.ts';
@@ -100,9 +101,13 @@ async function main(): Promise<void> {
   const outputs = await stackOutputs(values.stack);
   const apiKey = (process.env.GEMINI_API_KEY || (await hiddenPrompt('Gemini API key (not shown): '))).trim();
   if (!apiKey) throw new ConnectError('no Gemini API key given');
+  // The webhooks API at the version reconcile polls (GEMINI_API_VERSION, v1beta), never the SDK's default.
   const ai = new GoogleGenAI({
     apiKey,
-    ...(process.env.GEMINI_BASE_URL && { httpOptions: { baseUrl: process.env.GEMINI_BASE_URL } }),
+    httpOptions: {
+      apiVersion: process.env.GEMINI_API_VERSION || DEFAULT_GEMINI_API_VERSION,
+      ...(process.env.GEMINI_BASE_URL && { baseUrl: process.env.GEMINI_BASE_URL }),
+    },
   });
   const receipts = new DynamoDbOperationStore(createDocumentClient(createDynamoDbClient()), outputs.TableName);
   await connect(
