@@ -13,6 +13,8 @@ const optional = <T extends z.ZodMiniType>(schema: T) => z.optional(schema);
 const withDefault = <T extends z.ZodMiniType>(schema: T, value: z.output<T>) => z._default(schema, value as never);
 const number = (...checks: Array<z.core.CheckFn<number> | z.core.$ZodCheck<number>>) => z.coerce.number().check(...(checks as never[]));
 const integer = z.refine<number>(Number.isInteger, 'expected an integer');
+/** An http or https URL: fetch would refuse anything else later, in the middle of a run. */
+const httpUrl = () => z.url({ protocol: /^https?$/ });
 
 /** Where Google publishes the keys of dynamic-webhook signatures. */
 export const GOOGLE_WEBHOOK_KEYS_URL = 'https://generativelanguage.googleapis.com/.well-known/jwks.json';
@@ -51,12 +53,12 @@ export function publicUrls(value: string | undefined): URL[] {
 
 const Env = z.object({
   TABLE_NAME: withDefault(text(), 'ratchet-operations'),
-  DYNAMODB_ENDPOINT: optional(z.url()),
+  DYNAMODB_ENDPOINT: optional(httpUrl()),
   WEBHOOK_SIGNING_SECRETS: optional(z.string()),
   /** In AWS: a Secrets Manager secret holding WEBHOOK_SIGNING_SECRETS, so the value stays out of the function's configuration. */
   WEBHOOK_SIGNING_SECRETS_ARN: optional(z.string()),
   GEMINI_API_KEY: optional(z.string()),
-  GEMINI_BASE_URL: optional(z.url()),
+  GEMINI_BASE_URL: optional(httpUrl()),
   /** In AWS: a Secrets Manager secret holding GEMINI_API_KEY. */
   GEMINI_API_KEY_ARN: optional(z.string()),
   /** The Gemini API version reconcile polls (set explicitly: SDK 3.x defaults to v1, 2.x to v1beta). */
@@ -74,12 +76,12 @@ const Env = z.object({
   AGENT_PLATFORM_CREDENTIALS: optional(z.string()),
   AGENT_PLATFORM_CREDENTIALS_ARN: optional(z.string()),
   /** Agent Platform: base URL override (tests), and the API version polled. */
-  AGENT_PLATFORM_BASE_URL: optional(z.url()),
+  AGENT_PLATFORM_BASE_URL: optional(httpUrl()),
   AGENT_PLATFORM_API_VERSION: withDefault(z.string().check(z.regex(/^v\d+\w*$/, 'expected an API version such as v1beta1')), 'v1beta1'),
   /** The largest poll answer read, in MiB (an interaction that returns its video inline can be tens of MiB). */
   GEMINI_MAX_ANSWER_MB: withDefault(number(z.positive(), z.maximum(1024)), 64),
   /** The JSON Web Key Set dynamic-webhook signatures (`v1a` Ed25519, RS256 JWTs) are checked against. */
-  GEMINI_WEBHOOK_KEYS_URL: withDefault(z.url(), GOOGLE_WEBHOOK_KEYS_URL),
+  GEMINI_WEBHOOK_KEYS_URL: withDefault(httpUrl(), GOOGLE_WEBHOOK_KEYS_URL),
   /** After a failed fetch of those keys (or a signature no key matched), how long before they are fetched again. */
   GEMINI_WEBHOOK_KEYS_RETRY_SECONDS: withDefault(number(z.positive()), 30),
   /** Expected `aud` of dynamic-webhook JWTs; unset: JWT-signed deliveries are refused (401). */
@@ -89,9 +91,9 @@ const Env = z.object({
   /** In AWS: the reconcile function, invoked at once when a JWT-signed delivery asks for a poll. */
   RECONCILE_FUNCTION_NAME: optional(text()),
   /** This deployment's webhook URL: reconcile's hourly health check looks at the Gemini webhooks pointing here (unset: all of the key's webhooks). */
-  WEBHOOK_URL: optional(z.url()),
+  WEBHOOK_URL: optional(httpUrl()),
   RECONCILE_INTERVAL_SECONDS: withDefault(number(z.positive()), 60),
-  EFFECTS_WEBHOOK_URL: optional(z.url()),
+  EFFECTS_WEBHOOK_URL: optional(httpUrl()),
   /** In AWS: a Secrets Manager secret holding EFFECTS_WEBHOOK_URL (set by `npm run connect`, so a redeploy keeps it). */
   EFFECTS_WEBHOOK_URL_ARN: optional(z.string()),
   EFFECTS_SIGNING_SECRET: optional(z.string()),
@@ -151,6 +153,61 @@ const Env = z.object({
 });
 
 export type Config = z.infer<typeof Env>;
+export type Variable = keyof Config;
+
+/** What each setting accepts, in words, for the one line a bad value gets. Variables not here are free text. */
+const EXPECTS: Partial<Record<Variable, string>> = {
+  TABLE_NAME: 'a table name',
+  DYNAMODB_ENDPOINT: 'an http(s) URL',
+  GEMINI_BASE_URL: 'an http(s) URL',
+  GEMINI_API_VERSION: 'an API version such as v1beta',
+  AGENT_PLATFORM_BASE_URL: 'an http(s) URL',
+  AGENT_PLATFORM_API_VERSION: 'an API version such as v1beta1',
+  GEMINI_MAX_ANSWER_MB: 'a number of MiB above 0, at most 1024',
+  GEMINI_WEBHOOK_KEYS_URL: 'an http(s) URL',
+  GEMINI_WEBHOOK_KEYS_RETRY_SECONDS: 'a number of seconds above 0',
+  WEBHOOK_URL: 'an http(s) URL',
+  RECONCILE_INTERVAL_SECONDS: 'a number of seconds above 0',
+  EFFECTS_WEBHOOK_URL: 'an http(s) URL',
+  EFFECTS_WEBHOOK_TIMEOUT_MS: 'a whole number of milliseconds above 0',
+  EFFECTS_WEBHOOK_CONNECTIONS: 'a whole number from 1 to 256',
+  EFFECTS_RETRY_BASE_MS: 'a whole number of milliseconds above 0',
+  EFFECTS_RETRY_MAX_MS: 'a whole number of milliseconds above 0',
+  EFFECTS_RETRY_FOR_SECONDS: 'a number of seconds above 0, at most 1123200 (13 days)',
+  HISTORY_RETENTION_DAYS: 'a number of days above 0',
+  CHANGES_RETENTION_HOURS: 'a number of hours above 0',
+  PUBLIC_URL: 'one or more http(s) URLs, separated by spaces or commas',
+  TRACK_RATE_PER_MINUTE: 'a whole number above 0',
+  TRACKED_EXPIRY_DAYS: 'a number of days above 0',
+  GEMINI_WEBHOOK_SCHEMES: 'one or more of hmac, v1a, jwt',
+  HTTP_MAX_IN_FLIGHT: 'a whole number above 0',
+  HTTP_HEADERS_TIMEOUT_MS: 'a whole number of milliseconds above 0',
+  HTTP_REQUEST_TIMEOUT_MS: 'a whole number of milliseconds above 0',
+  FEED_MAX_WAITING: 'a whole number above 0',
+  FEED_KEEP_ALIVE_SECONDS: 'a number of seconds above 0',
+  FEED_STALL_SECONDS: 'a number of seconds above 0',
+  PORT: 'a whole number from 0 to 65535 (0: any free port)',
+  HOST: 'a host name or address',
+  DATA_DIR: 'a folder',
+};
+
+/** Settings whose values are secrets (or hold one): a message names them, never shows the value. */
+export const SECRET_VARIABLES: ReadonlySet<string> = new Set([
+  'WEBHOOK_SIGNING_SECRETS',
+  'EFFECTS_SIGNING_SECRET',
+  'GEMINI_API_KEY',
+  'RATCHET_API_TOKEN',
+  'AGENT_PLATFORM_API_KEY',
+  'AGENT_PLATFORM_CREDENTIALS',
+  // A URL may carry credentials (a token in its query, a user:password@).
+  'EFFECTS_WEBHOOK_URL',
+]);
+
+/** `NAME must be …, not "value"` (the value left out for a secret): the one line a bad setting gets. */
+export function badSetting(variable: string, expects: string, value: unknown): ConfigError {
+  const shown = SECRET_VARIABLES.has(variable) || value === undefined ? '' : `, not ${JSON.stringify(String(value).slice(0, 80))}`;
+  return new ConfigError(`${variable} must be ${expects}${shown}`, variable);
+}
 
 /** The Agent Platform project and location, when both are set (reconcile polls `projects/{p}/locations/{l}/…` there). */
 export function agentPlatformOf(config: Config): { project: string; location: string } | undefined {
@@ -159,14 +216,24 @@ export function agentPlatformOf(config: Config): { project: string; location: st
     : undefined;
 }
 
+/** A setting that cannot be used; `variable` names it. Its message is one line, never the value of a secret. */
 export class ConfigError extends Error {
   override name = 'ConfigError';
+  constructor(
+    message: string,
+    readonly variable?: string,
+  ) {
+    super(message);
+  }
 }
 
 export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable means "unset", as in most shells' habits.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = Env.safeParse(present);
-  if (!parsed.success) throw new ConfigError(`invalid configuration: ${z.prettifyError(parsed.error)}`);
-  return parsed.data;
+  if (parsed.success) return parsed.data;
+  // The first bad setting, in one line that names it and what it accepts.
+  const issue = parsed.error.issues[0] as z.core.$ZodIssue;
+  const variable = String(issue.path[0]);
+  throw badSetting(variable, EXPECTS[variable as Variable] ?? issue.message, present[variable]);
 }

@@ -41,6 +41,7 @@ import type { Sqlite } from './engine/sqlite.ts';
 import { ChangeFeed } from './feed/change-feed.ts';
 import { feedRoutes } from './feed/routes.ts';
 import { listen } from './http-server.ts';
+import { checkStartConfig } from './start-config.ts';
 
 export const IN_MEMORY = ':memory:';
 
@@ -64,10 +65,13 @@ export interface LocalRuntime {
 export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   const logger = createLogger();
   const dataDir = config.DATA_DIR ?? DEFAULT_DATA_DIR;
-  // Refused before anything is written: a host others can reach, and no token.
+  // Refused before anything is opened or written: each setting, and a host others can reach with no token.
+  checkStartConfig(config);
   resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST, { generate: false });
   const data = openDataFolder(dataDir);
-  const stopped: Array<() => unknown> = [() => data.close()];
+  let ready = false;
+  // A start that fails closes what it opened and removes a data folder it created; a running one only closes.
+  const stopped: Array<() => unknown> = [() => (ready ? data.close() : data.discard())];
   const stop = async () => {
     for (const step of stopped.splice(0).reverse()) await step();
   };
@@ -189,6 +193,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     data.announce(url);
     // The console is opened on loopback (a wildcard HOST listens there too).
     const local = /^(0\.0\.0\.0|::|\[::\])$/.test(config.HOST) ? `http://127.0.0.1:${port}` : url;
+    ready = true;
     return {
       url,
       dataFile: db.path,
@@ -281,9 +286,7 @@ function effectsRecords(config: Config, db: Sqlite, logger: Logger): EffectsReco
     logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
     return undefined;
   }
-  // Checked here, before anything starts: the derived work would refuse it later.
-  if (!config.EFFECTS_SIGNING_SECRET) throw new ConfigError('EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET (whsec_...)');
-  parseSigningSecrets(config.EFFECTS_SIGNING_SECRET);
+  // checkStartConfig has checked EFFECTS_SIGNING_SECRET beside it.
   return { ledger: new SqliteEffectLedger(db), deadLetters: new SqliteDeadLetters(db), pending: (name) => pendingEffects(db, name) };
 }
 

@@ -5,7 +5,7 @@
 import { ConfigError, loadConfig } from '../lambda/config.ts';
 import { InvalidSecretError } from '../lambda/http/webhook-signature.ts';
 import { TokenConfigError } from './access/api-token.ts';
-import { parseCommandLine } from './cli/command-line.ts';
+import { failure, parseCommandLine, unexpected } from './cli/command-line.ts';
 import { DataFolderError } from './engine/data-folder.ts';
 import { SchemaError } from './engine/schema.ts';
 import { startLocalRuntime } from './runtime.ts';
@@ -54,19 +54,27 @@ try {
   console.log(`Console: ${runtime.loginLink()} (signs in once, within 15 minutes; or sign in with the API token)`);
   console.log(`Ratchet ready at ${runtime.url} (webhook: POST ${runtime.url}/webhooks/gemini, data: ${runtime.dataFile})`);
 } catch (error) {
-  if (error instanceof TokenConfigError) {
-    console.error(`ratchet: ${error.message}`);
+  // The runtime has already stopped what it started, and removed a data folder it created.
+  exitOnStartFailure(error);
+}
+
+/**
+ * A start that failed: one line, never a stack trace. A setting that cannot be
+ * used exits 2 (like bad usage: change the command); a condition of this
+ * machine (the port or the data folder in use, a newer schema) exits 1.
+ */
+function exitOnStartFailure(error: unknown): never {
+  const command = { name: 'ratchet' };
+  if ([ConfigError, TokenConfigError, InvalidSecretError].some((type) => error instanceof type)) {
+    console.error(`ratchet: ${(error as Error).message}`);
     process.exit(2);
   }
-  const known = [ConfigError, InvalidSecretError, DataFolderError, SchemaError].some((type) => error instanceof type);
   const code = (error as NodeJS.ErrnoException).code;
-  // The runtime has already stopped what it started.
-  if (code === 'EADDRINUSE' || code === 'EACCES') {
+  if (code === 'EADDRINUSE' || code === 'EACCES' || code === 'EADDRNOTAVAIL') {
     const { address, port } = error as NodeJS.ErrnoException & { address?: string; port?: number };
-    const why = code === 'EADDRINUSE' ? 'is in use' : 'is not allowed';
-    console.error(
-      `ratchet: ${address ?? 'the address'}:${port ?? '?'} ${why}; set PORT (and HOST) to another one, or PORT=0 for any free port`,
-    );
-  } else console.error(known ? `ratchet: ${(error as Error).message}` : error);
-  process.exit(1);
+    const why = code === 'EADDRINUSE' ? 'is in use' : code === 'EACCES' ? 'is not allowed' : 'is not an address of this machine';
+    failure(command, `${address ?? 'the address'}:${port ?? '?'} ${why}; set PORT (and HOST) to another one, or PORT=0 for any free port`);
+  }
+  if ([DataFolderError, SchemaError].some((type) => error instanceof type)) failure(command, (error as Error).message);
+  unexpected(command, error);
 }

@@ -26,6 +26,8 @@ export class NotConfiguredError extends Error {
 }
 
 export interface ParseOptions {
+  /** The setting the value comes from, named in the error (default: WEBHOOK_SIGNING_SECRETS). */
+  variable?: string;
   /**
    * Skip entries that do not decode instead of refusing the whole value (in
    * AWS: one bad rotation entry must not stop the good ones). Called with the
@@ -41,17 +43,23 @@ export interface ParseOptions {
  * its position (never its value).
  */
 export function parseSigningSecrets(value: string, options: ParseOptions = {}): string[] {
+  const { variable = 'WEBHOOK_SIGNING_SECRETS' } = options;
   const entries = listOf(value);
-  if (entries.length === 0) throw new InvalidSecretError('no webhook signing secret configured');
+  if (entries.length === 0) throw new InvalidSecretError(`${variable} holds no secret (expected whsec_<base64>)`);
   const invalid: number[] = [];
   const secrets = entries.filter((secret, i) => {
     if (decodes(secret)) return true;
-    if (!options.onInvalid) throw new InvalidSecretError(`webhook signing secret #${i + 1} is not of the form whsec_<base64>`);
+    if (!options.onInvalid) {
+      const which = entries.length > 1 ? `its secret #${i + 1}` : 'its secret';
+      throw new InvalidSecretError(
+        `${variable}: ${which} is not of the form whsec_<base64> (a secret Gemini shows, or openssl rand -base64 32 after whsec_)`,
+      );
+    }
     invalid.push(i + 1);
     return false;
   });
   if (invalid.length > 0) options.onInvalid?.(invalid);
-  if (secrets.length === 0) throw new InvalidSecretError('no webhook signing secret decodes (each must be whsec_<base64>)');
+  if (secrets.length === 0) throw new InvalidSecretError(`${variable}: no secret decodes (each must be whsec_<base64>)`);
   return secrets;
 }
 

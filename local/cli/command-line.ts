@@ -3,7 +3,10 @@
  * and exits 0; bad usage is one line on stderr and exit 2; a failure is one
  * line and exit 1. Never a stack trace.
  */
-import { type ParseArgsConfig, parseArgs } from 'node:util';
+import { writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { inspect, type ParseArgsConfig, parseArgs } from 'node:util';
 
 export type Options = NonNullable<ParseArgsConfig['options']>;
 
@@ -52,5 +55,25 @@ export function usageLine(name: string, message: string, usage: string): string 
 /** A failure: one line, exit 1. */
 export function failure(command: { name: string }, message: string): never {
   console.error(`${command.name}: ${message}`);
+  process.exit(1);
+}
+
+/**
+ * Something no command expected: one line naming it and where its details are
+ * (a file with the stack, owner-only), exit 1. A stack trace never reaches a
+ * user's terminal.
+ */
+export function unexpected(command: { name: string }, error: unknown): never {
+  const file = join(tmpdir(), `ratchet-error-${new Date().toISOString().replace(/[:.]/g, '-')}-${process.pid}.log`);
+  let where = `details in ${file}`;
+  try {
+    writeFileSync(file, `${new Date().toISOString()} ${command.name} (node ${process.version})\n${inspect(error, { depth: 6 })}\n`, {
+      mode: 0o600,
+    });
+  } catch {
+    where = 'its details could not be written';
+  }
+  const message = error instanceof Error ? error.message : String(error);
+  console.error(`${command.name}: unexpected error: ${message.split('\n')[0]} (${where})`);
   process.exit(1);
 }

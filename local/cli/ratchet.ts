@@ -4,7 +4,8 @@
  * when named, so `ratchet webhook` never loads the engine and `ratchet start`
  * never loads the AWS SDK.
  */
-import { usageLine } from './command-line.ts';
+import manifest from '../../package.json' with { type: 'json' };
+import { unexpected, usageLine } from './command-line.ts';
 
 const COMMANDS: Record<string, { about: string; load: () => Promise<unknown> }> = {
   start: { about: 'run Ratchet on this machine (the embedded engine in ./.ratchet-data or DATA_DIR)', load: () => import('../start.ts') },
@@ -22,13 +23,22 @@ ${Object.entries(COMMANDS)
   .map(([name, { about }]) => `  ${name.padEnd(8)} ${about}`)
   .join('\n')}
 
-ratchet <command> --help says more about each. Configuration is by environment variable (docs/contract.md).`;
+ratchet <command> --help says more about each; ratchet --version says which Ratchet this is.
+Configuration is by environment variable (docs/contract.md).`;
 
 const [command, ...rest] = process.argv.slice(2);
 if (command === '--help' || command === '-h' || command === 'help') {
   console.log(HELP);
   process.exit(0);
 }
+if (command === '--version' || command === '-v' || command === 'version') {
+  console.log(`ratchet ${manifest.version} (node ${process.version})`);
+  process.exit(0);
+}
+// Whatever no command expected: one line and where its details are, never a stack trace.
+const name = `ratchet${command && command in COMMANDS ? ` ${command}` : ''}`;
+process.on('uncaughtException', (error) => unexpected({ name }, error));
+process.on('unhandledRejection', (error) => unexpected({ name }, error));
 const chosen = command === undefined ? undefined : COMMANDS[command];
 if (!chosen) {
   const why =

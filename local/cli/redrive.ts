@@ -12,6 +12,7 @@
  */
 import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-cloudformation';
 import { GetQueueAttributesCommand, SendMessageCommand, SQSClient, StartMessageMoveTaskCommand } from '@aws-sdk/client-sqs';
+import { networkFailureInWords } from '../../lambda/core/network.ts';
 import type { DeadLetter } from '../../lambda/effects/dead-letters.ts';
 import { DynamoDbDeadLetters } from '../../lambda/effects/dynamodb-dead-letters.ts';
 import { REDRIVEN_ATTRIBUTE } from '../../lambda/effects/queue.ts';
@@ -20,6 +21,7 @@ import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/d
 import { effectsGroupOf } from '../../lambda/store/table.ts';
 import { tokenForCommands } from '../access/api-token.ts';
 import { failure, parseCommandLine } from './command-line.ts';
+import { ratchetUrl } from './ratchet-url.ts';
 
 const command = {
   name: 'ratchet redrive',
@@ -46,7 +48,7 @@ function print(letters: DeadLetter[], undecodable: Array<{ sequence: string; nam
 }
 
 async function local(): Promise<void> {
-  const url = process.env.RATCHET_URL ?? `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 3000}`;
+  const url = ratchetUrl(command);
   const token = tokenForCommands(process.env);
   const authorization: Record<string, string> = token ? { authorization: `Bearer ${token}` } : {};
   let response: Response;
@@ -58,8 +60,8 @@ async function local(): Promise<void> {
           body: JSON.stringify(options),
           headers: { 'content-type': 'application/json', ...authorization },
         });
-  } catch {
-    throw new Error(`no Ratchet answers at ${url}: start it with ratchet start (or set RATCHET_URL)`);
+  } catch (error) {
+    throw new Error(`cannot reach ${url}: ${networkFailureInWords(error)}; start it with ratchet start (or set RATCHET_URL)`);
   }
   if (response.status === 401)
     throw new Error(`${url} refused the API token: set RATCHET_API_TOKEN, or DATA_DIR to the data folder of the Ratchet there`);

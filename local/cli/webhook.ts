@@ -10,13 +10,23 @@
  *   npm run webhook -- batch.failed batches/7 --data '{"error":{"code":13,"message":"boom"}}'
  */
 import { randomUUID } from 'node:crypto';
-import { DEV_SECRET_FILE, readDataFolderFile } from '../engine/data-folder.ts';
+import { join } from 'node:path';
+import { WEBHOOK_EVENT_TYPES } from '../../lambda/core/gemini-webhook.ts';
+import { networkFailureInWords } from '../../lambda/core/network.ts';
+import { InvalidSecretError, parseSigningSecrets } from '../../lambda/http/webhook-signature.ts';
+import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, readDataFolderFile } from '../engine/data-folder.ts';
 import { failure, parseCommandLine, usageError } from './command-line.ts';
+import { ratchetUrl } from './ratchet-url.ts';
 import { postSignedWebhook } from './signed-webhook.ts';
+
+/** The types Gemini sends that Ratchet maps, and Gemini's ping (acknowledged, changing nothing). */
+const EVENT_TYPES = [...Object.keys(WEBHOOK_EVENT_TYPES), 'webhook.ping'];
 
 const command = {
   name: 'ratchet webhook',
   usage: `usage: [WEBHOOK_SIGNING_SECRETS=whsec_…] [RATCHET_URL=http://127.0.0.1:3000] ratchet webhook <type> <id> [options]
+  <type>: ${EVENT_TYPES.join(', ')}
+  <id>: the job, as Gemini names it (batches/123, batch_123, interactions/v1_…)
   signs with WEBHOOK_SIGNING_SECRETS, else the development secret of DATA_DIR (default ./.ratchet-data)
   --id <webhook-id>         the delivery id (default: a new one; repeat one to send a duplicate)
   --update-time <RFC 3339>  data.update_time, the event's own time
@@ -33,8 +43,22 @@ const command = {
 
 const { values, positionals } = parseCommandLine(command);
 const [type, id] = positionals as [string, string];
-const secret = process.env.WEBHOOK_SIGNING_SECRETS?.split(/[\s,]+/).find(Boolean) ?? readDataFolderFile(process.env, DEV_SECRET_FILE);
-if (!secret) usageError(command, 'WEBHOOK_SIGNING_SECRETS is not set, and DATA_DIR (default ./.ratchet-data) holds no development secret');
+if (!EVENT_TYPES.includes(type)) usageError(command, `unknown event type ${JSON.stringify(type)}: one of ${EVENT_TYPES.join(', ')}`);
+const url = `${ratchetUrl(command)}/webhooks/gemini`;
+// Where the secret comes from, said again when the server refuses the signature (another Ratchet, another secret).
+const devSecretFile = join(process.env.DATA_DIR || DEFAULT_DATA_DIR, DEV_SECRET_FILE);
+const [secret, source] = process.env.WEBHOOK_SIGNING_SECRETS?.trim()
+  ? [process.env.WEBHOOK_SIGNING_SECRETS, 'WEBHOOK_SIGNING_SECRETS']
+  : [readDataFolderFile(process.env, DEV_SECRET_FILE), `the development secret in ${devSecretFile}`];
+if (!secret)
+  usageError(command, `WEBHOOK_SIGNING_SECRETS is not set, and ${devSecretFile} holds no development secret (start Ratchet once)`);
+let signing: string;
+try {
+  [signing] = parseSigningSecrets(secret, { variable: source === 'WEBHOOK_SIGNING_SECRETS' ? source : devSecretFile }) as [string];
+} catch (error) {
+  if (!(error instanceof InvalidSecretError)) throw error;
+  usageError(command, error.message);
+}
 let extra: Record<string, unknown> = {};
 if (values.data) {
   try {
@@ -45,17 +69,18 @@ if (values.data) {
   if (typeof extra !== 'object' || extra === null || Array.isArray(extra)) usageError(command, '--data must be a JSON object');
 }
 
-const url = `${process.env.RATCHET_URL ?? `http://${process.env.HOST ?? '127.0.0.1'}:${process.env.PORT ?? 3000}`}/webhooks/gemini`;
 const data = { id, ...(values['update-time'] && { update_time: values['update-time'] }), ...extra };
 const body = JSON.stringify({ type, version: 'v1', timestamp: values.timestamp ?? new Date().toISOString(), data });
 const messageId = values.id ?? `msg_${randomUUID()}`;
 let response: Response;
 try {
-  response = await postSignedWebhook(url, secret, messageId, body);
+  response = await postSignedWebhook(url, signing, messageId, body);
 } catch (error) {
-  const cause = (error as { cause?: { code?: string; message?: string } }).cause;
-  const why = cause?.code ?? cause?.message ?? (error as Error).message;
-  failure(command, `cannot reach ${url} (${why}): is Ratchet running there?`);
+  failure(command, `cannot reach ${url}: ${networkFailureInWords(error)}; is Ratchet running there? (RATCHET_URL says where)`);
 }
 console.log(`${response.status} ${await response.text()}  (webhook-id ${messageId})`);
+if (response.status === 401)
+  console.error(
+    `${command.name}: ${url} refused the signature: it was signed with ${source}; the Ratchet there accepts another secret (its WEBHOOK_SIGNING_SECRETS, or its own data folder's development secret)`,
+  );
 process.exit(response.ok ? 0 : 1);

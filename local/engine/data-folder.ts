@@ -7,7 +7,7 @@
  * drops that lock when the process ends, `kill -9` included, so a crash never
  * leaves a stale lock behind; `ratchet.pid` only names the holder.
  */
-import { chmodSync, existsSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { checkNotNewer, migrate } from './schema.ts';
 import { Sqlite } from './sqlite.ts';
@@ -50,6 +50,8 @@ export interface OpenedData {
   /** Names this process as the holder (its URL once it listens). */
   announce(url: string): void;
   close(): void;
+  /** Closes, and removes the folder if this start created it (a start that failed leaves nothing behind). */
+  discard(): void;
 }
 
 /** Opens (and migrates) the engine's file in `dataDir`, or an in-memory one for `:memory:`. */
@@ -57,9 +59,16 @@ export function openDataFolder(dataDir: string): OpenedData {
   if (dataDir === ':memory:') {
     const db = Sqlite.open(':memory:');
     const migratedFrom = migrate(db);
-    return { db, migratedFrom, tightened: [], announce: () => {}, close: () => db.close() };
+    return { db, migratedFrom, tightened: [], announce: () => {}, close: () => db.close(), discard: () => db.close() };
   }
-  mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  const created = !existsSync(dataDir);
+  try {
+    mkdirSync(dataDir, { recursive: true, mode: 0o700 });
+  } catch (error) {
+    const code = (error as NodeJS.ErrnoException).code;
+    const why = code === 'EACCES' ? 'permission denied' : code === 'EEXIST' || code === 'ENOTDIR' ? 'a file is in the way' : code;
+    throw new DataFolderError(`DATA_DIR ${dataDir} cannot be created (${why}); set DATA_DIR to a folder you can write`);
+  }
   const tightened = ownerOnly(dataDir, 0o700);
   // SQLite creates its files 0644 and gives the WAL and shared-memory files its database file's mode: created owner-only first.
   for (const name of [LOCK_FILE, DB_FILE]) writeFileSync(join(dataDir, name), '', { flag: 'a', mode: 0o600 });
@@ -98,9 +107,15 @@ export function openDataFolder(dataDir: string): OpenedData {
         db.close();
         lock.close();
       },
+      discard: () => {
+        db.close();
+        lock.close();
+        if (created) rmSync(dataDir, { recursive: true, force: true });
+      },
     };
   } catch (error) {
     lock.close();
+    if (created) rmSync(dataDir, { recursive: true, force: true });
     throw error;
   }
 }

@@ -95,6 +95,10 @@ describe('the first hour', () => {
     const refused = await webhook(['batch.succeeded', 'batches/cli-2'], { WEBHOOK_SIGNING_SECRETS: 'whsec_d3Jvbmd3cm9uZ3dyb25nd3Jvbmc=' });
     expect(refused.code).toBe(1);
     expect(refused.output).toMatch(/^401 /);
+    // Which Ratchet refused, and which secret signed.
+    expect(refused.output).toContain(
+      `ratchet webhook: ${ratchet.url}/webhooks/gemini refused the signature: it was signed with WEBHOOK_SIGNING_SECRETS`,
+    );
     const closed = createServer();
     await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
     const free = (closed.address() as { port: number }).port;
@@ -102,10 +106,43 @@ describe('the first hour', () => {
     const nobody = await webhook(['batch.succeeded', 'batches/cli-3'], { RATCHET_URL: `http://127.0.0.1:${free}` });
     expect(nobody.code).toBe(1);
     expect(nobody.output.trim().split('\n')).toEqual([
-      `ratchet webhook: cannot reach http://127.0.0.1:${free}/webhooks/gemini (ECONNREFUSED): is Ratchet running there?`,
+      `ratchet webhook: cannot reach http://127.0.0.1:${free}/webhooks/gemini: connection refused (ECONNREFUSED); is Ratchet running there? (RATCHET_URL says where)`,
     ]);
     expect((await webhook(['batch.succeeded'])).code).toBe(2);
     expect((await webhook(['batch.succeeded', 'batches/x', '--data', '[1]'])).output).toContain('--data must be a JSON object');
+  });
+
+  it('npm run webhook: a typo in the type, a RATCHET_URL that is no URL and a secret that does not decode are bad usage (exit 2), each in one line', async () => {
+    const typo = await webhook(['batch.succeded', 'batches/1']);
+    expect(typo.code).toBe(2);
+    expect(typo.output.trim().split('\n')).toEqual([
+      expect.stringMatching(/^ratchet webhook: unknown event type "batch.succeded": one of batch.succeeded, batch.failed, .*webhook.ping/),
+    ]);
+    const help = await webhook(['--help']);
+    expect(help.code).toBe(0);
+    expect(help.output).toContain('interaction.requires_action');
+    const notUrl = await webhook(['batch.succeeded', 'batches/1'], { RATCHET_URL: '127.0.0.1:3100' });
+    expect({ code: notUrl.code, output: notUrl.output.trim() }).toEqual({
+      code: 2,
+      output: expect.stringMatching(
+        /^ratchet webhook: RATCHET_URL must be an http\(s\) URL such as http:\/\/127.0.0.1:3000, not "127.0.0.1:3100"/,
+      ),
+    });
+    const badSecret = await webhook(['batch.succeeded', 'batches/1'], { WEBHOOK_SIGNING_SECRETS: 'whsec_abc' });
+    expect({ code: badSecret.code, output: badSecret.output.trim() }).toEqual({
+      code: 2,
+      output: expect.stringMatching(/^ratchet webhook: WEBHOOK_SIGNING_SECRETS: its secret is not of the form whsec_<base64>/),
+    });
+    expect(badSecret.output).not.toContain('whsec_abc');
+  });
+
+  it('ratchet --version and -v say which Ratchet and which Node', async () => {
+    for (const flag of ['--version', '-v']) {
+      const { code, output } = await runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/cli/ratchet.ts'), flag], {
+        PATH: process.env.PATH ?? '',
+      });
+      expect({ code, output: output.trim() }).toEqual({ code: 0, output: `ratchet 0.1.0 (node ${process.version})` });
+    }
   });
 
   it('a port in use is one line, and nothing is left running', async () => {

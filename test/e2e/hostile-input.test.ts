@@ -137,8 +137,8 @@ describe('4. a rotation entry that looks right but does not decode', () => {
       DATA_DIR: ':memory:',
       WEBHOOK_SIGNING_SECRETS: `whsec_abc ${newSecret()}`,
     } as Record<string, string>);
-    expect(code).toBe(1);
-    expect(output).toContain('webhook signing secret #1 is not of the form whsec_<base64>');
+    expect(code).toBe(2);
+    expect(output).toContain('WEBHOOK_SIGNING_SECRETS: its secret #1 is not of the form whsec_<base64>');
     expect(output).not.toContain('whsec_abc');
   });
 });

@@ -77,7 +77,10 @@ describe('parseSigningSecrets', () => {
 
   it('rejects a secret not of the whsec_ form without echoing it', () => {
     expect(() => parseSigningSecrets('whsec_YQ== hunter2')).toThrow(
-      new InvalidSecretError('webhook signing secret #2 is not of the form whsec_<base64>'),
+      /^WEBHOOK_SIGNING_SECRETS: its secret #2 is not of the form whsec_<base64>/,
+    );
+    expect(() => parseSigningSecrets('hunter2', { variable: 'EFFECTS_SIGNING_SECRET' })).toThrow(
+      /^EFFECTS_SIGNING_SECRET: its secret is not of the form whsec_<base64>/,
     );
     expect(() => parseSigningSecrets(' ')).toThrow(InvalidSecretError);
   });
@@ -85,9 +88,8 @@ describe('parseSigningSecrets', () => {
   it('decodes each entry now: one that looks right but does not decode is refused with its position', () => {
     const good = newSecret();
     // Matches whsec_<base64 characters>, but 3 characters are not base64.
-    expect(() => parseSigningSecrets(`whsec_abc ${good}`)).toThrow(
-      new InvalidSecretError('webhook signing secret #1 is not of the form whsec_<base64>'),
-    );
+    expect(() => parseSigningSecrets(`whsec_abc ${good}`)).toThrow(/^WEBHOOK_SIGNING_SECRETS: its secret #1 is not of the form/);
+    expect(() => parseSigningSecrets(`whsec_abc ${good}`)).toThrow(InvalidSecretError);
   });
 
   it('with onInvalid, skips what does not decode, says where, and keeps the rest', async () => {
@@ -95,7 +97,7 @@ describe('parseSigningSecrets', () => {
     const skipped: number[][] = [];
     const secrets = parseSigningSecrets(`whsec_abc ${good} whsec_x`, { onInvalid: (positions) => skipped.push(positions) });
     expect({ secrets, skipped }).toEqual({ secrets: [good], skipped: [[1, 3]] });
-    expect(() => parseSigningSecrets('whsec_abc', { onInvalid: () => {} })).toThrow(/no webhook signing secret decodes/);
+    expect(() => parseSigningSecrets('whsec_abc', { onInvalid: () => {} })).toThrow(/WEBHOOK_SIGNING_SECRETS: no secret decodes/);
   });
 });
 
