@@ -16,7 +16,8 @@
  * connection are retried with backoff.
  */
 import { changeOf, LONG_POLL_HEADER, type OperationChange } from '../lambda/core/change.ts';
-import { isTerminal, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
+import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
+import { networkCodeOf, networkFailureInWords } from '../lambda/core/network.ts';
 import type { OperationRecord, OperationResult } from '../lambda/core/reducer.ts';
 import type { HistoryEntry } from '../lambda/history/history.ts';
 import type { Failure } from '../lambda/http/webhook.ts';
@@ -26,7 +27,8 @@ export type { HistoryEntry, OperationChange, OperationKind, OperationRecord, Ope
 
 /**
  * The API's error codes, and the client's own: `timeout` (waitFor ran out of
- * time), `unreachable` (see waitFor), `polling-stopped` (waitFor: reconcile
+ * time), `unreachable` (see waitFor), `invalid-argument` (an option no call
+ * can honour, thrown at once), `polling-stopped` (waitFor: reconcile
  * stopped polling the job for good; `not-found` when Gemini no longer knows
  * it), `network`, `unexpected-response`,
  * `invalid-url` (the client's `url` is not an http(s) URL) and
@@ -40,7 +42,8 @@ export type RatchetErrorCode =
   | 'unexpected-response'
   | 'invalid-url'
   | 'missing-dependency'
-  | 'polling-stopped';
+  | 'polling-stopped'
+  | 'invalid-argument';
 
 export class RatchetError extends Error {
   override name = 'RatchetError';
@@ -49,10 +52,17 @@ export class RatchetError extends Error {
     message: string,
     /** The HTTP status, when the API answered. */
     readonly status?: number,
-    /** The operation as last read, for `timeout` and `unreachable`. */
+    /** The operation as last read, for `timeout`, `unreachable`, `not-found` and `polling-stopped`. */
     readonly operation?: OperationView,
+    /** What failed underneath: for `network`, the error fetch threw (its `code`, e.g. ECONNREFUSED, is `causeCode`). */
+    options?: { cause?: unknown },
   ) {
-    super(message);
+    super(message, options);
+  }
+
+  /** The system error code under a `network` error (`ECONNREFUSED`, `ENOTFOUND`, `ETIMEDOUT`, …). */
+  get causeCode(): string | undefined {
+    return networkCodeOf(this.cause);
   }
 }
 
@@ -206,6 +216,7 @@ export class RatchetClient {
    */
   async waitFor(name: string, options: WaitOptions = {}): Promise<OperationView> {
     const { until = 'terminal', timeoutMs, signal, onChange } = options;
+    checkWaitOptions(until, timeoutMs);
     const deadline = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + timeoutMs;
     // A deployed stack (SigV4) has no long poll: no request is spent finding that out.
     let longPoll = (options.longPoll ?? true) && !this.signer;
@@ -298,8 +309,8 @@ export class RatchetClient {
     };
     let cursor = options.after;
     let failures = 0;
-    for (;;) {
-      signal?.throwIfAborted();
+    // Aborting the signal ends the iteration, quietly: it is how a watcher is told to stop.
+    while (!signal?.aborted) {
       try {
         if (cursor === undefined) {
           const snapshot = await this.snapshot(filter, signal);
@@ -314,7 +325,7 @@ export class RatchetClient {
         }
         cursor = page.cursor;
       } catch (error) {
-        signal?.throwIfAborted();
+        if (signal?.aborted) return;
         if (!(error instanceof RatchetError)) throw error;
         if (error.code === 'cursor-expired') {
           cursor = undefined;
@@ -322,7 +333,7 @@ export class RatchetClient {
         }
         // A restart, a dropped connection, a busy server: go on from the cursor once it answers again.
         if (error.code !== 'network' && error.status !== 503 && error.status !== 502 && error.status !== 504) throw error;
-        await sleep(Math.min(RECONNECT_MAX_MS, backoff(failures++)), signal);
+        await sleep(Math.min(RECONNECT_MAX_MS, backoff(failures++)), signal).catch(() => undefined);
       }
     }
   }
@@ -392,7 +403,13 @@ export class RatchetClient {
           await sleep(backoff(attempt), signal);
           continue;
         }
-        throw new RatchetError('network', `${method} ${url.origin}${url.pathname}: ${(error as Error).message}`);
+        throw new RatchetError(
+          'network',
+          `${method} ${url.origin}${url.pathname}: ${networkFailureInWords(error)}, after ${attempt + 1} attempts`,
+          undefined,
+          undefined,
+          { cause: error },
+        );
       }
       if (RETRIED.has(response.status) && attempt < this.retries) {
         await response.body?.cancel();
@@ -478,6 +495,26 @@ function pollingStopped(operation: OperationView): RatchetError | undefined {
 
 /** Why reconcile stops polling an open operation for good (besides not-found). */
 const STOPPED_NOTES = new Set(['invalid-name', 'other-project', 'expired-unseen']);
+
+/** `until` and `timeoutMs` as waitFor takes them, or a RatchetError at once: a wait for a state that cannot come never ends. */
+function checkWaitOptions(until: unknown, timeoutMs: unknown): void {
+  if (until !== 'terminal' && !(OPERATION_STATES as readonly unknown[]).includes(until)) {
+    const upper = typeof until === 'string' ? until.toUpperCase() : '';
+    const hint =
+      (OPERATION_STATES as readonly string[]).includes(upper) || upper === 'TERMINAL'
+        ? ` (did you mean '${upper === 'TERMINAL' ? 'terminal' : upper}'?)`
+        : '';
+    throw new RatchetError(
+      'invalid-argument',
+      `waitFor: until must be 'terminal' or one of ${OPERATION_STATES.join(', ')}, not ${JSON.stringify(until)}${hint}`,
+    );
+  }
+  if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0))
+    throw new RatchetError(
+      'invalid-argument',
+      `waitFor: timeoutMs must be a number of milliseconds, 0 or more, not ${JSON.stringify(timeoutMs)}`,
+    );
+}
 
 function reached(state: OperationState | null, until: 'terminal' | OperationState): boolean {
   if (until === 'terminal') return isTerminal(state);

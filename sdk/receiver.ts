@@ -11,12 +11,12 @@
  */
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import * as z from 'zod/mini';
-import { OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../lambda/core/lifecycle.ts';
+import { OPERATION_STATES, type OperationKind, type OperationState } from '../lambda/core/lifecycle.ts';
 import type { OperationResult } from '../lambda/core/reducer.ts';
 
 export type { OperationKind, OperationResult, OperationState };
 
-export type EffectErrorCode = 'missing-headers' | 'bad-signature' | 'stale-timestamp' | 'malformed-body';
+export type EffectErrorCode = 'missing-secret' | 'missing-headers' | 'bad-signature' | 'stale-timestamp' | 'malformed-body';
 
 export class EffectVerificationError extends Error {
   override name = 'EffectVerificationError';
@@ -55,7 +55,8 @@ const Body = z.object({
   timestamp: z.string(),
   data: z.looseObject({
     name: z.string(),
-    kind: z.enum(OPERATION_KINDS),
+    // Any kind: a receiver keeps working when Ratchet learns a new one (OPERATION_KINDS are today's).
+    kind: z.string().check(z.minLength(1)),
     state: State,
     previousState: z.nullable(State),
     version: z.number(),
@@ -69,28 +70,45 @@ const Body = z.object({
 type HeaderBag = Headers | Record<string, string | string[] | undefined>;
 
 /**
- * Verifies one delivery and returns its event, or throws EffectVerificationError:
+ * Verifies one delivery and returns its event, or throws EffectVerificationError
+ * (and only that): `missing-secret` (no secret given, or not `whsec_<base64>`),
  * `missing-headers`, `bad-signature`, `stale-timestamp` (more than 5 minutes
  * from now: a replay, or a clock far off) or `malformed-body`.
  */
 export function verifyEffect(headers: HeaderBag, rawBody: string | Buffer, secret: string): StateChangedEvent {
-  const plain = lowercase(headers);
+  const signer = webhookOf(secret);
+  const plain = lowercase(headers ?? {});
   let json: unknown;
   try {
     // Checks the signature over the raw bytes, then parses them.
-    json = new Webhook(secret).verify(rawBody, plain);
+    json = signer.verify(rawBody, plain);
   } catch (error) {
     if (error instanceof SyntaxError) throw new EffectVerificationError('malformed-body', `body is not JSON: ${error.message}`);
-    if (!(error instanceof WebhookVerificationError)) throw error;
-    if (/missing required headers|invalid signature headers/i.test(error.message))
-      throw new EffectVerificationError('missing-headers', error.message);
-    if (/timestamp/i.test(error.message)) throw new EffectVerificationError('stale-timestamp', error.message);
-    throw new EffectVerificationError('bad-signature', error.message);
+    const message = (error as Error).message ?? String(error);
+    if (!(error instanceof WebhookVerificationError))
+      throw new EffectVerificationError('malformed-body', `body cannot be read: ${message}`);
+    if (/missing required headers|invalid signature headers/i.test(message)) throw new EffectVerificationError('missing-headers', message);
+    if (/timestamp/i.test(message)) throw new EffectVerificationError('stale-timestamp', message);
+    throw new EffectVerificationError('bad-signature', message);
   }
   const parsed = Body.safeParse(json);
   if (!parsed.success)
     throw new EffectVerificationError('malformed-body', `not an operation.state_changed event: ${z.prettifyError(parsed.error)}`);
   return { id: plain['webhook-id'] as string, ...(parsed.data as Omit<StateChangedEvent, 'id'>) };
+}
+
+/** The verifier for `secret`, or `missing-secret` (an unset EFFECTS_SIGNING_SECRET is the usual cause), never the value. */
+function webhookOf(secret: unknown): Webhook {
+  if (typeof secret !== 'string' || secret.trim() === '')
+    throw new EffectVerificationError(
+      'missing-secret',
+      'no signing secret given: pass the whsec_<base64> secret Ratchet signs effects with (EFFECTS_SIGNING_SECRET)',
+    );
+  const value = secret.trim();
+  try {
+    if (/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(value)) return new Webhook(value);
+  } catch {}
+  throw new EffectVerificationError('missing-secret', 'the signing secret is not of the form whsec_<base64> (EFFECTS_SIGNING_SECRET)');
 }
 
 function lowercase(headers: HeaderBag): Record<string, string> {

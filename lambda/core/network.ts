@@ -21,7 +21,7 @@ const WORDS: Readonly<Record<string, string>> = {
   DEPTH_ZERO_SELF_SIGNED_CERT: 'TLS: a self-signed certificate',
   SELF_SIGNED_CERT_IN_CHAIN: 'TLS: a self-signed certificate in the chain',
   UNABLE_TO_VERIFY_LEAF_SIGNATURE: 'TLS: the certificate cannot be verified',
-  ERR_TLS_CERT_ALTNAME_INVALID: "TLS: the certificate is for another host",
+  ERR_TLS_CERT_ALTNAME_INVALID: 'TLS: the certificate is for another host',
 };
 
 /** The system or undici error code behind `error` (fetch wraps it as `cause`), if any. */
@@ -43,7 +43,10 @@ export function networkFailureInWords(error: unknown, timeoutMs?: number): strin
     return timeoutMs === undefined ? 'no answer within the time limit' : `no answer within ${secondsOf(timeoutMs)}`;
   const code = networkCodeOf(error);
   if (code) return WORDS[code] ? `${WORDS[code]} (${code})` : code;
-  return error instanceof Error ? error.message : String(error);
+  // fetch's own "fetch failed" says nothing: the innermost cause does ("bad port", "invalid URL").
+  let innermost = error;
+  for (let depth = 0; innermost instanceof Error && innermost.cause instanceof Error && depth < 5; depth++) innermost = innermost.cause;
+  return innermost instanceof Error ? innermost.message : String(innermost);
 }
 
 function secondsOf(ms: number): string {

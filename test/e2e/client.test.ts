@@ -5,6 +5,8 @@
  * front of fetch, the one fault here).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import type { AddressInfo } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -190,5 +192,49 @@ describe('RatchetClient against the local runtime', () => {
 
     const refused = await new RatchetClient({ url: 'http://127.0.0.1:9', retries: 0 }).get(name).catch((e) => e);
     expect(refused).toMatchObject({ code: 'network' });
+  });
+});
+
+describe('the client says what is wrong at once, in its own words', () => {
+  it("checks waitFor's options before any request: a state in lower case, one that does not exist, a negative timeout", async () => {
+    const before = sent.length;
+    for (const [until, says] of [
+      ['succeeded', /not "succeeded" \(did you mean 'SUCCEEDED'\?\)/],
+      ['DONE', /until must be 'terminal' or one of PENDING, RUNNING, REQUIRES_ACTION, SUCCEEDED, FAILED, CANCELLED, EXPIRED, not "DONE"$/],
+      ['Terminal', /did you mean 'terminal'/],
+    ] as const) {
+      const error = await client.waitFor(batch(), { until: until as never }).catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(RatchetError);
+      expect(error).toMatchObject({ code: 'invalid-argument', message: expect.stringMatching(says) });
+    }
+    await expect(client.waitFor(batch(), { timeoutMs: -1 })).rejects.toMatchObject({ code: 'invalid-argument' });
+    expect(sent.length).toBe(before);
+  });
+
+  it('ends a watch quietly when its signal aborts, whether it was waiting or between changes', async () => {
+    const stop = new AbortController();
+    const seen: string[] = [];
+    const watching = (async () => {
+      for await (const change of client.watch({ signal: stop.signal, kind: 'batch' })) seen.push(change.name);
+      return 'ended';
+    })();
+    const name = batch();
+    await webhook('batch.succeeded', name);
+    await expect.poll(() => seen.includes(name), { timeout: 15_000 }).toBe(true);
+    stop.abort();
+    await expect(watching).resolves.toBe('ended');
+  });
+
+  it('names the cause of a refused connection (ECONNREFUSED), not just "fetch failed"', async () => {
+    const closed = createServer();
+    await new Promise<void>((resolve) => closed.listen(0, '127.0.0.1', resolve));
+    const port = (closed.address() as AddressInfo).port;
+    await new Promise((resolve) => closed.close(resolve));
+    const nobody = new RatchetClient({ url: `http://127.0.0.1:${port}`, token: 'x'.repeat(16), retries: 0 });
+    const error = (await nobody.get('batches/x').catch((e: unknown) => e)) as RatchetError;
+    expect(error).toBeInstanceOf(RatchetError);
+    expect(error.code).toBe('network');
+    expect(error.causeCode).toBe('ECONNREFUSED');
+    expect(error.message).toBe(`GET http://127.0.0.1:${port}/operations/batches/x: connection refused (ECONNREFUSED), after 1 attempts`);
   });
 });

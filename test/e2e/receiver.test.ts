@@ -147,3 +147,21 @@ describe('verifyEffect', () => {
     expect(codeOf(() => verifyEffect(at(0, badState), badState, outbound))).toBe('malformed-body');
   });
 });
+
+describe('verifyEffect without a usable secret', () => {
+  it.each([
+    ['unset', undefined],
+    ['empty', ''],
+    ['not whsec_', 'topsecret'],
+  ])('%s: its own error class, code missing-secret, the value never in the message', (_, secret) => {
+    let thrown: unknown;
+    try {
+      verifyEffect({ 'webhook-id': 'x' }, '{}', secret as string);
+    } catch (error) {
+      thrown = error;
+    }
+    expect(thrown).toBeInstanceOf(EffectVerificationError);
+    expect(thrown).toMatchObject({ code: 'missing-secret' });
+    if (secret) expect((thrown as Error).message).not.toContain(secret);
+  });
+});
