@@ -30,7 +30,7 @@ import { consoleRoutes } from './console/console.ts';
 import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, openDataFolder } from './engine/data-folder.ts';
 import { startDerivedProcess } from './engine/derived-supervisor.ts';
 import type { DerivedWork } from './engine/derived-work.ts';
-import { pendingEffects } from './engine/effects-queue.ts';
+import { pendingEffects, retryingOperations } from './engine/effects-queue.ts';
 import { SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
 import { writeProbe } from './engine/health.ts';
 import { SqliteHistory } from './engine/history.ts';
@@ -279,6 +279,7 @@ export interface EffectsRecords {
   ledger: SqliteEffectLedger;
   deadLetters: SqliteDeadLetters;
   pending: (name: string) => ReturnType<typeof pendingEffects>;
+  retrying: () => string[];
 }
 
 function effectsRecords(config: Config, db: Sqlite, logger: Logger): EffectsRecords | undefined {
@@ -287,7 +288,12 @@ function effectsRecords(config: Config, db: Sqlite, logger: Logger): EffectsReco
     return undefined;
   }
   // checkStartConfig has checked EFFECTS_SIGNING_SECRET beside it.
-  return { ledger: new SqliteEffectLedger(db), deadLetters: new SqliteDeadLetters(db), pending: (name) => pendingEffects(db, name) };
+  return {
+    ledger: new SqliteEffectLedger(db),
+    deadLetters: new SqliteDeadLetters(db),
+    pending: (name) => pendingEffects(db, name),
+    retrying: () => retryingOperations(db),
+  };
 }
 
 const RedriveRequest = z.object({ name: z.optional(z.string()), skip: z.optional(z.string()) });

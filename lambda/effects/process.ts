@@ -115,7 +115,7 @@ async function handleMessage(message: SQSRecord, deps: EffectsDeps): Promise<boo
     if (message.messageAttributes?.[REDRIVEN_ATTRIBUTE]) await deadLetters.remove(transition.name, transition.version);
     return true;
   } catch (error) {
-    const detail = (error as Error).message;
+    const detail = error instanceof SinkError ? error.outcome : (error as Error).message;
     const decision = nextAttempt(
       { number: attempt, firstAttemptAtMs, nowMs: clock().getTime(), permanent: error instanceof SinkError && error.permanent },
       deps.retry,
@@ -126,7 +126,7 @@ async function handleMessage(message: SQSRecord, deps: EffectsDeps): Promise<boo
       count('EffectDeadLettered');
       return true;
     }
-    await deps.queue.retryAfter(message, decision.retryInMs);
+    await deps.queue.retryAfter(message, decision.retryInMs, detail);
     logger.warn('effect attempt failed; retrying', { key, attempt, retryInMs: decision.retryInMs, detail });
     count('EffectRetried');
     return false;

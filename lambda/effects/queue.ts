@@ -38,5 +38,6 @@ export function nextAttempt(
 
 /** Makes a received message visible again only after a delay: the queue's backoff. */
 export interface RetryScheduler {
-  retryAfter(message: SQSRecord, delayMs: number): Promise<void>;
+  /** `lastError`: what the failed attempt came to, in words, where the queue keeps it (the embedded engine's does). */
+  retryAfter(message: SQSRecord, delayMs: number, lastError?: string): Promise<void>;
 }

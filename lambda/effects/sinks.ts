@@ -11,8 +11,11 @@ export class SinkError extends Error {
   override name = 'SinkError';
   /** The receiver asked to stop (410 Gone): no retry, the transition is dead-lettered at once. */
   readonly permanent: boolean;
-  constructor(message: string, options: { permanent?: boolean } = {}) {
+  /** What the attempt came to, in words: `answered 400 Bad Request`, `no answer within 5 s`, `connection refused (ECONNREFUSED)`. */
+  readonly outcome: string;
+  constructor(message: string, options: { permanent?: boolean; outcome?: string } = {}) {
     super(message);
     this.permanent = options.permanent ?? false;
+    this.outcome = options.outcome ?? message;
   }
 }

@@ -1,5 +1,7 @@
 /** The signed outbound webhook sink (loaded by the effects Lambda only when the webhook is configured). */
+import { STATUS_CODES } from 'node:http';
 import { Webhook } from 'standardwebhooks';
+import { networkFailureInWords } from '../core/network.ts';
 import { type EffectSink, SinkError } from './sinks.ts';
 import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
 
@@ -46,13 +48,13 @@ export class WebhookSink implements EffectSink {
     try {
       response = await post({ headers, body, timeoutMs });
     } catch (error) {
-      const timedOut = ['TimeoutError', 'HeadersTimeoutError', 'BodyTimeoutError'].includes((error as Error).name);
-      const reason = timedOut ? `no answer within ${timeoutMs} ms` : (error as Error).message;
-      throw new SinkError(`webhook ${id} not delivered: ${reason}`);
+      const outcome = networkFailureInWords(error, timeoutMs);
+      throw new SinkError(`webhook ${id} not delivered: ${outcome}`, { outcome });
     }
     if (response.status >= 200 && response.status < 300) return;
     const redirect = response.status >= 300 && response.status < 400 ? ' (redirects are not followed)' : '';
-    throw new SinkError(`webhook ${id} not delivered: answered ${response.status}${redirect}`, { permanent: response.status === 410 });
+    const outcome = `answered ${response.status}${STATUS_CODES[response.status] ? ` ${STATUS_CODES[response.status]}` : ''}${redirect}`;
+    throw new SinkError(`webhook ${id} not delivered: ${outcome}`, { permanent: response.status === 410, outcome });
   }
 
   private readonly fetchPost: Post = async ({ headers, body, timeoutMs }) => {

@@ -14,7 +14,13 @@ import { kindOfName, normalizeOperationName } from '../core/names.ts';
 import { type OperationRecord, trackedRecord } from '../core/reducer.ts';
 import { timeFromDate } from '../core/time.ts';
 import type { HistoryLog } from '../history/history.ts';
-import { InvalidCursorError, type OperationQueries, StoreRejectedError } from '../store/operation-store.ts';
+import {
+  EFFECTS_FILTERS,
+  InvalidCursorError,
+  type OperationQueries,
+  StoreRejectedError,
+  UnsupportedFilterError,
+} from '../store/operation-store.ts';
 import { type Failure, failureBody, failureResponse, MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
 /** `{"name": …}` with a name of at most 512 bytes fits many times over. */
@@ -54,6 +60,7 @@ const TrackRequest = z.object({ name: z.string(), metadata: z.optional(z.record(
 const ListQuery = z.object({
   state: z.optional(z.enum(OPERATION_STATES)),
   kind: z.optional(z.enum(OPERATION_KINDS)),
+  effects: z.optional(z.enum(EFFECTS_FILTERS)),
   limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(100))),
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
 });
@@ -180,14 +187,14 @@ export function createApp(deps: AppDeps): Hono {
       if (!query.success) {
         return fail(
           'malformed-request',
-          `state must be one of ${OPERATION_STATES.join(', ')}; kind one of ${OPERATION_KINDS.join(', ')}; limit 1-100`,
+          `state must be one of ${OPERATION_STATES.join(', ')}; kind one of ${OPERATION_KINDS.join(', ')}; effects one of ${EFFECTS_FILTERS.join(', ')}; limit 1-100`,
         );
       }
-      const { state, kind, limit, cursor } = query.data;
+      const { state, kind, effects, limit, cursor } = query.data;
       try {
-        return c.json(await queries.list({ state, kind, limit: limit ?? 50, cursor }));
+        return c.json(await queries.list({ state, kind, effects, limit: limit ?? 50, cursor }));
       } catch (error) {
-        if (error instanceof InvalidCursorError) return fail('malformed-request', error.message);
+        if (error instanceof InvalidCursorError || error instanceof UnsupportedFilterError) return fail('malformed-request', error.message);
         logger.error('list failed', { error });
         return fail('not-recorded', 'store unavailable; retry later');
       }

@@ -27,6 +27,7 @@ import {
   type UnmappedDelivery,
   type UnprocessableDelivery,
   type UnprocessableLog,
+  UnsupportedFilterError,
   type WriteOutcome,
 } from './operation-store.ts';
 import {
@@ -134,6 +135,10 @@ export class DynamoDbOperationStore
   }
 
   async list(filter: ListFilter): Promise<{ operations: OperationView[]; nextCursor?: string }> {
+    if (filter.effects)
+      throw new UnsupportedFilterError(
+        "effects is Ratchet on one machine's filter: in AWS a receiver's failures show in the EffectsBacklog alarms, the effects function's logs and npm run redrive -- --stack <name> --list",
+      );
     let start = filter.cursor === undefined ? undefined : cursorKey(filter.cursor);
     const conditions: string[] = [];
     const names: Record<string, string> = { '#partition': LIST_INDEX_PARTITION };

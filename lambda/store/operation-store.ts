@@ -148,9 +148,23 @@ export interface PollingStatus {
 
 export type OperationView = OperationRecord & { polling: PollingStatus };
 
+/**
+ * The list's filters by effects: an effect the receiver refused at least once that waits to be tried again
+ * (`retrying`), or one set aside (`dead-lettered`).
+ */
+export const EFFECTS_FILTERS = ['retrying', 'dead-lettered'] as const;
+export type EffectsFilter = (typeof EFFECTS_FILTERS)[number];
+
+/** A filter this store cannot serve (the effects filter in AWS, where the effects live in SQS). */
+export class UnsupportedFilterError extends Error {
+  override name = 'UnsupportedFilterError';
+}
+
 export interface ListFilter {
   state?: OperationState;
   kind?: OperationKind;
+  /** Throws UnsupportedFilterError where the store cannot tell (see EFFECTS_FILTERS). */
+  effects?: EffectsFilter;
   limit: number;
   /** Opaque, from the previous page's `nextCursor`. */
   cursor?: string;

@@ -9,9 +9,11 @@
  *   credential (401 `{"error":"unauthorized"}`): `Authorization: Bearer
  *   <token>`, or the console's session cookie, which a state-changing request
  *   must pair with its CSRF token (`x-csrf-token`).
- * - The console signs in from a one-time link (`loginLink`, printed at start)
- *   or with the token pasted into `/login`: a session cookie follows
- *   (HttpOnly, SameSite=Strict, Secure behind HTTPS, 12 h).
+ * - The console signs in from a one-time link (`loginLink`, printed at start,
+ *   or asked for with the token: `POST /login/link`, what `ratchet login`
+ *   calls) or with the token pasted into `/login`: a session cookie follows
+ *   (HttpOnly, SameSite=Strict, Secure behind HTTPS, 12 h), and the browser
+ *   lands on the page it asked for.
  * - Tracking (`POST /operations`) is rate-limited per credential (429 with
  *   Retry-After).
  *
@@ -133,6 +135,12 @@ export class AccessGuard {
     app.use('*', this.check());
     app.get('/login', (c) => this.loginWithCode(c));
     app.post('/login', (c) => this.loginWithToken(c));
+    // A fresh one-time link, for the bearer of a token (`ratchet login`): the printed one lasts 15 minutes.
+    app.post('/login/link', async (c) => {
+      if (!this.bearerMatches(c)) return this.unauthorized(c, 'a sign-in link is given for the API token only');
+      const next = c.req.query('next');
+      return c.json({ link: this.loginLink(new URL(c.req.url).origin, next ?? '/'), expiresInSeconds: LOGIN_CODE_MS / 1000 });
+    });
     app.post('/logout', (c) => {
       const id = getCookie(c, SESSION_COOKIE);
       if (id) this.sessions.delete(id);
@@ -166,7 +174,7 @@ export class AccessGuard {
         });
         return fail('foreign-origin', 'requests from another origin are refused');
       }
-      if (c.req.path === '/login' || c.req.path === '/logout') return next();
+      if (c.req.path === '/login' || c.req.path === '/logout' || c.req.path === '/login/link') return next();
       if (c.req.header('authorization') !== undefined) {
         return bearer(c, async () => {
           if (this.overTrackingRate(c, principalOf(c.req.header('authorization') as string))) return;
@@ -248,19 +256,31 @@ export class AccessGuard {
 
   private loginWithCode(c: Context): Response {
     const code = c.req.query('code');
-    if (code === undefined) return this.loginPage(c, 200);
+    if (code === undefined) return this.loginPage(c, 200, undefined, c.req.query('next'));
     const link = this.loginCodes.get(code);
     this.loginCodes.delete(code);
     for (const [other, { expiresAt }] of this.loginCodes) if (expiresAt <= this.clock()) this.loginCodes.delete(other);
-    if (!link || link.expiresAt <= this.clock()) return this.loginPage(c, 401, 'This sign-in link was used already, or has expired.');
+    if (!link || link.expiresAt <= this.clock())
+      return this.loginPage(
+        c,
+        401,
+        'This sign-in link was used already, or has expired: each works once, within 15 minutes. For a new one run ratchet login ' +
+          '(npm run login in the checkout Ratchet runs from) where its API token is, or paste the token below.',
+      );
     return this.startSession(c, 'login-link', link.next);
   }
 
   private async loginWithToken(c: Context): Promise<Response> {
     const form = await c.req.parseBody().catch(() => ({}) as Record<string, unknown>);
     const token = typeof form.token === 'string' ? form.token.trim() : '';
-    if (!token || !this.matches(token)) return this.loginPage(c, 401, 'That is not a token this Ratchet accepts.');
-    return this.startSession(c, principalOf(`Bearer ${token}`));
+    const next = typeof form.next === 'string' ? form.next : undefined;
+    if (!token || !this.matches(token)) return this.loginPage(c, 401, 'That is not a token this Ratchet accepts.', next);
+    return this.startSession(c, principalOf(`Bearer ${token}`), localPath(next ?? '/'));
+  }
+
+  private bearerMatches(c: Context): boolean {
+    const header = c.req.header('authorization') ?? '';
+    return header.startsWith('Bearer ') && this.matches(header.slice('Bearer '.length).trim());
   }
 
   private unauthorized(c: Context, message: string): Response {
@@ -268,18 +288,20 @@ export class AccessGuard {
       c.req.method === 'GET' &&
       (c.req.path === '/' || c.req.path.startsWith('/console/')) &&
       /text\/html/.test(c.req.header('accept') ?? '');
-    const response = wantsPage ? this.loginPage(c, 401) : fail('unauthorized', message);
+    // The page asked for is where signing in lands.
+    const url = new URL(c.req.url);
+    const response = wantsPage ? this.loginPage(c, 401, undefined, `${url.pathname}${url.search}`) : fail('unauthorized', message);
     response.headers.set('www-authenticate', 'Bearer realm="ratchet"');
     return response;
   }
 
-  private loginPage(c: Context, status: 200 | 401, problem?: string): Response {
+  private loginPage(c: Context, status: 200 | 401, problem?: string, next?: string): Response {
     const nonce = c.get('secureHeadersNonce' as never) as string | undefined;
     const body = `${problem ? `<p class="FAILED">${escapeHtml(problem)}</p>` : ''}
-<p>Open the sign-in link Ratchet printed when it started, or paste its API token (RATCHET_API_TOKEN, or the file
-<code>api-token</code> in its data folder).</p>
+<p>Open a sign-in link (Ratchet prints one when it starts; <code>ratchet login</code> prints a new one), or paste its API token
+(RATCHET_API_TOKEN, or the file <code>api-token</code> in its data folder).</p>
 <form method="post" action="/login"><p><label>API token <input type="password" name="token" autocomplete="current-password" required size="48"></label>
-<button type="submit">Sign in</button></p></form>`;
+${next ? `<input type="hidden" name="next" value="${escapeHtml(localPath(next))}">` : ''}<button type="submit">Sign in</button></p></form>`;
     return c.html(page('sign in', body, { nonce }), status);
   }
 

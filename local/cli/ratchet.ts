@@ -13,6 +13,7 @@ const COMMANDS: Record<string, { about: string; load: () => Promise<unknown> }> 
   webhook: { about: 'send one signed Gemini-style delivery to a running Ratchet', load: () => import('./webhook.ts') },
   redrive: { about: 'list or re-drive dead-lettered effects (locally, or --stack NAME)', load: () => import('./redrive.ts') },
   backup: { about: 'a consistent copy of the data folder while Ratchet runs', load: () => import('./backup.ts') },
+  login: { about: 'a new one-time link that signs the console in', load: () => import('./login.ts') },
   connect: { about: 'connect a deployed stack to Gemini (webhook, secrets, ping)', load: () => import('./connect.ts') },
 };
 

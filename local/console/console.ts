@@ -17,7 +17,13 @@ import { normalizeOperationName } from '../../lambda/core/names.ts';
 import type { DeadLetter, DeadLetters } from '../../lambda/effects/dead-letters.ts';
 import { type EffectLedger, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
 import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
-import type { Decision, OperationView, UnprocessableLog } from '../../lambda/store/operation-store.ts';
+import {
+  type Decision,
+  EFFECTS_FILTERS,
+  type EffectsFilter,
+  type OperationView,
+  type UnprocessableLog,
+} from '../../lambda/store/operation-store.ts';
 import type { pendingEffects } from '../engine/effects-queue.ts';
 import type { SqliteOperationStore } from '../engine/operation-store.ts';
 import type { ChangeFeed } from '../feed/change-feed.ts';
@@ -27,7 +33,13 @@ export interface ConsoleDeps {
   store: Pick<SqliteOperationStore, 'counts' | 'consoleList' | 'describe' | 'decisions'>;
   history: Pick<HistoryLog, 'list'>;
   effects: () =>
-    | { deadLetters: DeadLetters; pending: (name: string) => ReturnType<typeof pendingEffects>; ledger: EffectLedger }
+    | {
+        deadLetters: DeadLetters;
+        pending: (name: string) => ReturnType<typeof pendingEffects>;
+        ledger: EffectLedger;
+        /** The operations whose effect failed at least once and waits to be tried again. */
+        retrying: () => string[];
+      }
     | undefined;
   /** The change feed, whose stream keeps the pages live. */
   feed: Pick<ChangeFeed, 'head' | 'cursorOf'>;
@@ -39,11 +51,14 @@ export interface ConsoleDeps {
 
 const PAGE_SIZE = 100;
 
-/** `open`, `tracked` (nothing observed yet) or a state; `dead-lettered` selects operations with a dead-lettered effect. */
+/**
+ * `open`, `tracked` (nothing observed yet) or a state; `effects` selects operations with an effect the receiver
+ * refused at least once and that waits to be tried again (`retrying`), or one set aside (`dead-lettered`).
+ */
 interface Filter {
   state?: OperationState | 'open' | 'tracked';
   kind?: OperationKind;
-  deadLettered: boolean;
+  effects?: EffectsFilter;
   page: number;
   refresh?: number;
 }
@@ -54,7 +69,7 @@ function filterOf(c: Context): Filter {
   return {
     state: state === 'open' || state === 'tracked' ? state : OPERATION_STATES.find((s) => s === state),
     kind: OPERATION_KINDS.find((k) => k === c.req.query('kind')),
-    deadLettered: c.req.query('effects') === 'dead-lettered',
+    effects: EFFECTS_FILTERS.find((f) => f === c.req.query('effects')),
     page: Math.max(0, Math.trunc(Number(c.req.query('page')) || 0)),
     ...(refresh >= 1 && refresh <= 3600 && { refresh: Math.trunc(refresh) }),
   };
@@ -65,7 +80,7 @@ function linkTo(filter: Filter, change: Partial<Filter>): string {
   const query = new URLSearchParams({
     ...(next.state && { state: next.state }),
     ...(next.kind && { kind: next.kind }),
-    ...(next.deadLettered && { effects: 'dead-lettered' }),
+    ...(next.effects && { effects: next.effects }),
     ...(next.page && { page: String(next.page) }),
     ...(next.refresh && { refresh: String(next.refresh) }),
   }).toString();
@@ -89,14 +104,16 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     const effects = deps.effects();
     const deadLetters = effects ? await effects.deadLetters.list() : [];
     const deadNames = new Set(deadLetters.filter((letter) => letter.status !== 'redriving').map((letter) => letter.name));
+    const retrying = new Set(effects?.retrying() ?? []);
     const operations = deps.store.consoleList({
       ...(filter.state === 'open' ? { open: true } : filter.state === 'tracked' ? { state: null } : { state: filter.state }),
       kind: filter.kind,
-      ...(filter.deadLettered && { names: [...deadNames] }),
+      ...(filter.effects && { names: [...(filter.effects === 'dead-lettered' ? deadNames : retrying)] }),
       limit: PAGE_SIZE + 1,
       offset: filter.page * PAGE_SIZE,
     });
-    const rows = operations.slice(0, PAGE_SIZE).map((o) => operationRow(o, now, deps.reconcileOn, deadNames.has(o.name)));
+    const effectOf = (name: string) => (deadNames.has(name) ? 'dead-lettered' : retrying.has(name) ? 'retrying' : undefined);
+    const rows = operations.slice(0, PAGE_SIZE).map((o) => operationRow(o, now, deps.reconcileOn, effectOf(o.name)));
     const table = rows.length
       ? `<div class="scroll"><table id="operations"><thead><tr><th>operation</th><th class="wide">kind</th><th>state</th><th class="wide">version</th>
 <th>last write</th><th>polling</th><th>effects</th></tr></thead><tbody>${rows.join('')}</tbody></table></div>`
@@ -113,7 +130,9 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
       render(
         c,
         'operations',
-        unusable + live(streamFrom(deps, head), countsNav(deps, filter, deadNames.size) + table) + footer,
+        unusable +
+          live(streamFrom(deps, head), countsNav(deps, filter, { 'dead-lettered': deadNames.size, retrying: retrying.size }) + table) +
+          footer,
         filter.refresh,
       ),
     );
@@ -181,22 +200,23 @@ deliver${decisions.length === 1 ? 'y' : 'ies'}</span></a>: authentic, answered 2
 /** A page with this answer's CSP nonce and the session's CSRF token (local/access/guard.ts sets both). */
 function render(c: Context, title: string, body: string, refreshSeconds?: number): string {
   return page(title, body, {
+    ...(c.req.query('part') === 'live' && { part: 'live' as const }),
     ...(refreshSeconds && { refreshSeconds }),
     nonce: c.get('secureHeadersNonce' as never) as string | undefined,
     csrf: c.get('csrfToken' as never) as string | undefined,
   });
 }
 
-function operationRow(o: OperationView, now: number, reconcileOn: boolean, deadLettered: boolean): string {
+function operationRow(o: OperationView, now: number, reconcileOn: boolean, effects: EffectsFilter | undefined): string {
   const status = isTerminal(o.state) ? 'done' : 'open';
   return `<tr data-name="${escapeHtml(o.name)}" class="${status}"><td><a href="/console/operations/${escapeHtml(o.name)}">${escapeHtml(o.name)}</a></td>
 <td class="wide">${o.kind}</td><td class="${escapeHtml(o.state)}">${escapeHtml(o.state ?? 'tracked')}</td><td class="wide">${o.version}</td>
 <td>${when(o.recordedAt, now)}</td><td>${pollingInWords(o, now, reconcileOn)}</td>
-<td>${deadLettered ? '<span class="dead-lettered">dead-lettered</span>' : ''}</td></tr>`;
+<td>${effects ? `<span class="${effects}">${effects}</span>` : ''}</td></tr>`;
 }
 
 /** Counts per state and per kind, each a link that filters the list (the other filter kept). */
-function countsNav(deps: ConsoleDeps, filter: Filter, deadLettered: number): string {
+function countsNav(deps: ConsoleDeps, filter: Filter, troubled: Record<EffectsFilter, number>): string {
   const counts = deps.store.counts();
   const sum = (rows: typeof counts) => rows.reduce((total, row) => total + row.count, 0);
   const inKind = counts.filter((row) => !filter.kind || row.kind === filter.kind);
@@ -225,10 +245,17 @@ function countsNav(deps: ConsoleDeps, filter: Filter, deadLettered: number): str
       return count ? [chip(kind, count, linkTo(filter, { kind }), filter.kind === kind)] : [];
     }),
   ];
-  const effects =
-    deadLettered || filter.deadLettered
-      ? `<p>effects: ${chip('dead-lettered', deadLettered, linkTo(filter, { deadLettered: !filter.deadLettered }), filter.deadLettered, 'dead-lettered')}</p>`
-      : '';
+  // A receiver that fails shows here from its first failed attempt, not only once an effect is set aside.
+  const chips = EFFECTS_FILTERS.filter((which) => troubled[which] > 0 || filter.effects === which).map((which) =>
+    chip(
+      which,
+      troubled[which],
+      linkTo(filter, { effects: filter.effects === which ? undefined : which }),
+      filter.effects === which,
+      which,
+    ),
+  );
+  const effects = chips.length > 0 ? `<p>effects: ${chips.join('')}</p>` : '';
   return `<nav id="counts"><p>state: ${states.join('')}</p><p>kind: ${kinds.join('')}</p>${effects}</nav>`;
 }
 
@@ -253,7 +280,8 @@ async function timeline(deps: ConsoleDeps, view: OperationView, now: number): Pr
   const sinkOff = deps.effects()
     ? ''
     : '<p><small>The outbound sink is off (<code>EFFECTS_WEBHOOK_URL</code> is not set): no effects.</small></p>';
-  const dead = effectOf.deadLetters.length
+  // Only a letter still set aside can be re-driven (one being re-driven is retrying again).
+  const dead = effectOf.deadLetters.some((letter) => letter.status === 'dead')
     ? `<p><button id="redrive" data-post="/effects/redrive" data-body="${escapeHtml(JSON.stringify({ name: view.name }))}">redrive</button></p>`
     : '';
   return `<div class="scroll"><table id="timeline"><thead><tr><th>when</th><th>source</th><th class="wide">event</th><th>what Ratchet did</th><th>effect</th></tr></thead>
@@ -343,7 +371,7 @@ export function effectStatus(version: number, facts: EffectFacts, now: number): 
   if (facts.delivered.has(version)) return 'delivered';
   const waiting = facts.pending.find((p) => p.version === version);
   if (waiting && waiting.receiveCount > 0)
-    return `<span class="retrying effect-pending">retrying</span> <small>attempt ${waiting.receiveCount}, next ${when(new Date(waiting.retryAt || now).toISOString(), now)}</small>`;
+    return `<span class="retrying effect-pending">retrying</span> <small>attempt ${waiting.receiveCount}, next ${when(new Date(waiting.retryAt || now).toISOString(), now)}${waiting.lastError ? `: <span class="last-attempt">${escapeHtml(waiting.lastError)}</span>` : ''}</small>`;
   if (waiting || now - Date.parse(facts.recordedAt.get(version) ?? '') < ENQUEUED_WITHIN_MS)
     return '<span class="effect-pending">queued</span>';
   return `<span title="not in the queue, the ledger (kept ${LEDGER_RETENTION_SECONDS / 86_400} days) or the dead letters: delivered before that, or written while the outbound sink was off">–</span>`;

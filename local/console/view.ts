@@ -28,8 +28,10 @@ tr.refused,tr.noted{color:#888}tr.refused td,tr.noted td{font-style:italic}.reas
  *   `#live` is fetched again, to show what the POST started);
  * - `#live` follows the change stream its `data-stream` names (from the
  *   cursor the page was rendered at): a quarter of a second after a change
- *   (at most four times a second, however many come) the page is fetched
- *   again and `#live` replaced in place, so rows appear without a reload. The
+ *   (at most four times a second, however many come) the page's `#live` is
+ *   fetched again (`?part=live`: that element alone, read into an inert
+ *   template, so no style of a whole page is applied against this page's
+ *   nonce, which the browser reports as a CSP violation) and replaced in place, so rows appear without a reload. The
  *   browser's EventSource reconnects by itself with the last id it saw; one
  *   the server refuses (410 past the feed's retention, 401 when the session
  *   ended) it gives up on, so then the page is fetched again and followed
@@ -43,8 +45,9 @@ const SCRIPT = `const csrf=document.querySelector('meta[name=csrf-token]')?.cont
 const live=document.getElementById('live'),status=document.getElementById('live-status');
 const say=(text)=>{if(status)status.textContent=text;};
 let timer,pendingTimer,restarts=0;
-const refresh=async()=>{const r=await fetch(location.href);if(!r.ok)return undefined;
-const next=new DOMParser().parseFromString(await r.text(),'text/html').getElementById('live');
+const refresh=async()=>{const u=new URL(location.href);u.searchParams.set('part','live');
+const r=await fetch(u);if(!r.ok)return undefined;
+const t=document.createElement('template');t.innerHTML=await r.text();const next=t.content.getElementById('live');
 if(next){live.replaceChildren(...next.childNodes);live.dataset.stream=next.dataset.stream??'';bind(live);watchPending();}return next;};
 const later=(ms)=>setTimeout(()=>refresh().catch(()=>undefined),ms);
 const watchPending=()=>{if(pendingTimer||!live?.querySelector('.effect-pending'))return;
@@ -76,8 +79,10 @@ export interface PageOptions {
   csrf?: string;
 }
 
-export function page(title: string, body: string, options: PageOptions = {}): string {
+export function page(title: string, body: string, options: PageOptions & { part?: 'live' } = {}): string {
   const { refreshSeconds, nonce, csrf } = options;
+  // The live part alone, for the script's refresh: the one `<main id="live">` the body holds.
+  if (options.part === 'live') return /<main id="live"[\s\S]*<\/main>/.exec(body)?.[0] ?? '';
   const nonceAttribute = nonce ? ` nonce="${escapeHtml(nonce)}"` : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 ${refreshSeconds ? `<meta http-equiv="refresh" content="${refreshSeconds}">` : ''}${csrf ? `<meta name="csrf-token" content="${escapeHtml(csrf)}">` : ''}<title>${escapeHtml(title)} · Ratchet</title><style${nonceAttribute}>${STYLE}</style>

@@ -115,8 +115,9 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
     const body = JSON.stringify(record);
     const group = effectsGroupOf(name);
     const { lastInsertRowid } = this.db.run(
-      'INSERT INTO effect_messages (grp, body, redriven) VALUES (?, ?, ?)',
+      'INSERT INTO effect_messages (grp, name, body, redriven) VALUES (?, ?, ?, ?)',
       group,
+      name,
       body,
       redriven ? 1 : 0,
     );
@@ -124,7 +125,7 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
   }
 
   /** A failed attempt: when it is offered again, and its attempt count (persisted only now: a delivered message is deleted). */
-  async retryAfter(message: SQSRecord, delayMs: number): Promise<void> {
+  async retryAfter(message: SQSRecord, delayMs: number, lastError?: string): Promise<void> {
     const [group, seq] = message.receiptHandle.split('|') as [string, string];
     const stored = this.groups.get(group)?.find((m) => m.seq === Number(seq));
     if (!stored) return;
@@ -132,10 +133,11 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
     await this.db.writeGrouped(
       () =>
         this.db.run(
-          'UPDATE effect_messages SET retry_at = ?, receive_count = ?, first_receive_at = ? WHERE seq = ?',
+          'UPDATE effect_messages SET retry_at = ?, receive_count = ?, first_receive_at = ?, last_error = COALESCE(?, last_error) WHERE seq = ?',
           stored.retryAt,
           stored.receiveCount,
           stored.firstReceiveAt,
+          lastError?.slice(0, 300) ?? null,
           stored.seq,
         ),
       'derived',
@@ -243,10 +245,13 @@ function toSqsRecord(message: Message): SQSRecord {
  * far and when it is tried next (the console). Read from the file, so any
  * process sees it; attempts are written at each failure, not at each try.
  */
-export function pendingEffects(db: Sqlite, name: string): Array<{ version: number | undefined; receiveCount: number; retryAt: number }> {
+export function pendingEffects(
+  db: Sqlite,
+  name: string,
+): Array<{ version: number | undefined; receiveCount: number; retryAt: number; lastError: string | null }> {
   return db
-    .all<{ body: string; receive_count: number; retry_at: number }>(
-      'SELECT body, receive_count, retry_at FROM effect_messages WHERE grp = ? ORDER BY seq',
+    .all<{ body: string; receive_count: number; retry_at: number; last_error: string | null }>(
+      'SELECT body, receive_count, retry_at, last_error FROM effect_messages WHERE grp = ? ORDER BY seq',
       effectsGroupOf(name),
     )
     .map((row) => {
@@ -256,6 +261,13 @@ export function pendingEffects(db: Sqlite, name: string): Array<{ version: numbe
       } catch {
         version = undefined;
       }
-      return { version, receiveCount: row.receive_count, retryAt: row.retry_at };
+      return { version, receiveCount: row.receive_count, retryAt: row.retry_at, lastError: row.last_error };
     });
+}
+
+/** The operations with an effect that failed at least once and waits to be tried again (`effects=retrying`). */
+export function retryingOperations(db: Sqlite): string[] {
+  return db
+    .all<{ name: string }>('SELECT DISTINCT name FROM effect_messages WHERE receive_count > 0 AND name IS NOT NULL')
+    .map((r) => r.name);
 }

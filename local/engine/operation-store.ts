@@ -272,6 +272,10 @@ export class SqliteOperationStore
       where.push('kind = ?');
       params.push(filter.kind);
     }
+    // The effects the derived work keeps in the same file: a failed attempt's count is written when it fails.
+    if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM effect_messages WHERE receive_count > 0)');
+    if (filter.effects === 'dead-lettered')
+      where.push("name IN (SELECT operation FROM dead_letters WHERE status = 'dead' AND operation NOT LIKE '#%')");
     if (after) {
       where.push('(recorded_at, name) < (?, ?)');
       params.push(after[0], after[1]);

@@ -15,6 +15,7 @@
  * - `notes`: small named values (the last unmapped delivery, the health probe).
  * - `decisions` (2): each event's fate per operation, applied or discarded.
  * - `unprocessable` (3): authentic deliveries that can never be used, one per webhook-id.
+ * - `effect_messages.name`, `.last_error` (4): whose effect waits, and what its last attempt came to.
  */
 import type { Sqlite } from './sqlite.ts';
 
@@ -94,6 +95,11 @@ export const MIGRATIONS: readonly string[] = [
      at INTEGER NOT NULL
    ) STRICT;
    CREATE INDEX unprocessable_recent ON unprocessable (received_at, webhook_id);`,
+  // 4: each effect message's operation and its last failed attempt in words: a failing receiver shows at once.
+  `ALTER TABLE effect_messages ADD COLUMN name TEXT;
+   ALTER TABLE effect_messages ADD COLUMN last_error TEXT;
+   UPDATE effect_messages SET name = json_extract(body, '$.dynamodb.Keys.name.S');
+   CREATE INDEX effect_messages_retrying ON effect_messages (name) WHERE receive_count > 0;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

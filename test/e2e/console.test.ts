@@ -7,11 +7,12 @@
  * (and following it again from a fresh page when the server refuses it);
  * nothing requested beyond 127.0.0.1; readable on a phone.
  */
+import { join } from 'node:path';
 import type { Browser } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { hostsBeyondLoopback, launchChromium, recordingPage, signIn } from '../support/browser.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
-import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
+import { PROJECT_ROOT, type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
 
 const inbound = newSecret();
@@ -127,6 +128,12 @@ describe('the console', () => {
   it('updates live from the change stream: the timeline and the list gain rows as they happen, without a reload', async () => {
     await deliver('interaction.requires_action', 'interactions/live1', '2026-12-05T10:00:01Z');
     const page = await open('/console/operations/interactions/live1');
+    // What the browser says in its console: no Content-Security-Policy error (or any other) during live updates.
+    const complaints: string[] = [];
+    page.on('console', (message) => {
+      if (message.type() === 'error' || message.type() === 'warning') complaints.push(message.text());
+    });
+    page.on('pageerror', (error) => complaints.push(error.message));
     let loads = 0;
     page.on('framenavigated', (frame) => {
       if (frame === page.mainFrame()) loads++;
@@ -146,6 +153,7 @@ describe('the console', () => {
     await deliver('batch.succeeded', 'batches/live2', '2026-12-05T10:00:03Z');
     await page.locator('#operations tr[data-name="batches/live2"]').waitFor({ timeout: 10_000 });
     expect(loads).toBe(0);
+    expect(complaints).toEqual([]);
     await page.close();
   });
 
@@ -203,6 +211,38 @@ describe('the console', () => {
     }
   });
 
+  it('shows a receiver that answers 400 at once: listed under effects=retrying (console and API), the answer in words on its page', async () => {
+    receiver.mode = 'bad-request';
+    receiver.refuseOnly = (name) => name === 'batches/refused400';
+    try {
+      await deliver('batch.succeeded', 'batches/refused400', '2026-12-05T10:00:05Z');
+      // Within seconds of the first refusal, not a day later when it would be dead-lettered.
+      await eventually(
+        async () =>
+          ((await (await ratchet.api('/operations?effects=retrying')).json()) as { operations: Array<{ name: string }> }).operations.some(
+            (o) => o.name === 'batches/refused400',
+          ),
+        10_000,
+        'listed as retrying',
+      );
+      const list = await open('/?effects=retrying');
+      expect(await rowNames(list)).toEqual(['batches/refused400']);
+      expect(await list.locator('tr[data-name="batches/refused400"] td span.retrying').textContent()).toBe('retrying');
+      expect(await countOf(list, 'retrying')).toBeGreaterThanOrEqual(1);
+      await list.close();
+      const page = await open('/console/operations/batches/refused400');
+      await page.locator('#timeline td.effect .last-attempt', { hasText: 'answered 400 Bad Request' }).waitFor({ timeout: 10_000 });
+      // Retrying, not dead-lettered: redrive has nothing to act on yet, so no button.
+      expect(await page.locator('#redrive').count()).toBe(0);
+      await page.close();
+      expect((await ratchet.api('/operations?effects=sometimes')).status).toBe(400);
+    } finally {
+      receiver.mode = 'ok';
+      receiver.refuseOnly = undefined;
+    }
+    await eventually(() => receiver.applied().some((d) => d.body.data.name === 'batches/refused400'), 15_000, 'delivered once it accepts');
+  });
+
   it('flags a dead-lettered effect in the list and beside its write, and its redrive button delivers it', async () => {
     receiver.mode = 'gone'; // 410: dead-lettered at once
     await deliver('batch.failed', 'batches/c3', '2026-11-30T10:00:04Z');
@@ -256,8 +296,45 @@ describe('the console', () => {
     other.on('close', () => requested.push(...otherRequests));
     expect((await other.goto(link))?.status()).toBe(401); // used once already
     expect(await other.locator('form[action="/login"] input[name=token]').count()).toBe(1);
+    // It says how to get a new link, not to open the one that just expired.
+    expect(await other.locator('p.FAILED').textContent()).toMatch(/For a new one run ratchet login/);
     expect((await other.goto(`${ratchet.url}/`))?.status()).toBe(401);
     await other.close();
+  });
+
+  it('signing in from a deep link lands on the page asked for; ratchet login prints a new link that does the same', async () => {
+    await deliver('batch.succeeded', 'batches/deep', '2026-12-05T11:00:00Z');
+    const { page, requests } = await recordingPage(browser);
+    page.on('close', () => requested.push(...requests));
+    expect((await page.goto(`${ratchet.url}/console/operations/batches/deep?refresh=60`))?.status()).toBe(401);
+    await page.fill('input[name=token]', ratchet.apiToken as string);
+    await Promise.all([page.waitForURL(`${ratchet.url}/console/operations/batches/deep?refresh=60`), page.click('button[type=submit]')]);
+    expect(await page.locator('h1').textContent()).toContain('batches/deep');
+    await page.close();
+
+    const login = await runToExit(
+      [process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/cli/ratchet.ts'), 'login', '--next', '/?state=SUCCEEDED'],
+      {
+        PATH: process.env.PATH ?? '',
+        RATCHET_URL: ratchet.url,
+        RATCHET_API_TOKEN: ratchet.apiToken as string,
+      },
+    );
+    expect(login.code).toBe(0);
+    const fresh = login.output.match(/^Console: (http:\S+\/login\?code=\S+) \(signs in once, within 15 minutes\)$/m)?.[1] as string;
+    expect(fresh).toBeDefined();
+    const { page: second, requests: secondRequests } = await recordingPage(browser);
+    second.on('close', () => requested.push(...secondRequests));
+    await second.goto(fresh);
+    expect(second.url()).toBe(`${ratchet.url}/?state=SUCCEEDED`);
+    await second.close();
+    // Without the token: refused, nothing printed but one line.
+    const refused = await runToExit([process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/cli/ratchet.ts'), 'login'], {
+      PATH: process.env.PATH ?? '',
+      RATCHET_URL: ratchet.url,
+      RATCHET_API_TOKEN: 'not-the-token-0123456789',
+    });
+    expect({ code: refused.code, lines: refused.output.trim().split('\n').length }).toEqual({ code: 1, lines: 1 });
   });
 
   it('refuses to be framed, and a signed-in page cannot change anything without its CSRF token', async () => {

@@ -24,7 +24,7 @@ export interface Delivery {
 }
 
 /** `redirect-302`/`redirect-307` point elsewhere on this receiver, which answers anything there with 200. */
-export type ReceiverMode = 'ok' | 'fail' | 'hang' | 'gone' | 'redirect-302' | 'redirect-307';
+export type ReceiverMode = 'ok' | 'fail' | 'bad-request' | 'hang' | 'gone' | 'redirect-302' | 'redirect-307';
 
 export class Receiver {
   /** Every request that got a 2xx, in arrival order (with redeliveries). */
@@ -84,9 +84,9 @@ export class Receiver {
           this.refused++;
           return; // never answer; the sender's timeout fires
         }
-        if (mode === 'fail') {
+        if (mode === 'fail' || mode === 'bad-request') {
           this.refused++;
-          res.writeHead(503).end();
+          res.writeHead(mode === 'fail' ? 503 : 400).end();
           return;
         }
         const id = String(req.headers['webhook-id']);

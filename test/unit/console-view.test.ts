@@ -54,8 +54,8 @@ describe('the console view', () => {
       deadLetters: [letter, { ...letter, version: 5, status: 'redriving' }],
       delivered: new Set([2]),
       pending: [
-        { version: 3, receiveCount: 2, retryAt: NOW + 30_000 },
-        { version: 5, receiveCount: 0, retryAt: 0 },
+        { version: 3, receiveCount: 2, retryAt: NOW + 30_000, lastError: 'answered 400 Bad Request' },
+        { version: 5, receiveCount: 0, retryAt: 0, lastError: null },
       ],
       recordedAt: new Map([
         [4, '2026-12-03T11:59:50.000000000Z'],
@@ -66,7 +66,7 @@ describe('the console view', () => {
     expect(text(status(1))).toBe('dead-lettered gone: HTTP 410, 1 attempts');
     expect(status(2)).toBe('delivered');
     expect(status(3)).toContain('class="retrying effect-pending"');
-    expect(text(status(3))).toBe('retrying attempt 2, next in 30 s');
+    expect(text(status(3))).toBe('retrying attempt 2, next in 30 s: answered 400 Bad Request');
     expect(status(5)).toBe('<span class="effect-pending">queued</span>'); // redriven: queued again
     expect(status(4)).toBe('<span class="effect-pending">queued</span>'); // written 10 s ago: on its way into the queue
     expect(status(6)).not.toContain('effect-pending'); // two hours old and held nowhere
