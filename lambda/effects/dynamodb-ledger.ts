@@ -1,7 +1,7 @@
 /** The effects ledger in AWS: a DynamoDB table keyed by `<sink>#<name>#<version>`, kept 30 days by TTL. */
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
-import { type EffectLedger, LEDGER_PARTITION_KEY, LEDGER_RETENTION_SECONDS } from './ledger.ts';
+import { type DeliveryAttempts, type EffectLedger, LEDGER_PARTITION_KEY, LEDGER_RETENTION_SECONDS } from './ledger.ts';
 
 /** A table with a string `key` and nothing else declared: the ledger, and the local mapping's checkpoints. */
 export function keyedTableInput(tableName: string): CreateTableCommandInput {
@@ -27,7 +27,7 @@ export class DynamoDbEffectLedger implements EffectLedger {
     return Item !== undefined;
   }
 
-  async markDelivered(sink: string, key: string): Promise<void> {
+  async markDelivered(sink: string, key: string, attempts?: DeliveryAttempts): Promise<void> {
     const now = this.clock();
     await this.client.send(
       new PutCommand({
@@ -36,6 +36,7 @@ export class DynamoDbEffectLedger implements EffectLedger {
           [LEDGER_PARTITION_KEY]: `${sink}#${key}`,
           deliveredAt: now.toISOString(),
           expiresAt: Math.floor(now.getTime() / 1000) + LEDGER_RETENTION_SECONDS,
+          ...(attempts && { attempts: attempts.attempts, ...(attempts.earlierFailure && { earlierFailure: attempts.earlierFailure }) }),
         },
       }),
     );

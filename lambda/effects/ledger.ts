@@ -5,9 +5,15 @@
  * once; the stable webhook-id lets the receiver drop it.)
  */
 
+/** How a delivery went: on which attempt, and what the attempt before it came to (a receiver's outage, in words). */
+export interface DeliveryAttempts {
+  attempts: number;
+  earlierFailure?: string;
+}
+
 export interface EffectLedger {
   isDelivered(sink: string, key: string): Promise<boolean>;
-  markDelivered(sink: string, key: string): Promise<void>;
+  markDelivered(sink: string, key: string, attempts?: DeliveryAttempts): Promise<void>;
 }
 
 export const LEDGER_PARTITION_KEY = 'key';

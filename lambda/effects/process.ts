@@ -17,7 +17,7 @@ import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { DynamoDBRecord, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import type { DeadLetterReason, DeadLetters } from './dead-letters.ts';
 import type { EffectLedger } from './ledger.ts';
-import { nextAttempt, REDRIVEN_ATTRIBUTE, type RetryScheduler, type RetrySettings } from './queue.ts';
+import { LAST_ERROR_ATTRIBUTE, nextAttempt, REDRIVEN_ATTRIBUTE, type RetryScheduler, type RetrySettings } from './queue.ts';
 import { type EffectSink, SinkError } from './sinks.ts';
 import { InvalidStreamRecordError, idempotencyKey, stateChangedEvent, type Transition, transitionFromRecord } from './transition.ts';
 
@@ -108,7 +108,8 @@ async function handleMessage(message: SQSRecord, deps: EffectsDeps): Promise<boo
     for (const sink of sinks) {
       if (await ledger.isDelivered(sink.name, key)) continue;
       await sink.deliver(transition);
-      await ledger.markDelivered(sink.name, key);
+      const earlierFailure = message.messageAttributes?.[LAST_ERROR_ATTRIBUTE]?.stringValue;
+      await ledger.markDelivered(sink.name, key, { attempts: attempt, ...(earlierFailure && { earlierFailure }) });
       logger.info('effect delivered', { sink: sink.name, key, attempt, state: transition.state, previousState: transition.previousState });
       count('EffectDelivered');
     }

@@ -9,6 +9,8 @@ import type { SQSRecord } from 'aws-lambda';
 
 /** The message attribute that marks a re-driven transition. */
 export const REDRIVEN_ATTRIBUTE = 'redriven';
+/** Where the embedded engine's queue hands a message's last failed attempt back (SQS keeps none). */
+export const LAST_ERROR_ATTRIBUTE = 'lastError';
 
 export interface RetrySettings {
   /** First retry delay, doubled per attempt. */

@@ -15,7 +15,7 @@ import type { Context, Hono } from 'hono';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
 import { normalizeOperationName } from '../../lambda/core/names.ts';
 import type { DeadLetter, DeadLetters } from '../../lambda/effects/dead-letters.ts';
-import { type EffectLedger, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
+import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
 import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
 import {
   type Decision,
@@ -36,7 +36,7 @@ export interface ConsoleDeps {
     | {
         deadLetters: DeadLetters;
         pending: (name: string) => ReturnType<typeof pendingEffects>;
-        ledger: EffectLedger;
+        ledger: { delivery(sink: string, key: string): DeliveryAttempts | undefined };
         /** The operations whose effect failed at least once and waits to be tried again. */
         retrying: () => string[];
       }
@@ -336,8 +336,8 @@ const ENQUEUED_WITHIN_MS = 60_000;
 /** What the effects path holds of one operation (read by effectStatuses). */
 export interface EffectFacts {
   deadLetters: DeadLetter[];
-  /** Versions the ledger has as delivered. */
-  delivered: Set<number>;
+  /** Versions the ledger has as delivered, with how their delivery went. */
+  delivered: Map<number, DeliveryAttempts>;
   pending: ReturnType<typeof pendingEffects>;
   /** Each state change's write time, by version. */
   recordedAt: Map<number, string>;
@@ -348,13 +348,14 @@ async function effectStatuses(deps: ConsoleDeps, name: string, history: HistoryE
   if (!effects) return { deadLetters: [], status: () => '' };
   const facts: EffectFacts = {
     deadLetters: (await effects.deadLetters.list()).filter((letter) => letter.name === name),
-    delivered: new Set(),
+    delivered: new Map(),
     pending: effects.pending(name),
     recordedAt: new Map(),
   };
   for (const { version, recordedAt } of history.filter((entry) => entry.stateChanged)) {
     facts.recordedAt.set(version, recordedAt);
-    if (await effects.ledger.isDelivered('webhook', `${name}#${version}`)) facts.delivered.add(version);
+    const delivery = effects.ledger.delivery('webhook', `${name}#${version}`);
+    if (delivery) facts.delivered.set(version, delivery);
   }
   return { deadLetters: facts.deadLetters, status: (version) => effectStatus(version, facts, Date.now()) };
 }
@@ -368,7 +369,12 @@ export function effectStatus(version: number, facts: EffectFacts, now: number): 
   const letter = facts.deadLetters.find((d) => d.version === version);
   if (letter && letter.status !== 'redriving')
     return `<span class="dead-lettered">dead-lettered</span> <small>${escapeHtml(letter.reason)}: ${escapeHtml(letter.lastError)}, ${letter.attempts} attempts</small>`;
-  if (facts.delivered.has(version)) return 'delivered';
+  const delivered = facts.delivered.get(version);
+  // A receiver's outage leaves its trace: on which attempt it went through, and what failed before.
+  if (delivered)
+    return delivered.attempts > 1
+      ? `delivered <small>on attempt ${delivered.attempts}${delivered.earlierFailure ? `; before, <span class="last-attempt">${escapeHtml(delivered.earlierFailure)}</span>` : ''}</small>`
+      : 'delivered';
   const waiting = facts.pending.find((p) => p.version === version);
   if (waiting && waiting.receiveCount > 0)
     return `<span class="retrying effect-pending">retrying</span> <small>attempt ${waiting.receiveCount}, next ${when(new Date(waiting.retryAt || now).toISOString(), now)}${waiting.lastError ? `: <span class="last-attempt">${escapeHtml(waiting.lastError)}</span>` : ''}</small>`;

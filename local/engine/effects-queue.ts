@@ -16,7 +16,7 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { DynamoDBRecord, SQSRecord } from 'aws-lambda';
 import type { EffectsHandler } from '../../lambda/effects/process.ts';
-import { REDRIVEN_ATTRIBUTE, type RetryScheduler } from '../../lambda/effects/queue.ts';
+import { LAST_ERROR_ATTRIBUTE, REDRIVEN_ATTRIBUTE, type RetryScheduler } from '../../lambda/effects/queue.ts';
 import { effectsGroupOf } from '../../lambda/store/table.ts';
 import { type Change, type OutboxConsumer, streamRecordOf } from './outbox.ts';
 import type { Sqlite } from './sqlite.ts';
@@ -30,6 +30,8 @@ interface Message {
   /** When it may be received again after a failed attempt (0: now). */
   retryAt: number;
   redriven: boolean;
+  /** What its last failed attempt came to, in words. */
+  lastError?: string;
 }
 
 export interface EffectsQueueOptions {
@@ -68,6 +70,7 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
       first_receive_at: number;
       retry_at: number;
       redriven: number;
+      last_error: string | null;
     }>('SELECT * FROM effect_messages ORDER BY seq')) {
       this.remember({
         seq: row.seq,
@@ -77,6 +80,7 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
         firstReceiveAt: row.first_receive_at,
         retryAt: row.retry_at,
         redriven: row.redriven === 1,
+        ...(row.last_error && { lastError: row.last_error }),
       });
     }
     this.handler = handler;
@@ -130,6 +134,7 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
     const stored = this.groups.get(group)?.find((m) => m.seq === Number(seq));
     if (!stored) return;
     stored.retryAt = Date.now() + delayMs;
+    if (lastError) stored.lastError = lastError.slice(0, 300);
     await this.db.writeGrouped(
       () =>
         this.db.run(
@@ -232,7 +237,10 @@ function toSqsRecord(message: Message): SQSRecord {
       MessageDeduplicationId: seq,
       SequenceNumber: seq,
     },
-    messageAttributes: message.redriven ? { [REDRIVEN_ATTRIBUTE]: { stringValue: 'true', dataType: 'String' } } : {},
+    messageAttributes: {
+      ...(message.redriven && { [REDRIVEN_ATTRIBUTE]: { stringValue: 'true', dataType: 'String' } }),
+      ...(message.lastError && { [LAST_ERROR_ATTRIBUTE]: { stringValue: message.lastError, dataType: 'String' } }),
+    },
     md5OfBody: '',
     eventSource: 'ratchet:effects-queue',
     eventSourceARN: 'ratchet:effects-queue',

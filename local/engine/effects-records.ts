@@ -12,7 +12,7 @@ import {
   entryOf,
   UNDECODABLE,
 } from '../../lambda/effects/dead-letters.ts';
-import { type EffectLedger, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
+import { type DeliveryAttempts, type EffectLedger, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
 import type { Sqlite } from './sqlite.ts';
 
 const nowSeconds = () => Math.floor(Date.now() / 1000);
@@ -24,17 +24,35 @@ export class SqliteEffectLedger implements EffectLedger {
     return this.db.get('SELECT 1 FROM effect_ledger WHERE key = ?', `${sink}#${key}`) !== undefined;
   }
 
-  async markDelivered(sink: string, key: string): Promise<void> {
+  async markDelivered(sink: string, key: string, attempts?: DeliveryAttempts): Promise<void> {
     const now = new Date();
     await this.db.writeGrouped(
       () =>
         this.db.run(
-          'INSERT INTO effect_ledger (key, delivered_at, expires_at) VALUES (?, ?, ?) ON CONFLICT (key) DO NOTHING',
+          `INSERT INTO effect_ledger (key, delivered_at, expires_at, attempts, earlier_failure) VALUES (?, ?, ?, ?, ?)
+           ON CONFLICT (key) DO NOTHING`,
           `${sink}#${key}`,
           now.toISOString(),
           Math.floor(now.getTime() / 1000) + LEDGER_RETENTION_SECONDS,
+          attempts?.attempts ?? null,
+          attempts?.earlierFailure ?? null,
         ),
       'derived',
+    );
+  }
+
+  /** How a delivery went (the console): undefined when the ledger holds none for it. */
+  delivery(sink: string, key: string): (DeliveryAttempts & { deliveredAt: string }) | undefined {
+    const row = this.db.get<{ delivered_at: string; attempts: number | null; earlier_failure: string | null }>(
+      'SELECT delivered_at, attempts, earlier_failure FROM effect_ledger WHERE key = ?',
+      `${sink}#${key}`,
+    );
+    return (
+      row && {
+        deliveredAt: row.delivered_at,
+        attempts: row.attempts ?? 1,
+        ...(row.earlier_failure && { earlierFailure: row.earlier_failure }),
+      }
     );
   }
 }

@@ -95,9 +95,12 @@ export const MIGRATIONS: readonly string[] = [
      at INTEGER NOT NULL
    ) STRICT;
    CREATE INDEX unprocessable_recent ON unprocessable (received_at, webhook_id);`,
-  // 4: each effect message's operation and its last failed attempt in words: a failing receiver shows at once.
+  // 4: each effect message's operation and its last failed attempt in words: a failing receiver shows at once;
+  // the ledger keeps on which attempt a delivery succeeded and what failed before it.
   `ALTER TABLE effect_messages ADD COLUMN name TEXT;
    ALTER TABLE effect_messages ADD COLUMN last_error TEXT;
+   ALTER TABLE effect_ledger ADD COLUMN attempts INTEGER;
+   ALTER TABLE effect_ledger ADD COLUMN earlier_failure TEXT;
    UPDATE effect_messages SET name = json_extract(body, '$.dynamodb.Keys.name.S');
    CREATE INDEX effect_messages_retrying ON effect_messages (name) WHERE receive_count > 0;`,
 ];

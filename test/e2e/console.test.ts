@@ -203,7 +203,10 @@ describe('the console', () => {
       });
       await page.locator('#timeline td.effect', { hasText: /^retrying attempt \d+/ }).waitFor({ timeout: 10_000 });
       receiver.mode = 'ok';
-      await page.locator('#timeline td.effect', { hasText: /^delivered$/ }).waitFor({ timeout: 15_000 });
+      // Delivered, with the outage's trace: the attempt it went through on, and what the receiver answered before.
+      await page
+        .locator('#timeline td.effect', { hasText: /^delivered on attempt \d+; before, answered 503 Service Unavailable$/ })
+        .waitFor({ timeout: 15_000 });
       expect(loads).toBe(0);
       await page.close();
     } finally {
@@ -266,7 +269,7 @@ describe('the console', () => {
     await page.locator('#redrive', { hasText: /^redriven: / }).waitFor();
     await eventually(() => receiver.applied().some((d) => d.body.data.name === 'batches/c3'), 15_000, 'the redriven effect');
     // The receiver has it before Ratchet has recorded its answer: the page says so once it has, without a reload.
-    await page.locator('#timeline td.effect', { hasText: /^delivered$/ }).waitFor({ timeout: 15_000 });
+    await page.locator('#timeline td.effect', { hasText: /^delivered/ }).waitFor({ timeout: 15_000 });
     await page.close();
   });
 

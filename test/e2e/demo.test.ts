@@ -17,14 +17,21 @@ describe('npm run demo', () => {
       const output = demo.output();
       expect(output).toContain('the slow poll landed after it: the state stays SUCCEEDED');
       expect(output).toContain('again: not applied: duplicate');
+      expect(output).toMatch(/it answered \d+ attempts with 503 meanwhile/);
       expect(output).toContain('then an older "requires action": not applied: regress-from-terminal');
-      expect(output).toContain('Done: 5 state changes, each delivered once, in order per operation.');
-      expect(output.match(/receiver: /g)).toHaveLength(5);
+      expect(output).toContain('Done: 3 state changes, each delivered once, in order per operation.');
+      expect(output.match(/receiver: /g)).toHaveLength(3);
       expect(output).not.toMatch(/\n\s+at /);
+      // On a port of its own, and its three links as the README describes them.
+      expect(demo.url).not.toBe('http://127.0.0.1:3000');
+      expect(output).toMatch(new RegExp(`^Console \\(this link signs you in, once\\): ${demo.url}/login\\?code=`, 'm'));
+      expect(output).toContain(`Every job, once signed in: ${demo.url}/ — Ctrl-C stops the demo.`);
       const console = await (await demo.api('/')).text();
-      for (const name of ['batches/demo-race', 'interactions/demo-late', 'interactions/demo-outage']) expect(console).toContain(name);
+      for (const name of ['batches/demo-race', 'interactions/demo-late']) expect(console).toContain(name);
 
-      const racePage = output.match(/See the refused poll and the duplicate, each with its reason \(signs you in, once\): (http:\S+)/)?.[1];
+      const racePage = output.match(
+        /The race in the console, every event with its reason and each effect's delivery \(signs you in, once\): (http:\S+)/,
+      )?.[1];
       expect(racePage).toMatch(new RegExp(`^${demo.url}/login\\?code=`));
       const browser = await launchChromium();
       try {
@@ -37,6 +44,15 @@ describe('npm run demo', () => {
           expect.stringMatching(/^.*ago\s*webhook\s*hmac\s*msg_race.*SUCCEEDED.*refused: same delivery again \(duplicate\)/),
         ]);
         expect(await page.locator('#timeline tr.applied').count()).toBe(3); // tracked, RUNNING, SUCCEEDED
+        // The receiver's outage is on the race's page: the first change delivered on a later attempt, after 503s
+        // (the second waited behind it, in order, and went through on its first).
+        expect(await page.locator('#timeline td.effect').allInnerTexts()).toEqual([
+          '',
+          expect.stringMatching(/^delivered on attempt \d+; before, answered 503 Service Unavailable$/),
+          'delivered',
+          '',
+          '',
+        ]);
         expect(hostsBeyondLoopback(requests).map(String)).toEqual([]);
       } finally {
         await browser.close();

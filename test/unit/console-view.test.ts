@@ -52,7 +52,10 @@ describe('the console view', () => {
     const letter = { version: 1, reason: 'gone', lastError: 'HTTP 410', attempts: 1, status: 'dead' } as DeadLetter;
     const facts: EffectFacts = {
       deadLetters: [letter, { ...letter, version: 5, status: 'redriving' }],
-      delivered: new Set([2]),
+      delivered: new Map([
+        [2, { attempts: 1 }],
+        [7, { attempts: 4, earlierFailure: 'answered 503 Service Unavailable' }],
+      ]),
       pending: [
         { version: 3, receiveCount: 2, retryAt: NOW + 30_000, lastError: 'answered 400 Bad Request' },
         { version: 5, receiveCount: 0, retryAt: 0, lastError: null },
@@ -65,6 +68,7 @@ describe('the console view', () => {
     const status = (version: number) => effectStatus(version, facts, NOW);
     expect(text(status(1))).toBe('dead-lettered gone: HTTP 410, 1 attempts');
     expect(status(2)).toBe('delivered');
+    expect(text(status(7))).toBe('delivered on attempt 4; before, answered 503 Service Unavailable');
     expect(status(3)).toContain('class="retrying effect-pending"');
     expect(text(status(3))).toBe('retrying attempt 2, next in 30 s: answered 400 Bad Request');
     expect(status(5)).toBe('<span class="effect-pending">queued</span>'); // redriven: queued again

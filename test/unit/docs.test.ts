@@ -136,7 +136,7 @@ describe('the documentation', () => {
   it('imports only real entry points and names in its TypeScript blocks', async () => {
     const problems: string[] = [];
     const docs = ['README.md', 'docs/apps.md'].map(read).join('\n');
-    for (const block of codeBlocks(docs, 'ts')) {
+    for (const block of [...codeBlocks(docs, 'ts'), ...codeBlocks(docs, 'js')]) {
       for (const [, names, entry, name, subpath] of block.matchAll(/import \{([^}]+)\} from '(@ratchet\/([a-z]+)(?:\/([a-z]+))?)'/g)) {
         const spec = PACKAGES[name as string];
         const exports = spec && (manifestOf(name as string) as { exports?: Record<string, unknown> }).exports;
