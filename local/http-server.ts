@@ -24,7 +24,8 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { getRequestListener } from '@hono/node-server';
-import { FAILURES, failureBody, MAX_WEBHOOK_BODY_BYTES, type WebhookAnswer } from '../lambda/http/webhook.ts';
+import { FAILURES, failureBody } from '../lambda/core/failures.ts';
+import { MAX_WEBHOOK_BODY_BYTES, type WebhookAnswer } from '../lambda/http/webhook.ts';
 import type { HeaderReader } from '../lambda/http/webhook-signature.ts';
 import { API_SECURITY_HEADERS } from './access/guard.ts';
 

@@ -16,12 +16,11 @@
  * connection are retried with backoff.
  */
 import { changeOf, LONG_POLL_HEADER, type OperationChange } from '../lambda/core/change.ts';
+import type { Failure } from '../lambda/core/failures.ts';
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
 import { networkCodeOf, networkFailureInWords } from '../lambda/core/network.ts';
 import type { OperationRecord, OperationResult } from '../lambda/core/reducer.ts';
-import type { HistoryEntry } from '../lambda/history/history.ts';
-import type { Failure } from '../lambda/http/webhook.ts';
-import type { OperationView } from '../lambda/store/operation-store.ts';
+import type { HistoryEntry, OperationView } from '../lambda/core/views.ts';
 
 export type { HistoryEntry, OperationChange, OperationKind, OperationRecord, OperationResult, OperationState, OperationView };
 

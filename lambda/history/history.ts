@@ -10,10 +10,9 @@ import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import type { OperationRecord } from '../core/reducer.ts';
 
-export type HistoryEntry = Pick<
-  OperationRecord,
-  'version' | 'state' | 'previousState' | 'stateChanged' | 'source' | 'eventId' | 'updateTime' | 'recordedAt'
->;
+export type { HistoryEntry } from '../core/views.ts';
+
+import type { HistoryEntry } from '../core/views.ts';
 
 /** Where history is kept: a DynamoDB table in AWS, the embedded engine's file on one machine. */
 export interface HistoryLog {

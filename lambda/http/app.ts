@@ -9,6 +9,7 @@ import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import * as z from 'zod/mini';
 import { LONG_POLL_HEADER } from '../core/change.ts';
+import { type Failure, failureBody, failureResponse } from '../core/failures.ts';
 import { OPERATION_KINDS, OPERATION_STATES } from '../core/lifecycle.ts';
 import { kindOfName, normalizeOperationName } from '../core/names.ts';
 import { type OperationRecord, trackedRecord } from '../core/reducer.ts';
@@ -21,7 +22,7 @@ import {
   StoreRejectedError,
   UnsupportedFilterError,
 } from '../store/operation-store.ts';
-import { type Failure, failureBody, failureResponse, MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
+import { MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
 /** `{"name": …}` with a name of at most 512 bytes fits many times over. */
 export const MAX_TRACK_BODY_BYTES = 4 * 1024;

@@ -8,6 +8,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { FAILURES, type Failure, failureBody } from '../core/failures.ts';
 import { MalformedEventError, mapWebhookDelivery } from '../core/gemini-webhook.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
 import { InvalidNameError } from '../core/names.ts';
@@ -29,48 +30,6 @@ import { type HeaderReader, NotConfiguredError, type WebhookSignatureVerifier } 
 export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
 /** How much of an unprocessable delivery's body is kept for the operator. */
 export const UNPROCESSABLE_BODY_BYTES = 4 * 1024;
-
-/** Every failure the API answers, and its status: one table to read. */
-export const FAILURES = {
-  'payload-too-large': 413,
-  'unsupported-media-type': 415,
-  /** A browser page from another origin: refused, so no web page can drive the runtime. */
-  'foreign-origin': 403,
-  'invalid-signature': 401,
-  /** No API token, or a wrong one (the local runtime: every route but the webhook and /healthz). */
-  unauthorized: 401,
-  /** A Host this runtime does not serve (DNS rebinding, or PUBLIC_URL unset behind a proxy). */
-  'misdirected-request': 421,
-  /** Too many tracks (or polls asked by JWT-only deliveries) for one credential: Retry-After says when. */
-  'rate-limited': 429,
-  'malformed-request': 400,
-  /** The store refused a value for good (e.g. DynamoDB's ValidationException): a retry would fail the same way. */
-  unstorable: 400,
-  'not-recorded': 503,
-  /** No usable signing secret yet: Gemini retries for 24 h, so nothing is lost while setup finishes. */
-  'not-configured': 503,
-  /** Too many requests in flight (the local runtime's HTTP server, before the app): Retry-After says when. */
-  overloaded: 503,
-  /** The published keys for dynamic-webhook signatures cannot be fetched: the delivery cannot be judged now. */
-  'keys-unavailable': 503,
-  'not-found': 404,
-  /** A change-feed cursor the feed no longer holds (local runtime): the body names the oldest one still good. */
-  'cursor-expired': 410,
-  internal: 500,
-} as const satisfies Record<string, number>;
-export type Failure = keyof typeof FAILURES;
-
-export function failureBody(failure: Failure, message: string): { error: Failure; message: string } {
-  return { error: failure, message };
-}
-
-/** A failure as the HTTP answer every route gives it: its status from FAILURES, its JSON body. */
-export function failureResponse(failure: Failure, message: string): Response {
-  return new Response(JSON.stringify(failureBody(failure, message)), {
-    status: FAILURES[failure],
-    headers: { 'content-type': 'application/json' },
-  });
-}
 
 export interface WebhookAnswer {
   status: (typeof FAILURES)[Failure] | 200;

@@ -136,17 +136,9 @@ export interface PollCandidate {
   poll: PollState;
 }
 
-/** What reconcile knows of an open operation's polling, for the API (never part of the reducer's record). */
-export interface PollingStatus {
-  /** When reconcile polls next; null once polling stopped (terminal, or `note` says why). */
-  nextPollAt: string | null;
-  failedPolls: number;
-  notFoundPolls: number;
-  /** Why the last poll failed or polling stopped: `not-found`, `invalid-name`, `unknown-state:<raw>`, `Gemini answered 429`, … */
-  note: string | null;
-}
+import type { OperationView } from '../core/views.ts';
 
-export type OperationView = OperationRecord & { polling: PollingStatus };
+export type { OperationView, PollingStatus } from '../core/views.ts';
 
 /**
  * The list's filters by effects: an effect the receiver refused at least once that waits to be tried again

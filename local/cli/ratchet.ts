@@ -4,7 +4,8 @@
  * when named, so `ratchet webhook` never loads the engine and `ratchet start`
  * never loads the AWS SDK.
  */
-import manifest from '../../package.json' with { type: 'json' };
+import { readFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import { unexpected, usageLine } from './command-line.ts';
 
 const COMMANDS: Record<string, { about: string; load: () => Promise<unknown> }> = {
@@ -33,7 +34,7 @@ if (command === '--help' || command === '-h' || command === 'help') {
   process.exit(0);
 }
 if (command === '--version' || command === '-v' || command === 'version') {
-  console.log(`ratchet ${manifest.version} (node ${process.version})`);
+  console.log(`ratchet ${version()} (node ${process.version})`);
   process.exit(0);
 }
 // Whatever no command expected: one line and where its details are, never a stack trace.
@@ -50,3 +51,16 @@ if (!chosen) {
 // The command reads its own arguments from process.argv, as if run alone.
 process.argv.splice(2, process.argv.length - 2, ...rest);
 await chosen.load();
+
+/** This Ratchet's version: the manifest above this file (the repository's, or the installed @ratchet/server's). */
+function version(): string {
+  for (let dir = import.meta.dirname; dirname(dir) !== dir; dir = dirname(dir)) {
+    try {
+      const manifest = JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string; version?: string };
+      if (manifest.name === 'ratchet' || manifest.name === '@ratchet/server') return manifest.version ?? 'unknown';
+    } catch {
+      // no manifest here: look further up
+    }
+  }
+  return 'unknown';
+}

@@ -101,13 +101,15 @@ describe('@ratchet/server, installed', () => {
         ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
         (error: { code: number; stdout: string; stderr: string }) => error,
       );
-    for (const command of ['start', 'demo', 'webhook', 'redrive', 'backup', 'connect']) {
+    for (const command of ['start', 'demo', 'webhook', 'redrive', 'backup', 'connect', 'login']) {
       const help = await ratchetBin([command, '--help']);
       expect({ command, code: help.code }).toEqual({ command, code: 0 });
       expect(help.stdout).toMatch(new RegExp(`^usage: .*ratchet ${command}`));
     }
     const top = await ratchetBin(['--help']);
     expect(top.code).toBe(0);
+    // The installed package's own version.
+    expect(await ratchetBin(['--version'])).toMatchObject({ code: 0, stdout: `ratchet 0.1.0 (node ${process.version})\n` });
     for (const [args, why] of [
       [[], 'no command given'],
       [['launch'], 'unknown command launch'],

@@ -339,7 +339,10 @@ describe('WebhookSink', () => {
       receiver.mode = mode;
       const error = await sink.deliver(transition).catch((e) => e);
       expect(error).toBeInstanceOf(SinkError);
-      expect(error).toMatchObject({ permanent: false, message: expect.stringMatching(/answered 30[27] \(redirects are not followed\)/) });
+      expect(error).toMatchObject({
+        permanent: false,
+        message: expect.stringMatching(/answered 30[27] (Found|Temporary Redirect) \(redirects are not followed\)/),
+      });
     }
     expect(receiver.followedRedirects).toBe(0);
   });
