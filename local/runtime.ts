@@ -14,7 +14,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { Config } from '../lambda/config.ts';
-import { agentPlatformOf, ConfigError, publicUrls } from '../lambda/config.ts';
+import { agentPlatformOf, publicUrls } from '../lambda/config.ts';
 import type { Failure } from '../lambda/core/failures.ts';
 import type { OperationKind } from '../lambda/core/lifecycle.ts';
 import { createApp } from '../lambda/http/app.ts';

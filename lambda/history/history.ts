@@ -8,7 +8,6 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import type { OperationRecord } from '../core/reducer.ts';
 
 export type { HistoryEntry } from '../core/views.ts';
 
