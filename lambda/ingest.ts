@@ -1,22 +1,19 @@
 /**
- * ingest(event): one conditional write that encodes the reducer's order
- * (store.apply, see store/compiled-write.ts), no read. A refusal hands back the
- * stored record and the pure reducer names the discard reason from it. Both
- * the webhook and reconcile go through here. It throws NotRecordedError when
- * the sender should retry, and StoreRejectedError when the store refused the
- * event for good.
+ * ingest(event): the one way an event reaches the store, for the webhook and
+ * reconcile alike. The store applies it exactly when the reducer does, in one
+ * atomic step (OperationStore.apply; how is the engine's own: a transaction,
+ * or DynamoDB's compiled conditional write); a refusal hands back the stored
+ * record and the pure reducer names the discard reason from it. With a record
+ * at hand (reconcile's, or this process's recent writes), an event it already
+ * discards costs no request at all: every stored version is at least as far
+ * along (rank, then time, terminal absorbing).
  *
- * The loop runs again only where the condition cannot decide alone: the
- * write was sent as a state change and the event turned out to be a
- * same-state refresh (or the other way round), which only the stored record
- * tells. A lost race never exhausts it: the winner's record either discards
- * the event or says which variant applies. Items written before `rank` was
- * stored (`legacy`) fall back to read-reduce-compare-version.
+ * It throws NotRecordedError when the sender should retry, and
+ * StoreRejectedError when the store refused the event for good.
  */
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from './core/reducer.ts';
 import { timeFromDate } from './core/time.ts';
-import type { Variant } from './store/compiled-write.ts';
-import { type OperationStore, StoreRejectedError } from './store/operation-store.ts';
+import { type OperationStore, StoreRejectedError, WriteContentionError } from './store/operation-store.ts';
 
 export type IngestResult =
   | { outcome: 'applied'; record: OperationRecord; stateChanged: boolean; attempts: number }
@@ -37,11 +34,9 @@ export interface IngestDeps {
   store: OperationStore;
   clock?: () => Date;
   /**
-   * The record as the caller last read it (reconcile holds it). It picks the
-   * write's variant, and a discard against it is final without a request:
-   * every stored version is at least as far along (rank, then time, terminal
-   * absorbing), so what an earlier version discards, the stored one discards
-   * too. Except a duplicate, which a later version may no longer be.
+   * The record as the caller last read it (reconcile holds it): a discard
+   * against it is final without a request, and the store may use it to write
+   * in one. Except a duplicate, which a later version may no longer be.
    */
   current?: OperationRecord;
   /**
@@ -51,44 +46,32 @@ export interface IngestDeps {
    * costs one request each, and a stale redelivery none.
    */
   hints?: RecentRecords;
-  /** Conditional-write attempts before giving up (each lost race means another writer advanced). */
+  /** Applies attempted before giving up (another attempt only when the store refused what its answer shows applies). */
   maxAttempts?: number;
-  sleep?: (ms: number) => Promise<void>;
-  random?: () => number;
 }
-
-const BACKOFF_BASE_MS = 5;
-const BACKOFF_CAP_MS = 100;
 
 export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<IngestResult> {
   const { store, clock = () => new Date(), maxAttempts = 10 } = deps;
   const now = () => timeFromDate(clock());
-  // With no record at hand, most events change the state (a first or a terminal webhook).
-  let variant: Variant = 'change';
-  const known = deps.current ?? deps.hints?.get(event.name);
+  let known = deps.current ?? deps.hints?.get(event.name);
   if (known) {
     const decision = applyEvent(known, event, now());
     if (!decision.applied && decision.reason !== 'duplicate') {
       await guard(async () => store.noteDiscard?.(event, decision.reason, now()));
       return { outcome: 'discarded', reason: decision.reason, record: known, attempts: 0 };
     }
-    if (decision.applied && !decision.stateChanged) variant = 'refresh';
   }
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const at = now();
-    const outcome = await guard(() => store.apply(event, at, variant));
+    const outcome = await guard(() => store.apply(event, at, known ? { current: known } : {}));
     if (outcome.ok || outcome.current) deps.hints?.set(outcome.ok ? outcome.record : (outcome.current as OperationRecord));
-    // The written record says whether it changed the state (the variant, in DynamoDB; the reducer, in SQLite).
     if (outcome.ok) return { outcome: 'applied', record: outcome.record, stateChanged: outcome.record.stateChanged, attempts: attempt };
-    if (outcome.legacy) return compareAndSwap(event, outcome.current, deps, attempt);
     const decision = applyEvent(outcome.current, event, at);
     // A discard only happens against a stored record with a state.
     if (!decision.applied)
       return { outcome: 'discarded', reason: decision.reason, record: outcome.current as OperationRecord, attempts: attempt };
-    const right: Variant = decision.stateChanged ? 'change' : 'refresh';
-    // The condition refused what the reducer applies with the same variant: they disagree, so trust the reducer.
-    if (right === variant) return compareAndSwap(event, outcome.current, deps, attempt);
-    variant = right;
+    // Refused, yet the reducer applies it against the record that came back: it moved between; again, knowing it.
+    known = outcome.current;
   }
   throw new NotRecordedError('retries-exhausted');
 }
@@ -111,40 +94,13 @@ export class RecentRecords {
   }
 }
 
-/**
- * The fallback for items the compiled condition cannot judge: reduce against
- * the record, write on its version, re-reduce against the winner on a lost race.
- */
-async function compareAndSwap(
-  event: OperationEvent,
-  stored: OperationRecord | undefined,
-  deps: IngestDeps,
-  attemptsSoFar: number,
-): Promise<IngestResult> {
-  const { store, clock = () => new Date(), maxAttempts = 10, sleep = delay, random = Math.random } = deps;
-  let current = stored;
-  for (let attempt = attemptsSoFar + 1; attempt <= attemptsSoFar + maxAttempts; attempt++) {
-    const decision = applyEvent(current, event, timeFromDate(clock()));
-    if (!decision.applied) return { outcome: 'discarded', reason: decision.reason, record: current as OperationRecord, attempts: attempt };
-    const written = await guard(() => store.write(decision.next, current?.version));
-    if (written.ok) return { outcome: 'applied', record: decision.next, stateChanged: decision.stateChanged, attempts: attempt };
-    current = written.current;
-    if (attempt < attemptsSoFar + maxAttempts)
-      await sleep(random() * Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (attempt - attemptsSoFar)));
-  }
-  throw new NotRecordedError('retries-exhausted');
-}
-
 /** Store errors, classified once: a refusal (StoreRejectedError) passes as is, anything else means "retry later". */
 async function guard<T>(call: () => Promise<T>): Promise<T> {
   try {
     return await call();
   } catch (cause) {
     if (cause instanceof StoreRejectedError) throw cause;
+    if (cause instanceof WriteContentionError) throw new NotRecordedError('retries-exhausted', { cause });
     throw new NotRecordedError('store-unavailable', { cause });
   }
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }

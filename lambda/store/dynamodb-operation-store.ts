@@ -9,6 +9,7 @@ import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import { writeKindOf } from '../core/change.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, rankOf } from '../core/lifecycle.ts';
 import type { OperationEvent, OperationRecord } from '../core/reducer.ts';
+import { applyCompiled, type CompiledOutcome, type CompiledTable } from './compiled-apply.ts';
 import { compileWrite, RANK_ATTRIBUTE, type Variant } from './compiled-write.ts';
 import { isPermanentRejection } from './dynamodb.ts';
 import {
@@ -176,7 +177,22 @@ export class DynamoDbOperationStore
     return { operations, ...(start && { nextCursor: Buffer.from(JSON.stringify(start)).toString('base64url') }) };
   }
 
-  async apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome> {
+  /**
+   * One conditional request, usually (compiled-apply.ts): the reducer's order
+   * compiled into the write, the variant picked by the record at hand; a
+   * refusal hands back the stored item, with no read.
+   */
+  async apply(event: OperationEvent, now: string, hint: { current?: OperationRecord } = {}): Promise<ApplyOutcome> {
+    return applyCompiled(this.compiled, event, now, hint);
+  }
+
+  private readonly compiled: CompiledTable = {
+    send: (event, now, variant) => this.sendCompiled(event, now, variant),
+    write: (next, expectedVersion) => this.write(next, expectedVersion),
+  };
+
+  /** One compiled request of `variant`, as it is: what apply builds on (and the property test of the condition reads). */
+  async sendCompiled(event: OperationEvent, now: string, variant: Variant): Promise<CompiledOutcome> {
     const write = compileWrite(event, now, variant);
     unmarshallable(write.ExpressionAttributeValues);
     try {

@@ -1,7 +1,6 @@
 /** The persistence port: everything ingest and the API need from storage. */
 import type { OperationKind, OperationState } from '../core/lifecycle.ts';
 import type { DiscardReason, EventSource, OperationEvent, OperationRecord } from '../core/reducer.ts';
-import type { Variant } from './compiled-write.ts';
 
 /**
  * The store refused a value and will refuse it again (DynamoDB's
@@ -15,12 +14,15 @@ export class StoreRejectedError extends Error {
 export type WriteOutcome = { ok: true } | { ok: false; current: OperationRecord | undefined };
 
 /**
- * An event applied in one conditional request (store/compiled-write.ts).
- * Refused: the stored record as the condition saw it; `legacy` when the item
- * lacks what the condition compares (written before `rank` was stored), so the
- * condition could not decide and the caller must fall back to `write`.
+ * An event applied, or not: refused, the stored record it was judged against
+ * (the reducer names the discard reason from it).
  */
-export type ApplyOutcome = { ok: true; record: OperationRecord } | { ok: false; current: OperationRecord | undefined; legacy: boolean };
+export type ApplyOutcome = { ok: true; record: OperationRecord } | { ok: false; current: OperationRecord | undefined };
+
+/** The store's own attempts at a write ran out: others kept writing the same operation. The sender should retry. */
+export class WriteContentionError extends Error {
+  override name = 'WriteContentionError';
+}
 
 export interface OperationStore {
   /** A strongly consistent read. */
@@ -32,12 +34,17 @@ export interface OperationStore {
    */
   write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome>;
   /**
-   * Applies `event` at `now` if and only if the reducer would. DynamoDB: one
-   * conditional write whose stateChanged is `variant === 'change'`, no read
-   * (see compiled-write.ts). SQLite: read, reduce and write in one
-   * transaction; the reducer decides stateChanged and the variant is unused.
+   * Applies `event` at `now` if and only if the reducer (`applyEvent`) applies
+   * it against the stored record, in one atomic step with its change (the
+   * change log, and what is derived from it). Refused: the record it was
+   * judged against. `current` is the record as the caller last saw it, a hint
+   * an engine may use to write in one request (DynamoDB picks its compiled
+   * write's variant by it); every engine decides against what is stored. How
+   * each engine does it is its own (one transaction on SQLite and PostgreSQL,
+   * one conditional request on DynamoDB); WriteContentionError when its own
+   * retries run out.
    */
-  apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome>;
+  apply(event: OperationEvent, now: string, hint?: { current?: OperationRecord }): Promise<ApplyOutcome>;
   /**
    * Where a store keeps decisions (the embedded engine): an event ingest
    * discarded without asking the store (the record at hand already refused it).

@@ -94,7 +94,7 @@ export class SqliteOperationStore
   }
 
   /**
-   * One transaction: read, reduce, write. The variant is the DynamoDB store's; here the reducer decides it.
+   * One transaction: read, reduce, write (the hint of a record at hand is not needed: the read is local).
    * An event the stored record already refuses is only noted (see noteDiscard): the reducer is monotone, so a
    * refusal stays a refusal whatever is written meanwhile, and a note needs no fsync.
    */
@@ -104,7 +104,7 @@ export class SqliteOperationStore
     const first = applyEvent(heldRecord, event, now);
     if (!first.applied) {
       await this.noteDiscard(event, first.reason, now);
-      return { ok: false, current: heldRecord, legacy: false };
+      return { ok: false, current: heldRecord };
     }
     const outcome = await this.db.writeGrouped((): ApplyOutcome => {
       const row = this.row(event.name);
@@ -114,7 +114,7 @@ export class SqliteOperationStore
       const decision = unchanged ? first : applyEvent(current, event, now);
       if (!decision.applied) {
         this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason: decision.reason }));
-        return { ok: false, current, legacy: false };
+        return { ok: false, current };
       }
       this.store(current, decision.next);
       this.decide(event.name, decisionOf(event, now, { verdict: 'applied', version: decision.next.version }));

@@ -3,7 +3,7 @@
  * events, moto's verdict on the compiled ConditionExpression (and the
  * item it writes) equals applyEvent's, for both variants.
  */
-import { PutCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import fc from 'fast-check';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { OPERATION_STATES, type OperationState } from '../../lambda/core/lifecycle.ts';
@@ -85,7 +85,7 @@ describe('the compiled conditional write', () => {
           };
           const decision = applyEvent(current, e, NOW);
           const expected = decision.applied && decision.stateChanged === (variant === 'change');
-          const outcome = await store.apply(e, NOW, variant);
+          const outcome = await store.sendCompiled(e, NOW, variant);
           expect({ variant, accepted: outcome.ok }).toEqual({ variant, accepted: expected });
           if (outcome.ok && decision.applied) {
             applied++;
@@ -111,6 +111,9 @@ describe('the compiled conditional write', () => {
     const legacy = { ...trackedRecord(name, 'batch', NOW), state: 'RUNNING', version: 1 };
     await documents.send(new PutCommand({ TableName: tableName, Item: legacy }));
     const e: OperationEvent = { name, kind: 'batch', state: 'SUCCEEDED', providerState: 'batch.succeeded', source: 'webhook' };
-    expect(await store.apply(e, NOW, 'change')).toMatchObject({ ok: false, legacy: true, current: { state: 'RUNNING' } });
+    expect(await store.sendCompiled(e, NOW, 'change')).toMatchObject({ ok: false, legacy: true, current: { state: 'RUNNING' } });
+    // apply falls back to read, reduce and compare the version: the event lands, and the item gains its rank.
+    expect(await store.apply(e, NOW)).toMatchObject({ ok: true, record: { state: 'SUCCEEDED', version: 2, previousState: 'RUNNING' } });
+    expect((await documents.send(new GetCommand({ TableName: tableName, Key: { name } }))).Item).toMatchObject({ rank: 2 });
   });
 });

@@ -1,6 +1,8 @@
-/** An in-memory OperationStore with fault injection, for unit tests only. */
+/**
+ * An in-memory OperationStore with fault injection, for unit tests only: the
+ * port's contract at its simplest (apply is read, reduce, write, atomically).
+ */
 import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
-import type { Variant } from '../../lambda/store/compiled-write.ts';
 import type {
   ApplyOutcome,
   DeliveryReceipts,
@@ -21,8 +23,6 @@ export class MemoryStore implements OperationStore, DeliveryReceipts, Unprocessa
   /** Called before every write; may mutate records (a racing writer) or throw (an outage). */
   beforeWrite?: (next: OperationRecord) => void;
   failReads = false;
-  /** Names whose items predate the stored rank: `apply` cannot judge them (DynamoDB's condition would be false). */
-  legacy = new Set<string>();
   /** Every `apply` and `write` request, in order. */
   requests: Array<'apply' | 'write'> = [];
 
@@ -32,21 +32,14 @@ export class MemoryStore implements OperationStore, DeliveryReceipts, Unprocessa
     return record && structuredClone(record);
   }
 
-  /**
-   * The compiled condition's contract, simulated with the reducer (its
-   * equivalence with DynamoDB's verdict is proved against moto).
-   */
-  async apply(event: OperationEvent, now: string, variant: Variant): Promise<ApplyOutcome> {
+  async apply(event: OperationEvent, now: string): Promise<ApplyOutcome> {
     if (this.failReads) throw new Error('store unavailable');
     this.requests.push('apply');
     const stored = this.records.get(event.name);
     this.beforeWrite?.({ ...(stored ?? ({} as OperationRecord)), name: event.name });
     const current = this.records.get(event.name);
-    if (current && this.legacy.has(event.name)) return { ok: false, current: structuredClone(current), legacy: true };
     const decision = applyEvent(current, event, now);
-    if (!decision.applied || decision.stateChanged !== (variant === 'change')) {
-      return { ok: false, current: current && structuredClone(current), legacy: false };
-    }
+    if (!decision.applied) return { ok: false, current: current && structuredClone(current) };
     this.records.set(event.name, structuredClone(decision.next));
     this.writes++;
     return { ok: true, record: structuredClone(decision.next) };

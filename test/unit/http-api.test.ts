@@ -24,7 +24,6 @@ beforeEach(() => {
     verifier: new WebhookSignatureVerifier(async () => [secret]),
     logger: silentLogger,
     metrics,
-    ingest: { sleep: async () => {} },
   });
 });
 

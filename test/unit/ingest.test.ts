@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import type { OperationEvent, OperationRecord } from '../../lambda/core/reducer.ts';
 import { ingest, NotRecordedError, RecentRecords } from '../../lambda/ingest.ts';
+import { WriteContentionError } from '../../lambda/store/operation-store.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 
 const clock = () => new Date('2026-12-01T00:00:00Z');
-const noSleep = async () => {};
 const running: OperationEvent = {
   name: 'batches/1',
   kind: 'batch',
@@ -32,7 +32,7 @@ describe('ingest', () => {
     expect(store.writes).toBe(1);
   });
 
-  it('on a lost race, names the discard from the winner the refusal returned: one request, no read', async () => {
+  it('on a lost race, names the discard from the record the refusal handed back: one request, no read', async () => {
     const store = new MemoryStore();
     // The seed's race: a poll that read "no record yet" loses to the SUCCEEDED webhook.
     const winner = new MemoryStore();
@@ -41,22 +41,13 @@ describe('ingest', () => {
       store.beforeWrite = undefined;
       store.records = new Map(winner.records);
     };
-    const result = await ingest(running, { store, clock, sleep: noSleep });
+    const result = await ingest(running, { store, clock });
     expect(result).toMatchObject({ outcome: 'discarded', reason: 'regress-from-terminal', attempts: 1 });
     expect(store.records.get('batches/1')?.state).toBe('SUCCEEDED');
     expect(store.requests).toEqual(['apply']);
   });
 
-  it('sends a same-state refresh as a state change first, then as a refresh once the refusal shows the state', async () => {
-    const store = new MemoryStore();
-    await ingest(running, { store, clock });
-    const later = { ...running, updateTime: '2026-11-30T10:05:00.000000000Z' };
-    expect(await ingest(later, { store, clock })).toMatchObject({ outcome: 'applied', stateChanged: false, attempts: 2 });
-    expect(store.records.get('batches/1')).toMatchObject({ version: 2, stateChanged: false, previousState: 'RUNNING' });
-    expect(store.requests).toEqual(['apply', 'apply', 'apply']);
-  });
-
-  it('with the record at hand (reconcile) picks the right variant at once, and a discard against it costs no request', async () => {
+  it('with the record at hand (reconcile), a discard against it costs no request; an event it applies is one', async () => {
     const store = new MemoryStore();
     await ingest(running, { store, clock });
     const current = store.records.get('batches/1');
@@ -71,7 +62,7 @@ describe('ingest', () => {
     expect(store.requests).toEqual(['apply', 'apply']);
   });
 
-  it('with a hint of the last record seen: a same-state refresh is one request, a stale event none, a duplicate is asked', async () => {
+  it('with a hint of the last record seen: a stale event costs none, a duplicate is asked (the stored record may have moved)', async () => {
     const store = new MemoryStore();
     const hints = new RecentRecords();
     await ingest({ ...running, eventId: 'msg_r' }, { store, clock, hints });
@@ -84,46 +75,34 @@ describe('ingest', () => {
     });
     expect(store.requests).toEqual(['apply', 'apply']);
     expect(hints.get('batches/1')?.version).toBe(2);
-    // A duplicate of the hint is not final: the stored record may have moved past it.
     hints.set({ ...(store.records.get('batches/1') as OperationRecord), version: 3, eventId: 'msg_x' });
     const redelivery = { ...later, eventId: 'msg_x', updateTime: '2026-11-30T10:09:00.000000000Z' };
-    expect(await ingest(redelivery, { store, clock, hints })).toMatchObject({ outcome: 'applied', attempts: 2 });
+    expect(await ingest(redelivery, { store, clock, hints })).toMatchObject({ outcome: 'applied', attempts: 1 });
   });
 
-  it('falls back to read-reduce-compare-version for an item written before rank was stored', async () => {
+  it('asks again, knowing the record, when the store refused what its own answer shows applies (a race between)', async () => {
     const store = new MemoryStore();
     await ingest(running, { store, clock });
-    store.legacy.add('batches/1');
-    expect(await ingest(succeeded, { store, clock })).toMatchObject({ outcome: 'applied', stateChanged: true, attempts: 2 });
-    expect(store.requests).toEqual(['apply', 'apply', 'write']);
-  });
-
-  it('reports not-recorded (never success) when every compare-and-swap attempt loses', async () => {
-    const store = new MemoryStore();
-    store.legacy.add('batches/1');
-    store.records.set('batches/1', { ...(await ingestInto(new MemoryStore(), running)), version: 1 });
-    let version = 0;
-    store.beforeWrite = (next) => {
-      // Another writer keeps refreshing the same state with ever newer times.
-      version++;
-      store.records.set(next.name, {
-        ...next,
-        state: 'PENDING',
-        updateTime: `2026-11-30T00:00:00.${String(version).padStart(9, '0')}Z`,
-        version: 100 + version,
-      });
+    const apply = store.apply.bind(store);
+    let first = true;
+    // An engine whose first answer was judged against an older record than it handed back.
+    store.apply = async (event, now) => {
+      if (!first) return apply(event, now);
+      first = false;
+      return { ok: false, current: store.records.get(event.name) };
     };
-    const sleeps: number[] = [];
-    const error = await ingest(running, { store, clock, maxAttempts: 4, sleep: async (ms) => void sleeps.push(ms), random: () => 1 }).catch(
-      (e) => e,
-    );
-    expect(error).toBeInstanceOf(NotRecordedError);
-    expect(error.reason).toBe('retries-exhausted');
-    expect(sleeps).toEqual([10, 20, 40]);
-    expect(store.requests).toEqual(['apply', 'write', 'write', 'write', 'write']);
+    expect(await ingest(succeeded, { store, clock })).toMatchObject({ outcome: 'applied', attempts: 2, record: { version: 2 } });
   });
 
-  it('reports not-recorded when the store is unavailable', async () => {
+  it('reports not-recorded (never success) when the store ran out of attempts, and when it is unavailable', async () => {
+    const contended = new MemoryStore();
+    contended.apply = async () => {
+      throw new WriteContentionError('others kept writing');
+    };
+    const lost = await ingest(running, { store: contended, clock }).catch((e) => e);
+    expect(lost).toBeInstanceOf(NotRecordedError);
+    expect(lost.reason).toBe('retries-exhausted');
+
     const store = new MemoryStore();
     store.failReads = true;
     const error = await ingest(succeeded, { store, clock }).catch((e) => e);
@@ -132,8 +111,3 @@ describe('ingest', () => {
     expect(error.cause).toBeInstanceOf(Error);
   });
 });
-
-async function ingestInto(store: MemoryStore, event: OperationEvent) {
-  const result = await ingest(event, { store, clock });
-  return result.record;
-}
