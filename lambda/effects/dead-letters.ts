@@ -3,8 +3,8 @@
  * 30 days with everything needed to look at it or deliver it later.
  *
  * - A transition whose retries ran out (or whose receiver answered 410) is
- *   kept with its stream record, outbound body, idempotency key, last error
- *   and attempt count. Later versions of the same operation are parked behind
+ *   kept with its outbound body, idempotency key, last error and attempt
+ *   count. Later versions of the same operation are parked behind
  *   it (`waiting-behind`): order is never silently broken. `redrive` re-queues
  *   an operation's letters in version order.
  * - A stream record that cannot be decoded is parked at once with its raw
@@ -22,8 +22,8 @@ export interface DeadLetter {
   transition: Transition;
   /** The outbound body, as it was (and will be) sent. */
   body: string;
-  /** The stream record, as JSON: what redrive puts back on the queue. */
-  record: string;
+  /** The stream record, as JSON (letters written before 0.2 only: redrive now puts back the transition). */
+  record?: string;
   lastError: string;
   attempts: number;
   firstAttemptAt: string;
@@ -32,8 +32,15 @@ export interface DeadLetter {
   status: 'dead' | 'redriving';
 }
 
+/** What could not be read, as the queue had it: where it sat, whose it was when that is known, and the raw thing. */
+export interface Undecodable {
+  sequence: string;
+  name: string | null;
+  raw: unknown;
+}
+
 export interface DeadLetters {
-  parkUndecodable(record: unknown, reason: string): Promise<void>;
+  parkUndecodable(undecodable: Undecodable, reason: string): Promise<void>;
   put(letter: DeadLetter): Promise<void>;
   /** True when an earlier version of `name` is dead (not being re-driven): this one must wait behind it. */
   holdsBack(name: string, version: number): Promise<boolean>;

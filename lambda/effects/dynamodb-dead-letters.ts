@@ -1,7 +1,6 @@
 /** The dead letters in AWS: a DynamoDB table (partition: the operation, sort: the version), kept 30 days by TTL. */
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, type DynamoDBDocumentClient, PutCommand, QueryCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
-import type { DynamoDBRecord } from 'aws-lambda';
 import {
   DEAD_LETTER_KEYS,
   DEAD_LETTER_RETENTION_SECONDS,
@@ -10,6 +9,7 @@ import {
   type DeadLetters,
   entryOf,
   UNDECODABLE,
+  type Undecodable,
 } from './dead-letters.ts';
 
 export function deadLetterTableInput(tableName: string): CreateTableCommandInput {
@@ -38,19 +38,17 @@ export class DynamoDbDeadLetters implements DeadLetters {
     return Math.floor(this.clock().getTime() / 1000) + DEAD_LETTER_RETENTION_SECONDS;
   }
 
-  async parkUndecodable(record: unknown, reason: string): Promise<void> {
-    const stream = record as Partial<DynamoDBRecord> | undefined;
+  async parkUndecodable({ sequence, name, raw }: Undecodable, reason: string): Promise<void> {
     await this.client.send(
       new PutCommand({
         TableName: this.tableName,
         Item: {
           [DEAD_LETTER_KEYS.partition]: UNDECODABLE,
-          [DEAD_LETTER_KEYS.sort]: stream?.dynamodb?.SequenceNumber ?? stream?.eventID ?? this.clock().toISOString(),
-          // The key is a plain string attribute, readable even when the image is not.
-          name: stream?.dynamodb?.Keys?.name?.S ?? null,
+          [DEAD_LETTER_KEYS.sort]: sequence,
+          name,
           reason,
           // As received, as a string: nothing about it is lost or re-encoded.
-          raw: typeof record === 'string' ? record : JSON.stringify(record),
+          raw: typeof raw === 'string' ? raw : JSON.stringify(raw),
           deadLetteredAt: this.clock().toISOString(),
           [DEAD_LETTER_TTL_ATTRIBUTE]: this.expiresAt(),
         },

@@ -1,38 +1,34 @@
 /**
- * The effects handler: a batch from the per-operation effects queue (SQS FIFO
- * in AWS, its local emulation otherwise), each message one applied state
- * change (its stream record as the body), delivered to every sink once.
+ * The effects Lambda's queue edge: a batch of SQS FIFO messages (one group
+ * per operation, fed by the Pipe from the table's stream, or put back by
+ * redrive) turned into the domain's pending effects and delivered
+ * (deliver.ts), the outcome turned back into SQS's terms.
  *
  * Message groups (operations) are handled side by side; within a group, in
- * order, and the first failure fails the rest of that group's messages in the
- * batch, so a later version never overtakes an earlier one. A failed attempt
- * is retried by the queue after a backoff (the message's visibility), for
+ * order, and the first that must wait fails the rest of that group's
+ * messages in the batch, so a later version never overtakes an earlier one.
+ * A retry is the message's visibility (the backoff), for
  * EFFECTS_RETRY_FOR_SECONDS from its first attempt; then, or at once on 410
  * Gone, it becomes a whole dead letter and later versions of that operation
  * are parked behind it until it is re-driven. A message that cannot be
  * decoded is dead-lettered at once, raw, and holds up nothing.
  */
-import type { Logger } from '@aws-lambda-powertools/logger';
-import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { DynamoDBRecord, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
-import type { DeadLetterReason, DeadLetters } from './dead-letters.ts';
-import type { EffectLedger } from './ledger.ts';
-import { LAST_ERROR_ATTRIBUTE, nextAttempt, REDRIVEN_ATTRIBUTE, type RetryScheduler, type RetrySettings } from './queue.ts';
-import { type EffectSink, SinkError } from './sinks.ts';
-import { InvalidStreamRecordError, idempotencyKey, stateChangedEvent, type Transition, transitionFromRecord } from './transition.ts';
+import { type DeliveryDeps, deliverEffect, type PendingEffect } from './deliver.ts';
+import { REDRIVEN_ATTRIBUTE, type RetryScheduler } from './queue.ts';
+import { transitionFromRecord } from './stream-records.ts';
+import { InvalidStreamRecordError, type Transition } from './transition.ts';
 
-export interface EffectsDeps {
-  sinks: EffectSink[];
-  ledger: EffectLedger;
-  deadLetters: DeadLetters;
+export interface EffectsDeps extends DeliveryDeps {
   queue: RetryScheduler;
-  retry: RetrySettings;
-  logger: Logger;
-  metrics?: Metrics;
-  clock?: () => Date;
 }
 
 export type EffectsHandler = (event: SQSEvent) => Promise<SQSBatchResponse>;
+
+/** What redrive puts on the queue: the transition itself (a stream record is what the Pipe puts there). */
+export interface RedrivenBody {
+  redriven: Transition;
+}
 
 export function createEffectsHandler(deps: EffectsDeps): EffectsHandler {
   return async (event) => {
@@ -45,7 +41,11 @@ export function createEffectsHandler(deps: EffectsDeps): EffectsHandler {
     await Promise.all(
       [...groups.values()].map(async (messages) => {
         for (const [i, message] of messages.entries()) {
-          if (await handleMessage(message, deps)) continue;
+          const effect = await decoded(message, deps);
+          if (!effect) continue;
+          const outcome = await deliverEffect(effect, deps);
+          if (outcome.kind === 'done') continue;
+          await deps.queue.retryAfter(message, outcome.inMs);
           failures.push(...messages.slice(i).map((m) => ({ itemIdentifier: m.messageId })));
           // The rest of the group goes back at once: the failed message, invisible for its backoff, holds the FIFO
           // group, and they follow it. Left at the queue's visibility timeout, they would hold the group 6 minutes.
@@ -58,78 +58,43 @@ export function createEffectsHandler(deps: EffectsDeps): EffectsHandler {
   };
 }
 
-/** True when the message is done with (delivered, parked or dead-lettered); false to retry it later. */
-async function handleMessage(message: SQSRecord, deps: EffectsDeps): Promise<boolean> {
-  const { sinks, ledger, deadLetters, logger, clock = () => new Date() } = deps;
-  const count = (metric: string) => {
-    deps.metrics?.addMetric(metric, MetricUnit.Count, 1);
-    deps.metrics?.publishStoredMetrics();
-  };
-  let record: DynamoDBRecord | undefined;
-  let transition: Transition;
+/** The message as a pending effect; undefined (and dead-lettered raw) when it cannot be decoded. */
+async function decoded(message: SQSRecord, deps: EffectsDeps): Promise<PendingEffect | undefined> {
+  let body: unknown;
   try {
-    record = JSON.parse(message.body) as DynamoDBRecord;
-    transition = transitionFromRecord(record);
+    body = JSON.parse(message.body);
+    const transition =
+      body && typeof body === 'object' && 'redriven' in body
+        ? checked((body as RedrivenBody).redriven)
+        : transitionFromRecord(body as DynamoDBRecord);
+    return {
+      transition,
+      attempt: Number(message.attributes.ApproximateReceiveCount ?? 1),
+      firstAttemptAtMs: Number(message.attributes.ApproximateFirstReceiveTimestamp ?? (deps.clock?.() ?? new Date()).getTime()),
+      redriven: Boolean(message.messageAttributes?.[REDRIVEN_ATTRIBUTE]),
+    };
   } catch (error) {
     const reason =
       error instanceof InvalidStreamRecordError ? error.message : `message body is not a stream record: ${(error as Error).message}`;
-    await deadLetters.parkUndecodable(record ?? message.body, reason);
-    logger.error('stream record undecodable; dead-lettered with its raw image', { messageId: message.messageId, detail: reason });
-    count('EffectUndecodable');
-    return true;
-  }
-  const key = idempotencyKey(transition);
-  const attempt = Number(message.attributes.ApproximateReceiveCount ?? 1);
-  const firstAttemptAtMs = Number(message.attributes.ApproximateFirstReceiveTimestamp ?? clock().getTime());
-  const deadLetter = (reason: DeadLetterReason, lastError: string) =>
-    deadLetters.put({
-      name: transition.name,
-      version: transition.version,
-      idempotencyKey: key,
+    // The stream's position and the key are plain attributes, readable even when the image is not.
+    const stream = body as Partial<DynamoDBRecord> | undefined;
+    await deps.deadLetters.parkUndecodable(
+      {
+        sequence: stream?.dynamodb?.SequenceNumber ?? stream?.eventID ?? message.messageId,
+        name: stream?.dynamodb?.Keys?.name?.S ?? stream?.dynamodb?.NewImage?.name?.S ?? null,
+        raw: body ?? message.body,
+      },
       reason,
-      transition,
-      body: JSON.stringify(stateChangedEvent(transition)),
-      record: JSON.stringify(record),
-      lastError,
-      attempts: attempt,
-      firstAttemptAt: new Date(firstAttemptAtMs).toISOString(),
-      deadLetteredAt: clock().toISOString(),
-      status: 'dead',
-    });
-
-  // Ordering is never silently broken: behind a dead letter of this operation, wait (parked) until it is re-driven.
-  if (await deadLetters.holdsBack(transition.name, transition.version)) {
-    await deadLetter('waiting-behind', 'an earlier version of this operation is dead-lettered');
-    logger.warn('effect parked behind a dead letter of its operation', { key });
-    count('EffectParked');
-    return true;
-  }
-  try {
-    for (const sink of sinks) {
-      if (await ledger.isDelivered(sink.name, key)) continue;
-      await sink.deliver(transition);
-      const earlierFailure = message.messageAttributes?.[LAST_ERROR_ATTRIBUTE]?.stringValue;
-      await ledger.markDelivered(sink.name, key, { attempts: attempt, ...(earlierFailure && { earlierFailure }) });
-      logger.info('effect delivered', { sink: sink.name, key, attempt, state: transition.state, previousState: transition.previousState });
-      count('EffectDelivered');
-    }
-    if (message.messageAttributes?.[REDRIVEN_ATTRIBUTE]) await deadLetters.remove(transition.name, transition.version);
-    return true;
-  } catch (error) {
-    const detail = error instanceof SinkError ? error.outcome : (error as Error).message;
-    const decision = nextAttempt(
-      { number: attempt, firstAttemptAtMs, nowMs: clock().getTime(), permanent: error instanceof SinkError && error.permanent },
-      deps.retry,
     );
-    if ('deadLetter' in decision) {
-      await deadLetter(decision.deadLetter, detail);
-      logger.error('effect dead-lettered', { key, attempt, reason: decision.deadLetter, detail });
-      count('EffectDeadLettered');
-      return true;
-    }
-    await deps.queue.retryAfter(message, decision.retryInMs, detail);
-    logger.warn('effect attempt failed; retrying', { key, attempt, retryInMs: decision.retryInMs, detail });
-    count('EffectRetried');
-    return false;
+    deps.logger.error('stream record undecodable; dead-lettered with its raw image', { messageId: message.messageId, detail: reason });
+    deps.metrics?.addMetric('EffectUndecodable', 'Count', 1);
+    deps.metrics?.publishStoredMetrics();
+    return undefined;
   }
+}
+
+function checked(transition: Transition): Transition {
+  if (typeof transition?.name !== 'string' || typeof transition.version !== 'number')
+    throw new InvalidStreamRecordError('a re-driven message that holds no transition');
+  return transition;
 }

@@ -1,16 +1,15 @@
 /**
- * The per-operation effects queues: one FIFO message group per operation, so
- * an operation's transitions go out in version order and another operation's
- * failures never hold them up. In AWS an SQS FIFO queue (fed by an EventBridge
- * Pipe from the table's stream); on one machine `local/engine/effects-queue.ts`, with the
- * same message shape and semantics (in AWS the retry is sqs-retry-scheduler.ts).
+ * The per-operation effects queues: one FIFO per operation, so an
+ * operation's transitions go out in version order and another operation's
+ * failures never hold them up; and their retry policy. In AWS an SQS FIFO
+ * queue (fed by an EventBridge Pipe from the table's stream, the retry being
+ * the message's visibility: sqs-retry-scheduler.ts); on one machine the
+ * embedded engine's table. Both hand deliver.ts the same pending effects.
  */
 import type { SQSRecord } from 'aws-lambda';
 
 /** The message attribute that marks a re-driven transition. */
 export const REDRIVEN_ATTRIBUTE = 'redriven';
-/** Where the embedded engine's queue hands a message's last failed attempt back (SQS keeps none). */
-export const LAST_ERROR_ATTRIBUTE = 'lastError';
 
 export interface RetrySettings {
   /** First retry delay, doubled per attempt. */
@@ -38,8 +37,7 @@ export function nextAttempt(
   return { retryInMs: Math.max(1, Math.min(settings.maxMs, backoff, left)) };
 }
 
-/** Makes a received message visible again only after a delay: the queue's backoff. */
+/** SQS: makes a received message visible again only after a delay: the queue's backoff. */
 export interface RetryScheduler {
-  /** `lastError`: what the failed attempt came to, in words, where the queue keeps it (the embedded engine's does). */
-  retryAfter(message: SQSRecord, delayMs: number, lastError?: string): Promise<void>;
+  retryAfter(message: SQSRecord, delayMs: number): Promise<void>;
 }

@@ -1,9 +1,8 @@
 /**
- * A state change, as read from a stream record of the operations table, and
- * the outbound event it becomes.
+ * A state change (what an applied write made, as its effects see it), and
+ * the outbound event it becomes. Pure: each engine hands its changes over as
+ * records (the AWS edge reads them from stream records: stream-records.ts).
  */
-import { unmarshall } from '@aws-sdk/util-dynamodb';
-import type { DynamoDBRecord } from 'aws-lambda';
 import type { OperationRecord } from '../core/reducer.ts';
 
 export type Transition = Pick<
@@ -16,17 +15,10 @@ export class InvalidStreamRecordError extends Error {
   override name = 'InvalidStreamRecordError';
 }
 
-export function transitionFromRecord(record: DynamoDBRecord): Transition {
-  const image = record.dynamodb?.NewImage;
-  if (!image) throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} has no NewImage`);
-  let item: OperationRecord;
-  try {
-    item = unmarshall(image as Parameters<typeof unmarshall>[0]) as OperationRecord;
-  } catch (error) {
-    throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} cannot be decoded: ${(error as Error).message}`);
-  }
-  if (typeof item.name !== 'string' || typeof item.version !== 'number') {
-    throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} is not an operation`);
+/** The transition an applied write made, from its record (or a transition itself); `what` names it in the error. */
+export function transitionOf(item: OperationRecord | Transition, what = 'the change'): Transition {
+  if (typeof item?.name !== 'string' || typeof item.version !== 'number') {
+    throw new InvalidStreamRecordError(`${what} is not an operation`);
   }
   return {
     name: item.name,

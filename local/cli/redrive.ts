@@ -15,6 +15,7 @@ import { GetQueueAttributesCommand, SendMessageCommand, SQSClient, StartMessageM
 import { networkFailureInWords } from '../../lambda/core/network.ts';
 import type { DeadLetter } from '../../lambda/effects/dead-letters.ts';
 import { DynamoDbDeadLetters } from '../../lambda/effects/dynamodb-dead-letters.ts';
+import type { RedrivenBody } from '../../lambda/effects/process.ts';
 import { REDRIVEN_ATTRIBUTE } from '../../lambda/effects/queue.ts';
 import { type RedriveOptions, redrive } from '../../lambda/effects/redrive.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
@@ -96,7 +97,8 @@ async function aws(stackName: string): Promise<void> {
         await sqs.send(
           new SendMessageCommand({
             QueueUrl: queueUrl,
-            MessageBody: letter.record,
+            // The transition itself (a letter of 0.1 still has the stream record it was sent from).
+            MessageBody: letter.record ?? JSON.stringify({ redriven: letter.transition } satisfies RedrivenBody),
             MessageGroupId: effectsGroupOf(letter.name),
             // A new id: the queue may still remember the original within its 5-minute deduplication window.
             MessageDeduplicationId: `redrive-${effectsGroupOf(letter.idempotencyKey)}-${Date.now()}`,

@@ -14,7 +14,7 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Config } from '../../lambda/config.ts';
 import { ConfigError } from '../../lambda/config.ts';
-import { createEffectsHandler } from '../../lambda/effects/process.ts';
+import { deliverEffect } from '../../lambda/effects/deliver.ts';
 import { type RedriveOptions, redrive } from '../../lambda/effects/redrive.ts';
 import { retrySettings } from '../../lambda/effects/settings.ts';
 import { WebhookSink } from '../../lambda/effects/webhook-sink.ts';
@@ -43,13 +43,13 @@ export function startDerivedWork(db: Sqlite, config: Config, logger: Logger): De
   const effects = effectsPath(config, db, logger);
   const feed = new OutboxFeed(db, [history, ...(effects ? [effects.queue] : [])], logger, config.CHANGES_RETENTION_HOURS * 3_600_000);
   feed.start();
-  effects?.queue.start(effects.handler);
+  effects?.queue.start(effects.deliver);
   const maintenance = everyHour(logger, [() => feed.prune(), () => history.prune(), () => pruneEffectRecords(db)]);
   return {
     wake: () => feed.wake(),
     redrive: async (options) => {
       if (!effects) throw new ConfigError('effects are off (EFFECTS_WEBHOOK_URL is not set)');
-      return redrive(effects.deadLetters, (letter) => effects.queue.send([JSON.parse(letter.record)], { redriven: true }), options);
+      return redrive(effects.deadLetters, (letter) => effects.queue.send([letter.transition], { redriven: true }), options);
     },
     stop: async () => {
       clearInterval(maintenance);
@@ -60,21 +60,24 @@ export function startDerivedWork(db: Sqlite, config: Config, logger: Logger): De
 }
 
 /**
- * The effects path, as in AWS: the outbox (the table's stream), filtered to
- * state changes -> the per-operation effects queue -> the effects handler ->
- * the outbound webhook. Off without EFFECTS_WEBHOOK_URL.
+ * The effects path: the outbox, filtered to state changes -> the
+ * per-operation effects queue -> the application's delivery -> the outbound
+ * webhook. Off without EFFECTS_WEBHOOK_URL.
  */
 function effectsPath(config: Config, db: Sqlite, logger: Logger) {
   if (!config.EFFECTS_WEBHOOK_URL) return undefined;
   // The runtime checked both before it started this (effectsRecords in local/runtime.ts).
   const [secret] = parseSigningSecrets(config.EFFECTS_SIGNING_SECRET as string);
-  const queue = new SqliteEffectsQueue(db, { logger });
   const ledger = new SqliteEffectLedger(db);
   const deadLetters = new SqliteDeadLetters(db);
+  const queue = new SqliteEffectsQueue(db, {
+    logger,
+    parkUndecodable: (undecodable, reason) => deadLetters.parkUndecodable(undecodable, reason),
+  });
   const sink = new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret as string, {
     timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS,
     post: pooledPost(config.EFFECTS_WEBHOOK_URL, config.EFFECTS_WEBHOOK_CONNECTIONS),
   });
-  const handler = createEffectsHandler({ sinks: [sink], ledger, deadLetters, queue, retry: retrySettings(config), logger });
-  return { queue, deadLetters, handler };
+  const deps = { sinks: [sink], ledger, deadLetters, retry: retrySettings(config), logger };
+  return { queue, deadLetters, deliver: (effect: Parameters<typeof deliverEffect>[0]) => deliverEffect(effect, deps) };
 }

@@ -1,33 +1,34 @@
 /**
- * The per-operation effects queue on the embedded engine, with the semantics
- * of the SQS FIFO queue and event source the AWS path uses, so the same
- * effects handler (lambda/effects/process.ts) runs on both: one message group
- * per operation, in order; a group with a message in flight or waiting out a
- * backoff delivers nothing else, while other groups go on; messages carry
- * ApproximateReceiveCount and ApproximateFirstReceiveTimestamp; the
- * handler's `retryAfter` is the visibility timeout; a message is deleted when
- * the handler does not report it failed.
+ * The per-operation effects queue on the embedded engine: one queue per
+ * operation, in version order; an operation whose first effect is in flight
+ * or waiting out its backoff holds the rest of that operation back, while
+ * every other operation goes on. Each effect is handed to the application's
+ * delivery (lambda/effects/deliver.ts) as a pending effect, and what it
+ * answers is done here: forget it, or offer it again after the backoff, its
+ * outcome in words kept for the console.
  *
  * Fed by the outbox (state changes only) in the outbox's own transaction, and
  * kept in the same file, so a restart resumes where it stopped, backoffs
- * included. A message in flight at a crash is delivered again after the
- * restart, with the same `webhook-id` (the ledger skips what it recorded).
+ * included. An effect in flight at a crash is offered again after the
+ * restart, with the same id (the ledger skips what it recorded).
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import type { DynamoDBRecord, SQSRecord } from 'aws-lambda';
-import type { EffectsHandler } from '../../lambda/effects/process.ts';
-import { LAST_ERROR_ATTRIBUTE, REDRIVEN_ATTRIBUTE, type RetryScheduler } from '../../lambda/effects/queue.ts';
-import { effectsGroupOf } from '../../lambda/store/table.ts';
-import { type Change, type OutboxConsumer, streamRecordOf } from './outbox.ts';
+import type { OperationRecord } from '../../lambda/core/reducer.ts';
+import type { DeadLetters } from '../../lambda/effects/dead-letters.ts';
+import type { EffectOutcome, PendingEffect } from '../../lambda/effects/deliver.ts';
+import { InvalidStreamRecordError, type Transition, transitionOf } from '../../lambda/effects/transition.ts';
+import { legacyTransition } from './legacy-rows.ts';
+import type { Change, OutboxConsumer } from './outbox.ts';
 import type { Sqlite } from './sqlite.ts';
 
 interface Message {
   seq: number;
-  group: string;
+  name: string;
+  /** The operation's record (or a re-driven transition), as JSON. */
   body: string;
   receiveCount: number;
   firstReceiveAt: number;
-  /** When it may be received again after a failed attempt (0: now). */
+  /** When it may be tried again after a failed attempt (0: now). */
   retryAt: number;
   redriven: boolean;
   /** What its last failed attempt came to, in words. */
@@ -36,23 +37,36 @@ interface Message {
 
 export interface EffectsQueueOptions {
   logger: Logger;
-  /** Messages per handler invocation (each from another group), as the event source's batch size. */
-  batchSize?: number;
-  /** Invocations in flight at once. */
+  /** Effects delivered at once (each of another operation). */
   concurrency?: number;
+  /** Where an effect that cannot be read goes (the dead letters' undecodable list): it holds nothing up. */
+  parkUndecodable: DeadLetters['parkUndecodable'];
 }
 
-export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
+export type Deliver = (effect: PendingEffect) => Promise<EffectOutcome>;
+
+interface Row {
+  seq: number;
+  name: string | null;
+  body: string;
+  receive_count: number;
+  first_receive_at: number;
+  retry_at: number;
+  redriven: number;
+  last_error: string | null;
+}
+
+export class SqliteEffectsQueue implements OutboxConsumer {
   readonly name = 'effects';
-  private readonly groups = new Map<string, Message[]>();
+  /** Each operation's waiting effects, oldest first. */
+  private readonly queues = new Map<string, Message[]>();
   private readonly busy = new Set<string>();
   private fresh: Message[] = [];
-  private handler?: EffectsHandler;
-  private inFlight = 0;
+  private deliver?: Deliver;
   private timer?: NodeJS.Timeout;
   private stopped = false;
   private readonly running = new Set<Promise<void>>();
-  /** While the file cannot be written: how long a batch waits before it is received again (doubled up to 30 s). */
+  /** While the file cannot be written: how long an effect waits before it is tried again (doubled up to 30 s). */
   private stallMs = STALL_MS;
 
   constructor(
@@ -60,30 +74,10 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
     private readonly options: EffectsQueueOptions,
   ) {}
 
-  /** Loads what a previous run left, then delivers to `handler`. */
-  start(handler: EffectsHandler): void {
-    for (const row of this.db.all<{
-      seq: number;
-      grp: string;
-      body: string;
-      receive_count: number;
-      first_receive_at: number;
-      retry_at: number;
-      redriven: number;
-      last_error: string | null;
-    }>('SELECT * FROM effect_messages ORDER BY seq')) {
-      this.remember({
-        seq: row.seq,
-        group: row.grp,
-        body: row.body,
-        receiveCount: row.receive_count,
-        firstReceiveAt: row.first_receive_at,
-        retryAt: row.retry_at,
-        redriven: row.redriven === 1,
-        ...(row.last_error && { lastError: row.last_error }),
-      });
-    }
-    this.handler = handler;
+  /** Loads what a previous run left, then delivers through `deliver`. */
+  start(deliver: Deliver): void {
+    for (const row of this.db.all<Row>('SELECT * FROM effect_messages ORDER BY seq')) this.remember(messageOf(row));
+    this.deliver = deliver;
     this.pump();
   }
 
@@ -93,11 +87,11 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
     await Promise.all(this.running);
   }
 
-  /** The outbox's state changes become messages, inside the outbox's transaction. */
+  /** The outbox's state changes become effects, inside the outbox's transaction. */
   take(changes: Change[]): void {
     for (const change of changes) {
       if (change.writeKind !== 'state-change') continue;
-      this.fresh.push(this.insert(streamRecordOf(change), change.name, false));
+      this.fresh.push(this.insert(change.name, change.newRecord, false));
     }
   }
 
@@ -106,152 +100,165 @@ export class SqliteEffectsQueue implements RetryScheduler, OutboxConsumer {
     this.pump();
   }
 
-  /** Re-driven transitions (their stream records), at the back of their operation's group. */
-  async send(records: DynamoDBRecord[], options: { redriven?: boolean } = {}): Promise<void> {
+  /** Re-driven transitions, at the back of their operation's queue. */
+  async send(transitions: Transition[], options: { redriven?: boolean } = {}): Promise<void> {
     const messages = this.db.writeDerived(() =>
-      records.map((record) => this.insert(record, record.dynamodb?.Keys?.name?.S ?? '', options.redriven ?? false)),
+      transitions.map((transition) => this.insert(transition.name, JSON.stringify(transition), options.redriven ?? false)),
     );
     for (const message of messages) this.remember(message);
     this.pump();
   }
 
-  private insert(record: DynamoDBRecord, name: string, redriven: boolean): Message {
-    const body = JSON.stringify(record);
-    const group = effectsGroupOf(name);
+  private insert(name: string, body: string, redriven: boolean): Message {
     const { lastInsertRowid } = this.db.run(
       'INSERT INTO effect_messages (grp, name, body, redriven) VALUES (?, ?, ?, ?)',
-      group,
+      name,
       name,
       body,
       redriven ? 1 : 0,
     );
-    return { seq: Number(lastInsertRowid), group, body, receiveCount: 0, firstReceiveAt: 0, retryAt: 0, redriven };
-  }
-
-  /** A failed attempt: when it is offered again, and its attempt count (persisted only now: a delivered message is deleted). */
-  async retryAfter(message: SQSRecord, delayMs: number, lastError?: string): Promise<void> {
-    const [group, seq] = message.receiptHandle.split('|') as [string, string];
-    const stored = this.groups.get(group)?.find((m) => m.seq === Number(seq));
-    if (!stored) return;
-    stored.retryAt = Date.now() + delayMs;
-    if (lastError) stored.lastError = lastError.slice(0, 300);
-    await this.db.writeGrouped(
-      () =>
-        this.db.run(
-          'UPDATE effect_messages SET retry_at = ?, receive_count = ?, first_receive_at = ?, last_error = COALESCE(?, last_error) WHERE seq = ?',
-          stored.retryAt,
-          stored.receiveCount,
-          stored.firstReceiveAt,
-          lastError?.slice(0, 300) ?? null,
-          stored.seq,
-        ),
-      'derived',
-    );
+    return { seq: Number(lastInsertRowid), name, body, receiveCount: 0, firstReceiveAt: 0, retryAt: 0, redriven };
   }
 
   private remember(message: Message): void {
-    const messages = this.groups.get(message.group) ?? [];
-    messages.push(message); // seq grows with every insert: the group stays in order
-    this.groups.set(message.group, messages);
+    const messages = this.queues.get(message.name) ?? [];
+    messages.push(message); // seq grows with every insert: the queue stays in order
+    this.queues.set(message.name, messages);
   }
 
-  /** Starts invocations for groups whose head is due, then sleeps until the next one is. */
+  private forget(message: Message): void {
+    const messages = this.queues.get(message.name) ?? [];
+    messages.splice(messages.indexOf(message), 1);
+    if (messages.length === 0) this.queues.delete(message.name);
+  }
+
+  /** Starts deliveries of the operations whose first effect is due, then sleeps until the next one is. */
   private pump(): void {
-    if (this.stopped || !this.handler) return;
+    if (this.stopped || !this.deliver) return;
     clearTimeout(this.timer);
-    const { batchSize = 10, concurrency = 8 } = this.options;
+    const { concurrency = 8 } = this.options;
     const now = Date.now();
     let nextDue = Number.POSITIVE_INFINITY;
-    const due: Message[] = [];
-    for (const [group, messages] of this.groups) {
+    for (const [name, messages] of this.queues) {
+      if (this.running.size >= concurrency) return; // a delivery's end pumps again
       const head = messages[0];
-      if (!head || this.busy.has(group)) continue;
-      if (head.retryAt <= now) due.push(head);
-      else nextDue = Math.min(nextDue, head.retryAt);
+      if (!head || this.busy.has(name)) continue;
+      if (head.retryAt > now) {
+        nextDue = Math.min(nextDue, head.retryAt);
+        continue;
+      }
+      this.busy.add(name);
+      const run = this.attempt(head).finally(() => {
+        this.busy.delete(name);
+        this.running.delete(run);
+        this.pump();
+      });
+      this.running.add(run);
     }
-    while (due.length > 0 && this.inFlight < concurrency) this.invoke(due.splice(0, batchSize));
-    if (due.length > 0) return; // an invocation's end pumps again
     if (nextDue < Number.POSITIVE_INFINITY) this.timer = setTimeout(() => this.pump(), Math.max(0, nextDue - now));
   }
 
-  private invoke(batch: Message[]): void {
-    this.inFlight++;
-    for (const message of batch) this.busy.add(message.group);
-    const run = this.deliver(batch).finally(() => {
-      this.inFlight--;
-      for (const message of batch) this.busy.delete(message.group);
-      this.running.delete(run);
-      this.pump();
-    });
-    this.running.add(run);
-  }
-
-  private async deliver(batch: Message[]): Promise<void> {
+  private async attempt(message: Message): Promise<void> {
     const now = Date.now();
+    message.receiveCount++;
+    message.firstReceiveAt ||= now;
     try {
-      for (const message of batch) {
-        message.receiveCount++;
-        message.firstReceiveAt ||= now;
+      let transition: Transition;
+      try {
+        transition = transitionOfBody(message.body);
+      } catch (error) {
+        // Nothing will ever read it: set aside raw, at once, holding nothing up.
+        await this.options.parkUndecodable(
+          { sequence: String(message.seq), name: message.name || null, raw: parsedOr(message.body) },
+          (error as Error).message,
+        );
+        this.options.logger.error('effect undecodable; dead-lettered with its raw body', {
+          seq: message.seq,
+          detail: (error as Error).message,
+        });
+        return await this.remove(message);
       }
-      const { batchItemFailures } = await (this.handler as EffectsHandler)({ Records: batch.map(toSqsRecord) });
-      const failed = new Set(batchItemFailures.map((f) => f.itemIdentifier));
-      const done = batch.filter((message) => !failed.has(messageId(message)));
-      await this.db.writeGrouped(() => {
-        for (const message of done) this.db.run('DELETE FROM effect_messages WHERE seq = ?', message.seq);
-      }, 'derived');
-      for (const message of done) {
-        const messages = this.groups.get(message.group) ?? [];
-        messages.splice(messages.indexOf(message), 1);
-        if (messages.length === 0) this.groups.delete(message.group);
-      }
+      const outcome = await (this.deliver as Deliver)({
+        transition,
+        attempt: message.receiveCount,
+        firstAttemptAtMs: message.firstReceiveAt,
+        ...(message.lastError && { earlierFailure: message.lastError }),
+        redriven: message.redriven,
+      });
+      if (outcome.kind === 'done') await this.remove(message);
+      else await this.retryLater(message, outcome.inMs, outcome.lastError);
       this.stallMs = STALL_MS;
     } catch (error) {
-      // As with a Lambda that throws (or a store that cannot be written): the whole batch is received again, after a pause.
-      this.options.logger.error('effects queue: delivery failed; the batch is received again later', {
+      // The file cannot be written (or read): the effect waits, and is tried again after a pause.
+      this.options.logger.error('effects queue: delivery not finished; tried again later', {
         error: (error as Error).message,
         retryInMs: this.stallMs,
       });
-      for (const message of batch) message.retryAt = Date.now() + this.stallMs;
+      message.retryAt = Date.now() + this.stallMs;
       this.stallMs = Math.min(STALL_CAP_MS, this.stallMs * 2);
     }
+  }
+
+  private async remove(message: Message): Promise<void> {
+    await this.db.writeGrouped(() => this.db.run('DELETE FROM effect_messages WHERE seq = ?', message.seq), 'derived');
+    this.forget(message);
+  }
+
+  /** A failed attempt: when it is offered again, its attempt count and what it came to (persisted only now: a delivered effect is deleted). */
+  private async retryLater(message: Message, delayMs: number, lastError: string): Promise<void> {
+    message.retryAt = Date.now() + delayMs;
+    message.lastError = lastError.slice(0, 300);
+    await this.db.writeGrouped(
+      () =>
+        this.db.run(
+          'UPDATE effect_messages SET retry_at = ?, receive_count = ?, first_receive_at = ?, last_error = ? WHERE seq = ?',
+          message.retryAt,
+          message.receiveCount,
+          message.firstReceiveAt,
+          message.lastError,
+          message.seq,
+        ),
+      'derived',
+    );
   }
 }
 
 const STALL_MS = 1_000;
 const STALL_CAP_MS = 30_000;
-const messageId = (message: Message) => `${message.group}|${message.seq}`;
 
-/** The message as the SQS event source hands it to Lambda. */
-function toSqsRecord(message: Message): SQSRecord {
-  const seq = String(message.seq).padStart(20, '0');
+function messageOf(row: Row): Message {
   return {
-    messageId: messageId(message),
-    receiptHandle: messageId(message),
-    body: message.body,
-    attributes: {
-      ApproximateReceiveCount: String(message.receiveCount),
-      ApproximateFirstReceiveTimestamp: String(message.firstReceiveAt),
-      SentTimestamp: String(message.firstReceiveAt),
-      SenderId: 'ratchet',
-      MessageGroupId: message.group,
-      MessageDeduplicationId: seq,
-      SequenceNumber: seq,
-    },
-    messageAttributes: {
-      ...(message.redriven && { [REDRIVEN_ATTRIBUTE]: { stringValue: 'true', dataType: 'String' } }),
-      ...(message.lastError && { [LAST_ERROR_ATTRIBUTE]: { stringValue: message.lastError, dataType: 'String' } }),
-    },
-    md5OfBody: '',
-    eventSource: 'ratchet:effects-queue',
-    eventSourceARN: 'ratchet:effects-queue',
-    awsRegion: 'local',
-  } as SQSRecord;
+    seq: row.seq,
+    name: row.name ?? '',
+    body: row.body,
+    receiveCount: row.receive_count,
+    firstReceiveAt: row.first_receive_at,
+    retryAt: row.retry_at,
+    redriven: row.redriven === 1,
+    ...(row.last_error && { lastError: row.last_error }),
+  };
+}
+
+/** An effect's transition: from the record it holds, or (a row queued by Ratchet 0.1) from the stream record it held. */
+function transitionOfBody(body: string): Transition {
+  const parsed = JSON.parse(body) as OperationRecord & { dynamodb?: unknown };
+  if (parsed && typeof parsed === 'object' && 'dynamodb' in parsed) return legacyTransition(parsed);
+  return transitionOf(parsed, 'the queued effect');
+}
+
+function parsedOr(body: string): unknown {
+  try {
+    return JSON.parse(body);
+  } catch {
+    return body;
+  }
 }
 
 /**
- * What waits for one operation, in order: each message's version, attempts so
- * far and when it is tried next (the console). Read from the file, so any
- * process sees it; attempts are written at each failure, not at each try.
+ * What waits for one operation, in order: each effect's version, attempts so
+ * far, when it is tried next and what its last attempt came to (the console).
+ * Read from the file, so any process sees it; attempts are written at each
+ * failure, not at each try.
  */
 export function pendingEffects(
   db: Sqlite,
@@ -259,15 +266,15 @@ export function pendingEffects(
 ): Array<{ version: number | undefined; receiveCount: number; retryAt: number; lastError: string | null }> {
   return db
     .all<{ body: string; receive_count: number; retry_at: number; last_error: string | null }>(
-      'SELECT body, receive_count, retry_at, last_error FROM effect_messages WHERE grp = ? ORDER BY seq',
-      effectsGroupOf(name),
+      'SELECT body, receive_count, retry_at, last_error FROM effect_messages WHERE name = ? ORDER BY seq',
+      name,
     )
     .map((row) => {
       let version: number | undefined;
       try {
-        version = Number((JSON.parse(row.body) as DynamoDBRecord).dynamodb?.NewImage?.version?.N);
-      } catch {
-        version = undefined;
+        version = transitionOfBody(row.body).version;
+      } catch (error) {
+        if (!(error instanceof InvalidStreamRecordError) && !(error instanceof SyntaxError)) throw error;
       }
       return { version, receiveCount: row.receive_count, retryAt: row.retry_at, lastError: row.last_error };
     });

@@ -4,13 +4,13 @@
  * ports as their DynamoDB tables (lambda/effects/ledger.ts, dead-letters.ts),
  * each kept 30 days.
  */
-import type { DynamoDBRecord } from 'aws-lambda';
 import {
   DEAD_LETTER_RETENTION_SECONDS,
   type DeadLetter,
   type DeadLetters,
   entryOf,
   UNDECODABLE,
+  type Undecodable,
 } from '../../lambda/effects/dead-letters.ts';
 import { type DeliveryAttempts, type EffectLedger, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
 import type { Sqlite } from './sqlite.ts';
@@ -74,15 +74,13 @@ export class SqliteDeadLetters implements DeadLetters {
     );
   }
 
-  async parkUndecodable(record: unknown, reason: string): Promise<void> {
-    const stream = record as Partial<DynamoDBRecord> | undefined;
-    const sequence = stream?.dynamodb?.SequenceNumber ?? stream?.eventID ?? new Date().toISOString();
+  async parkUndecodable({ sequence, name, raw }: Undecodable, reason: string): Promise<void> {
     this.save(UNDECODABLE, sequence, null, {
       sequence,
-      name: stream?.dynamodb?.Keys?.name?.S ?? null,
+      name,
       reason,
       // As received, as a string: nothing about it is lost or re-encoded.
-      raw: typeof record === 'string' ? record : JSON.stringify(record),
+      raw: typeof raw === 'string' ? raw : JSON.stringify(raw),
       deadLetteredAt: new Date().toISOString(),
     });
   }

@@ -12,8 +12,6 @@
  * (local/feed) reaches a day back.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { marshall } from '@aws-sdk/util-dynamodb';
-import type { DynamoDBRecord } from 'aws-lambda';
 import type { WriteKind } from '../../lambda/store/table.ts';
 import type { Sqlite } from './sqlite.ts';
 
@@ -149,25 +147,4 @@ export class OutboxFeed {
 export function backlogOf(db: Sqlite, consumer: string, writeKind: Change['writeKind']): number | undefined {
   if (db.get('SELECT 1 FROM checkpoints WHERE consumer = ?', consumer)) return undefined;
   return db.get<{ n: number }>('SELECT count(*) AS n FROM changes WHERE write_kind = ?', writeKind)?.n ?? 0;
-}
-
-/**
- * A change as a DynamoDB stream record, the shape the engine-neutral effects
- * code reads (lambda/effects/transition.ts): the same handler runs on both engines.
- */
-export function streamRecordOf(change: Change): DynamoDBRecord {
-  const image = (json: string) => marshall({ ...JSON.parse(json), writeKind: change.writeKind }, { removeUndefinedValues: true });
-  return {
-    eventID: String(change.seq),
-    eventName: change.oldRecord ? 'MODIFY' : 'INSERT',
-    eventSource: 'ratchet:outbox',
-    dynamodb: {
-      Keys: { name: { S: change.name } },
-      NewImage: image(change.newRecord) as never,
-      ...(change.oldRecord && { OldImage: marshall(JSON.parse(change.oldRecord), { removeUndefinedValues: true }) as never }),
-      SequenceNumber: String(change.seq),
-      ApproximateCreationDateTime: Math.floor(change.at / 1000),
-      StreamViewType: 'NEW_AND_OLD_IMAGES',
-    },
-  };
 }

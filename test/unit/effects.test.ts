@@ -3,14 +3,15 @@ import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord, SQSRecord } from 'aws-lambda';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { OperationRecord } from '../../lambda/core/reducer.ts';
-import type { DeadLetter, DeadLetters } from '../../lambda/effects/dead-letters.ts';
+import type { DeadLetter, DeadLetters, Undecodable } from '../../lambda/effects/dead-letters.ts';
 import { EventBridgeSink } from '../../lambda/effects/eventbridge-sink.ts';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../../lambda/effects/filter.ts';
 import type { EffectLedger } from '../../lambda/effects/ledger.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
 import { nextAttempt, type RetryScheduler } from '../../lambda/effects/queue.ts';
 import { type EffectSink, SinkError } from '../../lambda/effects/sinks.ts';
-import { stateChangedEvent, type Transition, transitionFromRecord } from '../../lambda/effects/transition.ts';
+import { transitionFromRecord } from '../../lambda/effects/stream-records.ts';
+import { stateChangedEvent, type Transition } from '../../lambda/effects/transition.ts';
 import { WebhookSink } from '../../lambda/effects/webhook-sink.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { Receiver } from '../support/receiver.ts';
@@ -60,10 +61,10 @@ class MemoryLedger implements EffectLedger {
 }
 
 class MemoryDeadLetters implements DeadLetters {
-  readonly undecodable: Array<{ record: unknown; reason: string }> = [];
+  readonly undecodable: Array<{ record: unknown; reason: string; sequence: string; name: string | null }> = [];
   readonly letters = new Map<string, DeadLetter>();
-  async parkUndecodable(record: unknown, reason: string) {
-    this.undecodable.push({ record, reason });
+  async parkUndecodable({ raw, sequence, name }: Undecodable, reason: string) {
+    this.undecodable.push({ record: raw, reason, sequence, name });
   }
   async put(letter: DeadLetter) {
     this.letters.set(letter.idempotencyKey, letter);
@@ -220,7 +221,6 @@ describe('effects handler', () => {
       reason: 'retries-exhausted',
       transition: { state: 'RUNNING', version: 2 },
       body: expect.stringContaining('"type":"operation.state_changed"'),
-      record: second?.body,
       lastError: 'refused batches/1#2',
       attempts: 1,
       firstAttemptAt: '2026-12-01T00:00:00.000Z',
@@ -241,7 +241,13 @@ describe('effects handler', () => {
     // Re-driven, in order: the letters no longer hold back, and go once delivered.
     sink.failOn.clear();
     for (const letter of await deadLetters.list()) await deadLetters.markRedriving(letter.name, letter.version);
-    const redriven = [...deadLetters.letters.values()].map((l) => message(JSON.parse(l.record), { redriven: true }));
+    // As redrive puts them back: the transition itself.
+    const redriven = [...deadLetters.letters.values()].map((l) =>
+      message({ dynamodb: { NewImage: { name: { S: l.name } }, SequenceNumber: `r${l.version}` } } as DynamoDBRecord, {
+        redriven: true,
+        body: JSON.stringify({ redriven: l.transition }),
+      }),
+    );
     expect(await handle(redriven)).toEqual({ batchItemFailures: [] });
     expect(sink.delivered).toEqual(['batches/1#2', 'batches/1#3']);
     expect(deadLetters.letters.size).toBe(0);
@@ -263,8 +269,18 @@ describe('effects handler', () => {
     expect(await handle(messages)).toEqual({ batchItemFailures: [] });
     expect(sink.delivered.sort()).toEqual(['batches/1#1', 'batches/2#1']);
     expect(deadLetters.undecodable).toEqual([
-      { record: broken, reason: expect.stringMatching(/e2 cannot be decoded: No value defined/) },
-      { record: 'not json', reason: expect.stringMatching(/message body is not a stream record/) },
+      {
+        record: broken,
+        reason: expect.stringMatching(/e2 cannot be decoded: No value defined/),
+        sequence: broken.dynamodb?.SequenceNumber,
+        name: 'batches/1',
+      },
+      {
+        record: 'not json',
+        reason: expect.stringMatching(/message body is not a stream record/),
+        sequence: expect.any(String),
+        name: null,
+      },
     ]);
   });
 
