@@ -4,7 +4,7 @@
  */
 import { loadConfig } from '../config.ts';
 import { DynamoDbHistory } from '../history/dynamodb-history.ts';
-import { createHistoryHandler } from '../history/history.ts';
+import { createHistoryHandler } from '../history/stream-handler.ts';
 import { createLogger } from '../logger.ts';
 import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 

@@ -1,0 +1,53 @@
+/**
+ * The history function's edge in AWS: the operations table's stream records
+ * (filtered by the event source mapping to applied writes) decoded into
+ * history entries.
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { unmarshall } from '@aws-sdk/util-dynamodb';
+import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
+import type { HistoryEntry } from '../core/views.ts';
+import { entryOf, type HistoryLog } from './history.ts';
+
+/**
+ * The stream handler (a Lambda event source mapping in AWS, the local stream
+ * mapping here): each record's NewImage as a history entry. A record that
+ * cannot be read as one is skipped and logged, never retried for ever; a
+ * store failure fails that record and the ones after it (retried in order).
+ */
+export function createHistoryHandler(deps: {
+  history: Pick<HistoryLog, 'record'>;
+  logger: Pick<Logger, 'warn'>;
+}): (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse> {
+  return async (event) => {
+    for (const [i, record] of event.Records.entries()) {
+      const entry = decode(record);
+      if (!entry) {
+        deps.logger.warn('history: stream record skipped, not an operation write', { eventID: record.eventID });
+        continue;
+      }
+      try {
+        await deps.history.record(entry.name, entry.entry);
+      } catch {
+        return { batchItemFailures: event.Records.slice(i).map((r) => ({ itemIdentifier: r.dynamodb?.SequenceNumber ?? '' })) };
+      }
+    }
+    return { batchItemFailures: [] };
+  };
+}
+
+function decode(record: DynamoDBRecord): { name: string; entry: HistoryEntry } | undefined {
+  try {
+    // Only the attributes an entry needs: the rest of the image (results, metadata) is none of history's business.
+    const raw = record.dynamodb?.NewImage ?? {};
+    const wanted = ['name', 'version', 'state', 'previousState', 'stateChanged', 'source', 'eventId', 'updateTime', 'recordedAt'];
+    const image = unmarshall(Object.fromEntries(Object.entries(raw).filter(([key]) => wanted.includes(key))) as never) as Record<
+      string,
+      unknown
+    >;
+    if (typeof image.name !== 'string' || typeof image.version !== 'number' || typeof image.recordedAt !== 'string') return undefined;
+    return { name: image.name, entry: entryOf(image) };
+  } catch {
+    return undefined;
+  }
+}
