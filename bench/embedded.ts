@@ -17,7 +17,7 @@
 import { mkdirSync, mkdtempSync, rmSync, symlinkSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Sqlite } from '../local/engine/sqlite.ts';
+import { Sqlite } from '../engines/sqlite/sqlite.ts';
 import { newSecret } from '../test/support/deliveries.ts';
 import { Receiver } from '../test/support/receiver.ts';
 import { run } from './cold-start.ts';

@@ -6,7 +6,7 @@
  * poll's time and the heap it grew by while reading. The same poll of the
  * same interaction delivered by URI is the baseline.
  */
-import { GenAiPoller } from '../lambda/reconcile/gemini-poller.ts';
+import { GenAiPoller } from '../app/reconcile/gemini-poller.ts';
 import { FakeGemini } from '../local/fake-gemini.ts';
 
 const SIZES_MIB = [0, 5, 15, 45];

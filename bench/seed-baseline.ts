@@ -15,9 +15,9 @@ import type { AddressInfo } from 'node:net';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { Webhook } from 'standardwebhooks';
-import { WEBHOOK_EVENT_TYPES } from '../lambda/core/gemini-webhook.ts';
-import { rankOf } from '../lambda/core/lifecycle.ts';
-import type { Sqlite } from '../local/engine/sqlite.ts';
+import { WEBHOOK_EVENT_TYPES } from '../core/gemini-webhook.ts';
+import { rankOf } from '../core/lifecycle.ts';
+import type { Sqlite } from '../engines/sqlite/sqlite.ts';
 
 export const SEED_RETRIES = 4;
 

@@ -5,7 +5,7 @@
  * comes from BENCH_SECRET; prints `listening <url>`.
  */
 
-import { Sqlite } from '../local/engine/sqlite.ts';
+import { Sqlite } from '../engines/sqlite/sqlite.ts';
 import { SeedBaseline, SqliteSeedStore } from './seed-baseline.ts';
 
 const [mode, file] = process.argv.slice(2);

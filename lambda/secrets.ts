@@ -8,8 +8,8 @@
  * at most every 30 s.
  */
 import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
-import type { Config } from './config.ts';
-import { configuredValue } from './not-configured.ts';
+import type { Config } from '../app/config.ts';
+import { configuredValue } from '../app/not-configured.ts';
 
 type SecretSetting =
   | 'WEBHOOK_SIGNING_SECRETS'

@@ -104,7 +104,7 @@ export class RatchetAlarms extends Construct {
       1_000,
       'More than 1,000 effects are waiting.',
     );
-    const redrive = 'npm run redrive -- --stack <name>';
+    const redrive = 'npx ratchet-aws redrive --stack <name>';
     for (const [name, queue, todo] of [
       ['EffectsQueueDeadLetters', props.effectsDeadLetterQueue, redrive],
       ['EffectsPipeFailures', props.pipeFailures, redrive],
@@ -126,7 +126,7 @@ export class RatchetAlarms extends Construct {
       'EffectsDeadLettered',
       ratchet('EffectDeadLettered'),
       1,
-      'An effect was dead-lettered: npm run redrive -- --stack <name> --list.',
+      'An effect was dead-lettered: npx ratchet-aws redrive --stack <name> --list.',
     );
     alarm('EffectsUndecodable', ratchet('EffectUndecodable'), 1, 'A stream record could not be decoded (dead-lettered raw).');
     alarm('WebhookNotRecorded', ratchet('WebhookNotRecorded'), 1, 'A webhook was answered 503 (store unavailable): Gemini retries it.');

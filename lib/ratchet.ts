@@ -23,22 +23,22 @@ import { CfnPipe } from 'aws-cdk-lib/aws-pipes';
 import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { type IQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
-import type { OperationKind, OperationState } from '../lambda/core/lifecycle.ts';
-import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from '../lambda/effects/dead-letters.ts';
-import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
-import { LEDGER_PARTITION_KEY, LEDGER_TTL_ATTRIBUTE } from '../lambda/effects/ledger.ts';
-import { EFFECTS_PIPE, EFFECTS_QUEUE, EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../lambda/effects/settings.ts';
+import { DEFAULT_HISTORY_RETENTION_DAYS } from '../app/history.ts';
+import { NOT_CONFIGURED } from '../app/not-configured.ts';
+import type { OperationKind, OperationState } from '../core/lifecycle.ts';
 import {
-  DEFAULT_HISTORY_RETENTION_DAYS,
   HISTORY_FILTER,
   HISTORY_MAPPING,
   HISTORY_PARTITION_KEY,
   HISTORY_SORT_KEY,
   HISTORY_TTL_ATTRIBUTE,
-} from '../lambda/history/history-table.ts';
-import { NOT_CONFIGURED } from '../lambda/not-configured.ts';
+} from '../engines/dynamodb/history-table.ts';
 import {
+  DEAD_LETTER_KEYS,
+  DEAD_LETTER_TTL_ATTRIBUTE,
   EFFECTS_GROUP_ATTRIBUTE,
+  LEDGER_PARTITION_KEY,
+  LEDGER_TTL_ATTRIBUTE,
   LIST_INDEX,
   LIST_INDEX_PARTITION,
   LIST_INDEX_SORT,
@@ -47,7 +47,9 @@ import {
   OPEN_INDEX_SORT,
   PARTITION_KEY,
   TTL_ATTRIBUTE,
-} from '../lambda/store/table.ts';
+} from '../engines/dynamodb/table.ts';
+import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
+import { EFFECTS_PIPE, EFFECTS_QUEUE, EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../lambda/effects/settings.ts';
 import { RatchetAlarms } from './ratchet-alarms.ts';
 import { RatchetFunction } from './ratchet-function.ts';
 
@@ -180,7 +182,7 @@ export class Ratchet extends Construct {
       timeToLiveAttribute: TTL_ATTRIBUTE,
       ...durableTable,
     });
-    // Sparse: only open, pollable operations carry its keys (see lambda/store/table.ts).
+    // Sparse: only open, pollable operations carry its keys (see engines/dynamodb/table.ts).
     this.table.addGlobalSecondaryIndex({
       indexName: OPEN_INDEX,
       partitionKey: { name: OPEN_INDEX_PARTITION, type: AttributeType.STRING },
@@ -545,7 +547,7 @@ export class Ratchet extends Construct {
 
   /**
    * A stack output under its plain key (`ApiUrl`, …), wherever the construct
-   * sits: `npm run connect -- --stack` and `npm run redrive -- --stack` read
+   * sits: `npm run connect -- --stack` and `npm run aws -- redrive --stack` read
    * them by that key. So one Ratchet per stack.
    */
   private output(key: string, value: string): void {

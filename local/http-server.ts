@@ -8,7 +8,7 @@
  *   The connection stays open (Node reads and drops the unread body), so a
  *   sender that sent a whole request always gets an answer, never a reset.
  * - **The webhook without a framework**: `POST /webhooks/gemini` goes
- *   straight to its use case (lambda/http/webhook.ts, the same instance the
+ *   straight to its use case (app/http/webhook.ts, the same instance the
  *   app's route uses), without Hono's Request, Response and streams: the
  *   route every delivery takes costs what it checks. Its answers are the
  *   app's (the same statuses and bodies, the same security headers), and the
@@ -24,9 +24,9 @@
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { getRequestListener } from '@hono/node-server';
-import { FAILURES, failureBody } from '../lambda/core/failures.ts';
-import { MAX_WEBHOOK_BODY_BYTES, type WebhookAnswer } from '../lambda/http/webhook.ts';
-import type { HeaderReader } from '../lambda/http/webhook-signature.ts';
+import { MAX_WEBHOOK_BODY_BYTES, type WebhookAnswer } from '../app/http/webhook.ts';
+import type { HeaderReader } from '../app/http/webhook-signature.ts';
+import { FAILURES, failureBody } from '../core/failures.ts';
 import { API_SECURITY_HEADERS } from './access/guard.ts';
 
 export interface HttpLimits {

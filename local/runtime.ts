@@ -3,7 +3,7 @@
  * file in DATA_DIR: the operations, their outbox, history, the effects queue),
  * the HTTP API served through the same handler code as the Lambda, the
  * outbox feed to history and the effects queue, and the reconcile schedule.
- * Each part lives in local/engine; this file only connects them.
+ * Each part lives in engines/sqlite and local/; this file only connects them.
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
@@ -13,35 +13,35 @@ import { join, resolve } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
-import type { Config } from '../lambda/config.ts';
-import { agentPlatformOf, publicUrls } from '../lambda/config.ts';
-import type { Failure } from '../lambda/core/failures.ts';
-import type { OperationKind } from '../lambda/core/lifecycle.ts';
-import { createApp } from '../lambda/http/app.ts';
-import { receiveWebhook } from '../lambda/http/webhook.ts';
-import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../lambda/http/webhook-signature.ts';
-import { createLogger, createMetrics } from '../lambda/logger.ts';
-import { BatchDiscovery } from '../lambda/reconcile/discovery.ts';
-import { pollNow } from '../lambda/reconcile/poll-now.ts';
-import { reconcile } from '../lambda/reconcile/reconcile.ts';
-import { WebhookHealth } from '../lambda/reconcile/webhook-health.ts';
+import type { Config } from '../app/config.ts';
+import { agentPlatformOf, publicUrls } from '../app/config.ts';
+import { createApp } from '../app/http/app.ts';
+import { receiveWebhook } from '../app/http/webhook.ts';
+import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
+import { createLogger, createMetrics } from '../app/logger.ts';
+import { BatchDiscovery } from '../app/reconcile/discovery.ts';
+import { pollNow } from '../app/reconcile/poll-now.ts';
+import { reconcile } from '../app/reconcile/reconcile.ts';
+import { WebhookHealth } from '../app/reconcile/webhook-health.ts';
+import type { Failure } from '../core/failures.ts';
+import type { OperationKind } from '../core/lifecycle.ts';
+import { ChangeFeed } from '../engines/sqlite/change-feed.ts';
+import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, openDataFolder } from '../engines/sqlite/data-folder.ts';
+import { pendingEffects, retryingOperations } from '../engines/sqlite/effects-queue.ts';
+import { SqliteDeadLetters, SqliteEffectLedger } from '../engines/sqlite/effects-records.ts';
+import { writeProbe } from '../engines/sqlite/health.ts';
+import { SqliteHistory } from '../engines/sqlite/history.ts';
+import { SqliteOperationStore } from '../engines/sqlite/operation-store.ts';
+import { backlogOf } from '../engines/sqlite/outbox.ts';
+import type { Sqlite } from '../engines/sqlite/sqlite.ts';
 import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
-import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, openDataFolder } from './engine/data-folder.ts';
-import { startDerivedProcess } from './engine/derived-supervisor.ts';
-import type { DerivedWork } from './engine/derived-work.ts';
-import { pendingEffects, retryingOperations } from './engine/effects-queue.ts';
-import { SqliteDeadLetters, SqliteEffectLedger } from './engine/effects-records.ts';
-import { writeProbe } from './engine/health.ts';
-import { SqliteHistory } from './engine/history.ts';
-import { SqliteOperationStore } from './engine/operation-store.ts';
-import { backlogOf } from './engine/outbox.ts';
-import { everyHour, LocalSchedule } from './engine/schedule.ts';
-import type { Sqlite } from './engine/sqlite.ts';
-import { ChangeFeed } from './feed/change-feed.ts';
+import { startDerivedProcess } from './derived-supervisor.ts';
+import type { DerivedWork } from './derived-work.ts';
 import { feedRoutes } from './feed/routes.ts';
 import { listen } from './http-server.ts';
+import { everyHour, LocalSchedule } from './schedule.ts';
 import { checkStartConfig } from './start-config.ts';
 
 export const IN_MEMORY = ':memory:';
@@ -153,7 +153,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     // History, the effects queue and the outbound webhook: a process of their own on a data file.
     derived =
       db.path === IN_MEMORY
-        ? (await import('./engine/derived-work.ts')).startDerivedWork(db, config, logger)
+        ? (await import('./derived-work.ts')).startDerivedWork(db, config, logger)
         : startDerivedProcess(resolve(db.path), config, logger);
     stopped.push(() => derived?.stop());
     const maintenance = everyHour(logger, [
@@ -243,7 +243,7 @@ function developmentSecret(dataDir: string): string {
  * through the same ingest. The Gemini SDK is loaded only when there is a key.
  */
 async function startReconcile(config: Config, store: SqliteOperationStore, logger: Logger): Promise<LocalSchedule | undefined> {
-  const { GenAiPoller, pollerOptionsOf } = await import('../lambda/reconcile/gemini-poller.ts');
+  const { GenAiPoller, pollerOptionsOf } = await import('../app/reconcile/gemini-poller.ts');
   const options = await pollerOptionsOf(config, async (name) => config[name]);
   if (!options) {
     logger.warn(

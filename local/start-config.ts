@@ -1,14 +1,14 @@
 /**
  * Everything `ratchet start` (and the library, and the demo) checks of its
  * configuration before it opens, writes or spawns anything: what the type of
- * each variable cannot say (lambda/config.ts checks those), each secret under
+ * each variable cannot say (app/config.ts checks those), each secret under
  * its own name, settings that need each other, and the data folder. The first
  * problem is one line naming the variable and what it accepts (ConfigError;
  * the command exits 2), never a secret's value.
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
-import { type Config, ConfigError } from '../lambda/config.ts';
-import { InvalidSecretError, parseSigningSecrets } from '../lambda/http/webhook-signature.ts';
+import { type Config, ConfigError } from '../app/config.ts';
+import { InvalidSecretError, parseSigningSecrets } from '../app/http/webhook-signature.ts';
 import { parseTokens, TokenConfigError } from './access/api-token.ts';
 
 export function checkStartConfig(config: Config): void {

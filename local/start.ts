@@ -2,12 +2,13 @@
  * `npm start`: runs Ratchet on this machine until Ctrl-C, SIGTERM, or the end
  * of the process that started it.
  */
-import { ConfigError, loadConfig } from '../lambda/config.ts';
-import { InvalidSecretError } from '../lambda/http/webhook-signature.ts';
+
+import { failure, parseCommandLine, unexpected } from '../app/command-line.ts';
+import { ConfigError, loadConfig } from '../app/config.ts';
+import { InvalidSecretError } from '../app/http/webhook-signature.ts';
+import { DataFolderError } from '../engines/sqlite/data-folder.ts';
+import { SchemaError } from '../engines/sqlite/schema.ts';
 import { TokenConfigError } from './access/api-token.ts';
-import { failure, parseCommandLine, unexpected } from './cli/command-line.ts';
-import { DataFolderError } from './engine/data-folder.ts';
-import { SchemaError } from './engine/schema.ts';
 import { startLocalRuntime } from './runtime.ts';
 
 parseCommandLine({

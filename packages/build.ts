@@ -25,6 +25,7 @@
  */
 import { execFileSync } from 'node:child_process';
 import { cpSync, mkdirSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { isBuiltin } from 'node:module';
 import { dirname, join, relative, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { build, type Metafile, type Plugin } from 'esbuild';
@@ -41,8 +42,12 @@ interface PackageSpec {
   entries: Record<string, string>;
   /** Emit rolled-up declarations for each entry. */
   types: boolean;
+  /** Programs (a manifest's bin) → source file: bundled like entries, without declarations. */
+  programs?: Record<string, string>;
   /** Third-party packages compiled into the bundle instead of depended on. */
   bundled?: string[];
+  /** Packages a bundled one requires only if installed (inside a try): left out, and allowed to be missing. */
+  optional?: string[];
   /** Source modules replaced in this package's build: what the repository uses → what the package uses. */
   substitutes?: Record<string, string>;
   /** Lambda handlers prebuilt into dist/functions/<handler>/. */
@@ -60,10 +65,19 @@ export const PACKAGES: Record<string, PackageSpec> = {
     entries: { index: 'lib/ratchet.ts' },
     types: true,
     substitutes: { 'lib/function-code.ts': 'lib/function-code.prebuilt.ts' },
+    // The commands that reach a deployed stack (connect, redrive --stack): the AWS user's, so the server carries no AWS SDK.
+    programs: { 'ratchet-aws': 'lib/cli/ratchet-aws.ts' },
     functions: ['lambda/handlers/api.ts', 'lambda/handlers/effects.ts', 'lambda/handlers/reconcile.ts', 'lambda/handlers/history.ts'],
   },
   // derived-process: the embedded engine's second process (history, effects), forked by the runtime.
-  server: { entries: { ratchet: 'local/cli/ratchet.ts', 'derived-process': 'local/engine/derived-process.ts' }, types: false },
+  server: {
+    entries: { ratchet: 'local/cli/ratchet.ts', 'derived-process': 'local/derived-process.ts' },
+    types: false,
+    // The SDK and its dependencies (google-auth-library, gaxios, ws…) are 30 of the 70 MB an install took, for the
+    // few hundred KB reconcile runs; zod is 8 MB for a few KB of checks (docs/benchmarks.md, "Packages").
+    bundled: ['zod', '@google/genai'],
+    optional: ['bufferutil', 'utf-8-validate'],
+  },
 };
 
 interface Manifest {
@@ -103,13 +117,19 @@ function substitute(map: Record<string, string>): Plugin {
   };
 }
 
-/** Leaves every bare import that is not `bundled` to run time (node_modules, as the manifest declares). */
-function externals(bundled: string[]): Plugin {
+/**
+ * Leaves every bare import that is not `bundled` to run time (node_modules, as
+ * the manifest declares). A bundled package brings what it imports in with it
+ * (its own dependencies are its business, not the manifest's).
+ */
+function externals(bundled: string[], optional: string[]): Plugin {
   return {
     name: 'ratchet-externals',
     setup(b) {
       b.onResolve({ filter: /^[^./#]/ }, (args) =>
-        bundled.includes(packageOf(args.path)) ? undefined : { path: args.path, external: true },
+        (bundled.includes(packageOf(args.path)) || args.importer.includes('/node_modules/')) && !optional.includes(packageOf(args.path))
+          ? undefined
+          : { path: args.path, external: true },
       );
     },
   };
@@ -118,7 +138,9 @@ function externals(bundled: string[]): Plugin {
 async function buildJavaScript(name: string, spec: PackageSpec, dir: string): Promise<Metafile> {
   const manifest = manifestOf(name);
   const result = await build({
-    entryPoints: Object.fromEntries(Object.entries(spec.entries).map(([entry, source]) => [entry, join(ROOT, source)])),
+    entryPoints: Object.fromEntries(
+      Object.entries({ ...spec.entries, ...spec.programs }).map(([entry, source]) => [entry, join(ROOT, source)]),
+    ),
     outdir: join(dir, 'dist'),
     bundle: true,
     splitting: true,
@@ -133,13 +155,13 @@ async function buildJavaScript(name: string, spec: PackageSpec, dir: string): Pr
     absWorkingDir: ROOT,
     // The server's bin runs as a program.
     ...(manifest.bin && { banner: { js: '#!/usr/bin/env node' } }),
-    plugins: [substitute(spec.substitutes ?? {}), externals(spec.bundled ?? [])],
+    plugins: [substitute(spec.substitutes ?? {}), externals(spec.bundled ?? [], spec.optional ?? [])],
   });
   // What the bundles still import once tree-shaken is what installs must provide.
-  const allowed = declared(manifest);
+  const allowed = new Set([...declared(manifest), ...(spec.optional ?? [])]);
   const problems = Object.entries(result.metafile.outputs).flatMap(([output, { imports }]) =>
     imports
-      .filter(({ external, path }) => external && !path.startsWith('node:') && !allowed.has(packageOf(path)))
+      .filter(({ external, path }) => external && !isBuiltin(path) && !allowed.has(packageOf(path)))
       .map(({ path }) => `${manifest.name}: ${relative(ROOT, output)} imports ${path}, not a dependency or peer`),
   );
   if (problems.length > 0) throw new Error(`undeclared imports:\n  ${problems.join('\n  ')}`);
@@ -234,26 +256,39 @@ function walk(dir: string): string[] {
   );
 }
 
-/** name@version and licence of each third-party package whose code a bundle holds. */
-function bundledPackages(inputs: string[]): Map<string, string> {
-  const found = new Map<string, string>();
+interface BundledPackage {
+  license: string;
+  /** Its licence and notice files' text, as its package ships them. */
+  texts: string[];
+}
+
+/** Each third-party package whose code a bundle holds (name@version), with its licence. */
+function bundledPackages(inputs: string[]): Map<string, BundledPackage> {
+  const found = new Map<string, BundledPackage>();
   for (const input of inputs) {
     const match = input.match(/^(?:.*\/)?node_modules\/((?:@[^/]+\/)?[^/]+)\//);
     if (!match) continue;
-    const root = input.slice(0, (match.index ?? 0) + match[0].length);
-    const pkg = JSON.parse(readFileSync(join(ROOT, root, 'package.json'), 'utf8')) as { name: string; version: string; license?: string };
-    found.set(`${pkg.name}@${pkg.version}`, pkg.license ?? 'see the package');
+    const root = join(ROOT, input.slice(0, (match.index ?? 0) + match[0].length));
+    const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { name: string; version: string; license?: string };
+    const key = `${pkg.name}@${pkg.version}`;
+    if (found.has(key)) continue;
+    const texts = readdirSync(root)
+      .filter((file) => /^(licen[cs]e|notice|copying)(\.|$)/i.test(file))
+      .map((file) => readFileSync(join(root, file), 'utf8').trim());
+    found.set(key, { license: pkg.license ?? 'see the package', texts });
   }
   return new Map([...found].sort(([a], [b]) => a.localeCompare(b)));
 }
 
-function writeNotices(dir: string, packages: Map<string, string>): void {
-  const lines = [...packages].map(([pkg, license]) => `- ${pkg}: ${license}`);
+/** THIRD_PARTY_NOTICES.md: what the bundles hold, each package's licence and, as their licences ask, its licence text. */
+function writeNotices(dir: string, packages: Map<string, BundledPackage>): void {
+  const list = [...packages].map(([pkg, { license }]) => `- ${pkg}: ${license}`);
+  const texts = [...packages].flatMap(([pkg, { texts }]) => texts.map((text) => `## ${pkg}\n\n\`\`\`\`text\n${text}\n\`\`\`\`\n`));
   writeFileSync(
     join(dir, 'THIRD_PARTY_NOTICES.md'),
-    lines.length === 0
+    list.length === 0
       ? 'This package holds no third-party code: its dependencies are installed beside it.\n'
-      : `This package holds code of these packages, compiled into its bundles (each under its own licence, in its own package on the npm registry):\n\n${lines.join('\n')}\n`,
+      : `This package holds code of these packages, compiled into its bundles (each under its own licence, in its own package on the npm registry):\n\n${list.join('\n')}\n\n${texts.join('\n')}`,
   );
 }
 

@@ -15,12 +15,12 @@
  * store briefly unavailable), API Gateway's 429, 502 and 504, and a failed
  * connection are retried with backoff.
  */
-import { changeOf, LONG_POLL_HEADER, type OperationChange } from '../lambda/core/change.ts';
-import type { Failure } from '../lambda/core/failures.ts';
-import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState, rankOf } from '../lambda/core/lifecycle.ts';
-import { networkCodeOf, networkFailureInWords } from '../lambda/core/network.ts';
-import type { OperationRecord, OperationResult } from '../lambda/core/reducer.ts';
-import type { HistoryEntry, OperationView } from '../lambda/core/views.ts';
+import { changeOf, LONG_POLL_HEADER, type OperationChange } from '../core/change.ts';
+import type { Failure } from '../core/failures.ts';
+import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState, rankOf } from '../core/lifecycle.ts';
+import { networkCodeOf, networkFailureInWords } from '../core/network.ts';
+import type { OperationRecord, OperationResult } from '../core/reducer.ts';
+import type { HistoryEntry, OperationView } from '../core/views.ts';
 
 export type { HistoryEntry, OperationChange, OperationKind, OperationRecord, OperationResult, OperationState, OperationView };
 

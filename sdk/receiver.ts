@@ -11,8 +11,8 @@
  */
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import * as z from 'zod/mini';
-import { OPERATION_STATES, type OperationKind, type OperationState } from '../lambda/core/lifecycle.ts';
-import type { OperationResult } from '../lambda/core/reducer.ts';
+import { OPERATION_STATES, type OperationKind, type OperationState } from '../core/lifecycle.ts';
+import type { OperationResult } from '../core/reducer.ts';
 
 export type { OperationKind, OperationResult, OperationState };
 

@@ -1,8 +1,8 @@
 /** The AWS sink: each transition as an event on Ratchet's EventBridge bus. */
 import { type EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
+import { type EffectSink, SinkError } from '../../app/effects/sinks.ts';
+import { idempotencyKey, stateChangedEvent, type Transition } from '../../app/effects/transition.ts';
 import { EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from './settings.ts';
-import { type EffectSink, SinkError } from './sinks.ts';
-import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
 
 export class EventBridgeSink implements EffectSink {
   readonly name = 'eventbridge';

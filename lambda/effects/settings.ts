@@ -2,8 +2,6 @@
  * The effects path's settings, shared by the stack (Pipe, queues, event
  * source) and the local runtime's emulation of them.
  */
-import type { Config } from '../config.ts';
-import type { RetrySettings } from './queue.ts';
 
 /** The EventBridge sink's events: what an `onStateChange` rule matches. */
 export const EVENTBRIDGE_SOURCE = 'ratchet';
@@ -24,9 +22,3 @@ export const EFFECTS_QUEUE = {
   /** Receives before SQS itself moves a message to the FIFO dead-letter queue: a safety net for a handler that crashes. */
   maxReceiveCount: 200,
 } as const;
-
-export function retrySettings(
-  config: Pick<Config, 'EFFECTS_RETRY_BASE_MS' | 'EFFECTS_RETRY_MAX_MS' | 'EFFECTS_RETRY_FOR_SECONDS'>,
-): RetrySettings {
-  return { baseMs: config.EFFECTS_RETRY_BASE_MS, maxMs: config.EFFECTS_RETRY_MAX_MS, forSeconds: config.EFFECTS_RETRY_FOR_SECONDS };
-}

@@ -4,7 +4,14 @@
  */
 import type { SQSClient } from '@aws-sdk/client-sqs';
 import type { SQSRecord } from 'aws-lambda';
-import type { RetryScheduler } from './queue.ts';
+
+/** The message attribute that marks a re-driven transition. */
+export const REDRIVEN_ATTRIBUTE = 'redriven';
+
+/** SQS: makes a received message visible again only after a delay: the queue's backoff. */
+export interface RetryScheduler {
+  retryAfter(message: SQSRecord, delayMs: number): Promise<void>;
+}
 
 /** SQS's own: the message's visibility timeout (whole seconds, at most 12 h). */
 export class SqsRetryScheduler implements RetryScheduler {

@@ -3,20 +3,19 @@
  * the Pipe puts them on the effects queue, and the history function receives
  * them) decoded into the domain's records and transitions.
  */
-import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord } from 'aws-lambda';
-import type { OperationRecord } from '../core/reducer.ts';
-import { InvalidStreamRecordError, type Transition, transitionOf } from './transition.ts';
+import { InvalidStreamRecordError, type Transition, transitionOf } from '../../app/effects/transition.ts';
+import type { OperationRecord } from '../../core/reducer.ts';
+import { newImageOf } from '../../engines/dynamodb/stream-images.ts';
 
 /** The transition of a DynamoDB stream record (the AWS edge: the Pipe's messages carry them). */
 export function transitionFromRecord(record: DynamoDBRecord): Transition {
-  const image = record.dynamodb?.NewImage;
-  if (!image) throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} has no NewImage`);
-  let item: OperationRecord;
+  let item: OperationRecord | undefined;
   try {
-    item = unmarshall(image as Parameters<typeof unmarshall>[0]) as OperationRecord;
+    item = newImageOf(record) as OperationRecord | undefined;
   } catch (error) {
     throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} cannot be decoded: ${(error as Error).message}`);
   }
+  if (!item) throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} has no NewImage`);
   return transitionOf(item, `stream record ${record.eventID ?? '?'}`);
 }

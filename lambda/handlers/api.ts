@@ -5,21 +5,21 @@
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { LambdaClient } from '@aws-sdk/client-lambda';
 import { handle } from 'hono/aws-lambda';
-import { loadConfig } from '../config.ts';
-import { DynamoDbHistory } from '../history/dynamodb-history.ts';
-import { createApp } from '../http/app.ts';
+import { loadConfig } from '../../app/config.ts';
+import { createApp } from '../../app/http/app.ts';
 import {
   dynamicWebhooks,
   InvalidSecretError,
   NotConfiguredError,
   parseSigningSecrets,
   WebhookSignatureVerifier,
-} from '../http/webhook-signature.ts';
-import { createLogger, createMetrics } from '../logger.ts';
-import { pollNow } from '../reconcile/poll-now.ts';
+} from '../../app/http/webhook-signature.ts';
+import { createLogger, createMetrics } from '../../app/logger.ts';
+import { pollNow } from '../../app/reconcile/poll-now.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { DynamoDbHistory } from '../../engines/dynamodb/history.ts';
+import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
 import { secretSetting } from '../secrets.ts';
-import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../store/dynamodb-operation-store.ts';
 
 const config = loadConfig();
 const logger = createLogger();

@@ -7,17 +7,17 @@
  */
 import { EventBridgeClient } from '@aws-sdk/client-eventbridge';
 import type { SQSEvent } from 'aws-lambda';
-import { ConfigError, loadConfig } from '../config.ts';
-import { DynamoDbDeadLetters } from '../effects/dynamodb-dead-letters.ts';
-import { DynamoDbEffectLedger } from '../effects/dynamodb-ledger.ts';
+import { ConfigError, loadConfig } from '../../app/config.ts';
+import { retrySettings } from '../../app/effects/queue.ts';
+import type { EffectSink } from '../../app/effects/sinks.ts';
+import { createLogger, createMetrics } from '../../app/logger.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { DynamoDbDeadLetters } from '../../engines/dynamodb/dead-letters.ts';
+import { DynamoDbEffectLedger } from '../../engines/dynamodb/ledger.ts';
 import { EventBridgeSink } from '../effects/eventbridge-sink.ts';
 import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts';
-import { retrySettings } from '../effects/settings.ts';
-import type { EffectSink } from '../effects/sinks.ts';
 import { SqsRetryScheduler } from '../effects/sqs-retry-scheduler.ts';
-import { createLogger, createMetrics } from '../logger.ts';
 import { secretSetting } from '../secrets.ts';
-import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 
 const config = loadConfig();
 const logger = createLogger();
@@ -32,7 +32,7 @@ async function webhookSettings(): Promise<{ url: string; secret: string } | unde
   if (!url) return undefined;
   if (!/^https?:\/\//.test(url) || !URL.canParse(url)) throw new ConfigError('EFFECTS_WEBHOOK_URL is not an http(s) URL');
   const value = await secretSetting(config, 'EFFECTS_SIGNING_SECRET');
-  const { parseSigningSecrets } = await import('../http/webhook-signature.ts');
+  const { parseSigningSecrets } = await import('../../app/http/webhook-signature.ts');
   const [secret] = value ? parseSigningSecrets(value, { onInvalid: () => {} }) : [];
   if (!secret) throw new ConfigError('EFFECTS_SIGNING_SECRET is not configured: set the EffectsSigningSecret secret to a whsec_ value');
   return { url, secret };
@@ -42,7 +42,7 @@ async function compose(webhook: { url: string; secret: string } | undefined): Pr
   const sinks: EffectSink[] = [];
   if (config.EVENT_BUS_NAME) sinks.push(new EventBridgeSink(new EventBridgeClient({}), config.EVENT_BUS_NAME));
   if (webhook) {
-    const { WebhookSink } = await import('../effects/webhook-sink.ts');
+    const { WebhookSink } = await import('../../app/effects/webhook-sink.ts');
     sinks.push(new WebhookSink(webhook.url, webhook.secret, { timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS }));
   }
   if (!config.EFFECTS_LEDGER_TABLE) throw new ConfigError('EFFECTS_LEDGER_TABLE is not set');

@@ -2,11 +2,11 @@
  * The table's stream (every applied write, filtered by the event source
  * mapping) -> the history table, for `GET /operations/{name}/history`.
  */
-import { loadConfig } from '../config.ts';
-import { DynamoDbHistory } from '../history/dynamodb-history.ts';
+import { loadConfig } from '../../app/config.ts';
+import { createLogger } from '../../app/logger.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { DynamoDbHistory } from '../../engines/dynamodb/history.ts';
 import { createHistoryHandler } from '../history/stream-handler.ts';
-import { createLogger } from '../logger.ts';
-import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
 
 const config = loadConfig();
 if (!config.HISTORY_TABLE) throw new Error('HISTORY_TABLE is not set');

@@ -4,15 +4,15 @@
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
-import { loadConfig } from '../config.ts';
-import { createLogger, createMetrics } from '../logger.ts';
-import { BatchDiscovery } from '../reconcile/discovery.ts';
-import { GenAiPoller, pollerOptionsOf } from '../reconcile/gemini-poller.ts';
-import { type ReconcileStats, reconcile } from '../reconcile/reconcile.ts';
-import { WebhookHealth } from '../reconcile/webhook-health.ts';
+import { loadConfig } from '../../app/config.ts';
+import { createLogger, createMetrics } from '../../app/logger.ts';
+import { BatchDiscovery } from '../../app/reconcile/discovery.ts';
+import { GenAiPoller, pollerOptionsOf } from '../../app/reconcile/gemini-poller.ts';
+import { type ReconcileStats, reconcile } from '../../app/reconcile/reconcile.ts';
+import { WebhookHealth } from '../../app/reconcile/webhook-health.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
 import { secretSetting } from '../secrets.ts';
-import { createDocumentClient, createDynamoDbClient } from '../store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../store/dynamodb-operation-store.ts';
 
 const config = loadConfig();
 const logger = createLogger();

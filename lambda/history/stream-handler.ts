@@ -4,10 +4,10 @@
  * history entries.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { unmarshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
-import type { HistoryEntry } from '../core/views.ts';
-import { entryOf, type HistoryLog } from './history.ts';
+import { entryOf, type HistoryLog } from '../../app/history.ts';
+import type { HistoryEntry } from '../../core/views.ts';
+import { newImageOf } from '../../engines/dynamodb/stream-images.ts';
 
 /**
  * The stream handler (a Lambda event source mapping in AWS, the local stream
@@ -39,12 +39,8 @@ export function createHistoryHandler(deps: {
 function decode(record: DynamoDBRecord): { name: string; entry: HistoryEntry } | undefined {
   try {
     // Only the attributes an entry needs: the rest of the image (results, metadata) is none of history's business.
-    const raw = record.dynamodb?.NewImage ?? {};
     const wanted = ['name', 'version', 'state', 'previousState', 'stateChanged', 'source', 'eventId', 'updateTime', 'recordedAt'];
-    const image = unmarshall(Object.fromEntries(Object.entries(raw).filter(([key]) => wanted.includes(key))) as never) as Record<
-      string,
-      unknown
-    >;
+    const image = newImageOf(record, wanted) ?? {};
     if (typeof image.name !== 'string' || typeof image.version !== 'number' || typeof image.recordedAt !== 'string') return undefined;
     return { name: image.name, entry: entryOf(image) };
   } catch {

@@ -9,8 +9,8 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { listOf } from '../../lambda/config.ts';
-import { readDataFolderFile } from '../engine/data-folder.ts';
+import { listOf } from '../../app/config.ts';
+import { readDataFolderFile } from '../../engines/sqlite/data-folder.ts';
 
 export const TOKEN_FILE = 'api-token';
 /** What a bearer token may hold (RFC 6750's token68), and at least this long: a guessable token is no token. */

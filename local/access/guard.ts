@@ -27,8 +27,8 @@ import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { bearerAuth } from 'hono/bearer-auth';
 import { getCookie, setCookie } from 'hono/cookie';
 import { NONCE, secureHeaders } from 'hono/secure-headers';
-import { failureResponse as fail } from '../../lambda/core/failures.ts';
-import { TokenBucket } from '../../lambda/http/token-bucket.ts';
+import { TokenBucket } from '../../app/http/token-bucket.ts';
+import { failureResponse as fail } from '../../core/failures.ts';
 import { escapeHtml, page } from '../console/view.ts';
 
 const SESSION_COOKIE = 'ratchet_session';

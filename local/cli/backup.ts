@@ -10,15 +10,15 @@
  * The copy leaves out the change feed's id, so a runtime started on it makes
  * a new one: every cursor a reader kept from before the restore is then
  * refused (410) rather than read on from a position the restored file
- * reached by other writes (local/feed/change-feed.ts).
+ * reached by other writes (engines/sqlite/change-feed.ts).
  */
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
-import { DB_FILE, DEFAULT_DATA_DIR } from '../engine/data-folder.ts';
-import { schemaVersionOf } from '../engine/schema.ts';
-import { Sqlite } from '../engine/sqlite.ts';
-import { FEED_ID_NOTE } from '../feed/change-feed.ts';
-import { failure, parseCommandLine, usageError } from './command-line.ts';
+import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
+import { FEED_ID_NOTE } from '../../engines/sqlite/change-feed.ts';
+import { DB_FILE, DEFAULT_DATA_DIR } from '../../engines/sqlite/data-folder.ts';
+import { schemaVersionOf } from '../../engines/sqlite/schema.ts';
+import { Sqlite } from '../../engines/sqlite/sqlite.ts';
 
 const command = {
   name: 'ratchet backup',

@@ -14,7 +14,7 @@ import { randomBytes } from 'node:crypto';
 import { createServer } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Webhook } from 'standardwebhooks';
-import { parseCommandLine } from './command-line.ts';
+import { parseCommandLine } from '../../app/command-line.ts';
 
 parseCommandLine({
   name: 'ratchet demo',
@@ -24,7 +24,7 @@ parseCommandLine({
   options: {},
 });
 
-const { loadConfig } = await import('../../lambda/config.ts');
+const { loadConfig } = await import('../../app/config.ts');
 const { FakeGemini } = await import('../fake-gemini.ts');
 const { startLocalRuntime } = await import('../runtime.ts');
 const { postSignedWebhook } = await import('./signed-webhook.ts');

@@ -4,9 +4,10 @@
  * with its API token (RATCHET_API_TOKEN, else the token file of DATA_DIR).
  * The link Ratchet prints at start works once, within 15 minutes; this one too.
  */
-import { networkFailureInWords } from '../../lambda/core/network.ts';
+
+import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
+import { networkFailureInWords } from '../../core/network.ts';
 import { tokenForCommands } from '../access/api-token.ts';
-import { failure, parseCommandLine, usageError } from './command-line.ts';
 import { ratchetUrl } from './ratchet-url.ts';
 
 const command = {

@@ -3,7 +3,7 @@
  * `http://HOST:PORT` (the defaults `npm start` listens on). A RATCHET_URL that
  * is not an http(s) URL is bad usage, said as such, not "unreachable".
  */
-import { usageError } from './command-line.ts';
+import { usageError } from '../../app/command-line.ts';
 
 export function ratchetUrl(command: { name: string; usage: string }, env: NodeJS.ProcessEnv = process.env): string {
   const given = env.RATCHET_URL?.trim();

@@ -11,11 +11,11 @@
  */
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
-import { WEBHOOK_EVENT_TYPES } from '../../lambda/core/gemini-webhook.ts';
-import { networkFailureInWords } from '../../lambda/core/network.ts';
-import { InvalidSecretError, parseSigningSecrets } from '../../lambda/http/webhook-signature.ts';
-import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, readDataFolderFile } from '../engine/data-folder.ts';
-import { failure, parseCommandLine, usageError } from './command-line.ts';
+import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
+import { InvalidSecretError, parseSigningSecrets } from '../../app/http/webhook-signature.ts';
+import { WEBHOOK_EVENT_TYPES } from '../../core/gemini-webhook.ts';
+import { networkFailureInWords } from '../../core/network.ts';
+import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, readDataFolderFile } from '../../engines/sqlite/data-folder.ts';
 import { ratchetUrl } from './ratchet-url.ts';
 import { postSignedWebhook } from './signed-webhook.ts';
 

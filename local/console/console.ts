@@ -12,21 +12,15 @@
  *   GET /console/unprocessable      authentic deliveries that could never be used (answered 200 all the same), newest first
  */
 import type { Context, Hono } from 'hono';
-import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
-import { normalizeOperationName } from '../../lambda/core/names.ts';
-import type { DeadLetter, DeadLetters } from '../../lambda/effects/dead-letters.ts';
-import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../lambda/effects/ledger.ts';
-import type { HistoryEntry, HistoryLog } from '../../lambda/history/history.ts';
-import {
-  type Decision,
-  EFFECTS_FILTERS,
-  type EffectsFilter,
-  type OperationView,
-  type UnprocessableLog,
-} from '../../lambda/store/operation-store.ts';
-import type { pendingEffects } from '../engine/effects-queue.ts';
-import type { SqliteOperationStore } from '../engine/operation-store.ts';
-import type { ChangeFeed } from '../feed/change-feed.ts';
+import type { DeadLetter, DeadLetters } from '../../app/effects/dead-letters.ts';
+import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
+import type { HistoryEntry, HistoryLog } from '../../app/history.ts';
+import { type Decision, EFFECTS_FILTERS, type EffectsFilter, type OperationView, type UnprocessableLog } from '../../app/ports.ts';
+import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import { normalizeOperationName } from '../../core/names.ts';
+import type { ChangeFeed } from '../../engines/sqlite/change-feed.ts';
+import type { pendingEffects } from '../../engines/sqlite/effects-queue.ts';
+import type { SqliteOperationStore } from '../../engines/sqlite/operation-store.ts';
 import { escapeHtml, live, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
 
 export interface ConsoleDeps {

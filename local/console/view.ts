@@ -3,9 +3,10 @@
  * exact UTC time on hover, the reducer's reasons and reconcile's notes in
  * words. Pure: the caller passes `now`.
  */
-import { isTerminal } from '../../lambda/core/lifecycle.ts';
-import type { DiscardReason } from '../../lambda/core/reducer.ts';
-import type { OperationView } from '../../lambda/store/operation-store.ts';
+
+import type { OperationView } from '../../app/ports.ts';
+import { isTerminal } from '../../core/lifecycle.ts';
+import type { DiscardReason } from '../../core/reducer.ts';
 
 export const escapeHtml = (value: unknown) =>
   String(value ?? '').replace(/[&<>"']/g, (c) => ({ '&': '&amp;', '<': '&lt;', '>': '&gt;', '"': '&quot;', "'": '&#39;' })[c] as string);

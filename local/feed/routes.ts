@@ -13,11 +13,11 @@
 import type { ServerResponse } from 'node:http';
 import type { Context, Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
-import { FAILURES, type Failure, failureBody } from '../../lambda/core/failures.ts';
-import { OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../lambda/core/lifecycle.ts';
-import { normalizeOperationName } from '../../lambda/core/names.ts';
-import { WAIT_RANGE, waitMsOf } from '../../lambda/http/app.ts';
-import { type ChangeFeed, CursorExpiredError, type FeedFilter, type OperationChange } from './change-feed.ts';
+import { WAIT_RANGE, waitMsOf } from '../../app/http/app.ts';
+import { FAILURES, type Failure, failureBody } from '../../core/failures.ts';
+import { OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import { normalizeOperationName } from '../../core/names.ts';
+import { type ChangeFeed, CursorExpiredError, type FeedFilter, type OperationChange } from '../../engines/sqlite/change-feed.ts';
 
 /** How long a stream gathers changes after a write before its next one (its lag pays it at most once). */
 const GATHER_MS = 10;

@@ -186,7 +186,7 @@ describe('the AWS path as deployed, on moto', () => {
     expect(reads).toHaveLength(1);
   });
 
-  it('npm run redrive -- --stack lists a dead-lettered effect from the deployed tables and delivers it again, once', async () => {
+  it('npm run aws -- redrive --stack lists a dead-lettered effect from the deployed tables and delivers it again, once', async () => {
     const stackName = `RatchetOnMoto${Date.now()}`;
     await stack.publishOutputs(stackName);
     const name = `batches/aws-gone-${Date.now()}`;
@@ -209,12 +209,12 @@ describe('the AWS path as deployed, on moto', () => {
   });
 });
 
-/** `npm run redrive -- --stack NAME …` as an operator runs it, against moto's CloudFormation, DynamoDB and SQS. */
+/** `ratchet-aws redrive --stack NAME …` (npm run aws -- redrive …) as an operator runs it, against moto's CloudFormation, DynamoDB and SQS. */
 async function redrive(stackName: string, ...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
     const { stdout, stderr } = await promisify(execFile)(
       process.execPath,
-      ['--import', 'tsx', 'local/cli/redrive.ts', '--stack', stackName, ...args],
+      ['--import', 'tsx', 'lib/cli/ratchet-aws.ts', 'redrive', '--stack', stackName, ...args],
       {
         cwd: PROJECT_ROOT,
         env: {

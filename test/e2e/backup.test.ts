@@ -8,8 +8,8 @@ import { copyFileSync, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DB_FILE } from '../../local/engine/data-folder.ts';
-import { Sqlite } from '../../local/engine/sqlite.ts';
+import { DB_FILE } from '../../engines/sqlite/data-folder.ts';
+import { Sqlite } from '../../engines/sqlite/sqlite.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';
 

@@ -8,7 +8,7 @@ import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'nod
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { SECRET_VARIABLES } from '../../lambda/config.ts';
+import { SECRET_VARIABLES } from '../../app/config.ts';
 import { PROJECT_ROOT, runToExit } from '../support/ratchet-process.ts';
 
 const root = mkdtempSync(join(tmpdir(), 'ratchet-bad-config-'));

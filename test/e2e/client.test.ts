@@ -10,7 +10,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../lambda/config.ts';
+import { loadConfig } from '../../app/config.ts';
 import { type LocalRuntime, startLocalRuntime } from '../../local/runtime.ts';
 import { RatchetClient, RatchetError } from '../../sdk/client.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';

@@ -19,10 +19,10 @@ import {
 } from '@aws-sdk/client-secrets-manager';
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SUBSCRIBED_EVENTS } from '../../lambda/core/gemini-webhook.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
-import { createTableInput } from '../../lambda/store/table.ts';
+import { SUBSCRIBED_EVENTS } from '../../core/gemini-webhook.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { createTableInput } from '../../engines/dynamodb/table.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION, type Moto, publishStackOutputs, startMoto } from '../support/aws/moto.ts';
 import { ensureTable } from '../support/aws/tables.ts';
@@ -113,7 +113,7 @@ interface Run {
 
 async function runConnect(args: string[], env: Record<string, string> = {}): Promise<Run> {
   try {
-    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'local/cli/connect.ts', ...args], {
+    const { stdout, stderr } = await promisify(execFile)(process.execPath, ['--import', 'tsx', 'lib/cli/connect.ts', ...args], {
       cwd: PROJECT_ROOT,
       env: {
         PATH: process.env.PATH,
@@ -265,21 +265,21 @@ describe('npm run connect', () => {
   it('fails with one clear line: unknown stack, a key Gemini refuses, no key and no terminal, no --stack', async () => {
     const noStack = await runConnect(['--stack', 'Nope']);
     expect(noStack.code).toBe(1);
-    expect(noStack.stderr.trim()).toMatch(/^ratchet connect: cannot read stack Nope: Stack with id Nope does not exist$/);
+    expect(noStack.stderr.trim()).toMatch(/^ratchet-aws connect: cannot read stack Nope: Stack with id Nope does not exist$/);
 
     const badKey = await runConnect(['--stack', 'Ratchet'], { GEMINI_API_KEY: 'wrong' });
     expect(badKey.code).toBe(1);
-    expect(badKey.stderr.trim()).toMatch(/^ratchet connect: Gemini refused to list webhooks \(HTTP 401\): is GEMINI_API_KEY right\?$/);
+    expect(badKey.stderr.trim()).toMatch(/^ratchet-aws connect: Gemini refused to list webhooks \(HTTP 401\): is GEMINI_API_KEY right\?$/);
 
     const noKey = await runConnect(['--stack', 'Ratchet'], { GEMINI_API_KEY: '' });
     expect(noKey.code).toBe(1);
-    expect(noKey.stderr.trim()).toBe('ratchet connect: GEMINI_API_KEY is not set and there is no terminal to ask for it');
+    expect(noKey.stderr.trim()).toBe('ratchet-aws connect: GEMINI_API_KEY is not set and there is no terminal to ask for it');
 
     const noArgs = await runConnect([]);
     expect(noArgs.stderr.trim()).toBe(
-      'ratchet connect: --stack NAME is required (usage: ratchet connect --stack NAME [options]; see --help)',
+      'ratchet-aws connect: --stack NAME is required (usage: ratchet-aws connect --stack NAME [options]; see --help)',
     );
     const help = await runConnect(['--help']);
-    expect(help.stdout).toMatch(/^usage: ratchet connect --stack NAME/);
+    expect(help.stdout).toMatch(/^usage: ratchet-aws connect --stack NAME/);
   });
 });

@@ -4,7 +4,7 @@
  * fake Gemini (real SDK) that answers the poll a JWT-signed delivery asks for.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { OperationRecord } from '../../lambda/core/reducer.ts';
+import type { OperationRecord } from '../../core/reducer.ts';
 import { envelope, newSecret, type SignedDelivery } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import {

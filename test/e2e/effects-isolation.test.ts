@@ -9,7 +9,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { DeadLetter } from '../../lambda/effects/dead-letters.ts';
+import type { DeadLetter } from '../../app/effects/dead-letters.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { type RatchetProcess, runToExit, startRatchet, TEST_API_TOKEN } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';

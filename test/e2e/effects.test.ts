@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { OperationRecord } from '../../lambda/core/reducer.ts';
+import type { OperationRecord } from '../../core/reducer.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { outboxChanges } from '../support/engine-file.ts';
 import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';

@@ -12,7 +12,7 @@ import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DEV_SECRET_FILE } from '../../local/engine/data-folder.ts';
+import { DEV_SECRET_FILE } from '../../engines/sqlite/data-folder.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { PROJECT_ROOT, type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';

@@ -8,7 +8,7 @@ import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { OperationRecord } from '../../lambda/core/reducer.ts';
+import type { OperationRecord } from '../../core/reducer.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { withConnection } from '../support/engine-file.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';

@@ -7,8 +7,8 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSy
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { DB_FILE, DYNAMODB_LOCAL_FILE } from '../../local/engine/data-folder.ts';
-import { SCHEMA_VERSION } from '../../local/engine/schema.ts';
+import { DB_FILE, DYNAMODB_LOCAL_FILE } from '../../engines/sqlite/data-folder.ts';
+import { SCHEMA_VERSION } from '../../engines/sqlite/schema.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { withConnection } from '../support/engine-file.ts';
 import { PROJECT_ROOT, type RatchetProcess, runToExit, startRatchet } from '../support/ratchet-process.ts';

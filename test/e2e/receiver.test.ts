@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import type { LambdaFunctionURLEvent } from 'aws-lambda';
 import { Webhook } from 'standardwebhooks';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { loadConfig } from '../../lambda/config.ts';
+import { loadConfig } from '../../app/config.ts';
 import { type LocalRuntime, startLocalRuntime } from '../../local/runtime.ts';
 import { EffectVerificationError, type StateChangedEvent, verifyEffect } from '../../sdk/receiver.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';

@@ -16,7 +16,7 @@ import { DeleteMessageCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk
 import { runSimulation } from '@cloud-copilot/iam-simulate';
 import type { DynamoDBRecord, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { REDRIVEN_ATTRIBUTE } from '../../lambda/effects/queue.ts';
+import { REDRIVEN_ATTRIBUTE } from '../../lambda/effects/sqs-retry-scheduler.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { runBundle } from '../support/aws/lambda-host.ts';
 import { MOTO_ACCOUNT, MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
@@ -194,7 +194,7 @@ describe('IAM, simulated against the synthesized template', () => {
       expect(results).toEqual([{ batchItemFailures: [{ itemIdentifier: retried.messageId }] }, { batchItemFailures: [] }]);
       await acknowledge(old);
 
-      // `npm run redrive -- --stack` sends the dead letter again, marked: delivered, its dead letter removed.
+      // `npm run aws -- redrive --stack` sends the dead letter again, marked: delivered, its dead letter removed.
       receiver.mode = 'ok';
       const redriven = await throughEffectsQueue({ ...failing, eventID: `${record?.eventID}-redriven` }, { [REDRIVEN_ATTRIBUTE]: 'true' });
       expect(await run('Effects', [{ Records: [redriven] }])).toEqual([{ batchItemFailures: [] }]);

@@ -11,13 +11,13 @@ import { promisify } from 'node:util';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { trackedRecord } from '../../lambda/core/reducer.ts';
-import { deadLetterTableInput } from '../../lambda/effects/dynamodb-dead-letters.ts';
-import { keyedTableInput } from '../../lambda/effects/dynamodb-ledger.ts';
-import { DynamoDbHistory, historyTableInput } from '../../lambda/history/dynamodb-history.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
-import { createTableInput } from '../../lambda/store/table.ts';
+import { trackedRecord } from '../../core/reducer.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { deadLetterTableInput } from '../../engines/dynamodb/dead-letters.ts';
+import { DynamoDbHistory, historyTableInput } from '../../engines/dynamodb/history.ts';
+import { keyedTableInput } from '../../engines/dynamodb/ledger.ts';
+import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { createTableInput } from '../../engines/dynamodb/table.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { runBundle as runBundleAt } from '../support/aws/lambda-host.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
@@ -68,7 +68,7 @@ describe('bundled functions', () => {
     }
   });
 
-  it('hold only what the Lambdas use: no dev-only package (local runtime, CLI, tests, CDK) and no file outside lambda/', () => {
+  it('hold only what the Lambdas use: no dev-only package (local runtime, CLI, tests, CDK), and of ours the core, the application, the DynamoDB engine and lambda/', () => {
     const lock = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package-lock.json'), 'utf8')).packages as Record<string, { dev?: boolean }>;
     for (const bundle of Object.values(bundles)) {
       const maps = readdirSync(dirname(bundle)).filter((file) => file.endsWith('.mjs.map'));
@@ -85,7 +85,9 @@ describe('bundled functions', () => {
       expect(packages.size).toBeGreaterThan(5);
       expect([...packages].filter((path) => !lock[path] || lock[path].dev)).toEqual([]);
       expect([...packages].filter((path) => /\/(aws-cdk-lib|constructs)$/.test(path))).toEqual([]);
-      expect(ours.filter((source) => !source.startsWith('lambda/'))).toEqual([]);
+      expect(ours.filter((source) => !/^(core|app|engines\/dynamodb|lambda)\//.test(source))).toEqual([]);
+      // Never another engine, nor the one-machine server.
+      expect(ours.filter((source) => /^(engines\/(sqlite|postgres)|local)\//.test(source))).toEqual([]);
     }
   });
 

@@ -6,11 +6,11 @@
 import { GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import fc from 'fast-check';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { OPERATION_STATES, type OperationState } from '../../lambda/core/lifecycle.ts';
-import { applyEvent, type OperationEvent, type OperationRecord, trackedRecord } from '../../lambda/core/reducer.ts';
-import type { Variant } from '../../lambda/store/compiled-write.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
+import { OPERATION_STATES, type OperationState } from '../../core/lifecycle.ts';
+import { applyEvent, type OperationEvent, type OperationRecord, trackedRecord } from '../../core/reducer.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import type { Variant } from '../../engines/dynamodb/compiled-write.ts';
+import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
 
 const endpoint = inject('dynamodbEndpoint');
 const tableName = inject('tableName');

@@ -1,12 +1,12 @@
 /** The filter criteria against real stream records from moto. */
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import type { OperationEvent, OperationRecord } from '../../lambda/core/reducer.ts';
-import { trackedRecord } from '../../lambda/core/reducer.ts';
+import { ingest } from '../../app/ingest.ts';
+import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
+import { trackedRecord } from '../../core/reducer.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../../lambda/effects/filter.ts';
-import { ingest } from '../../lambda/ingest.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
 import { readStream } from '../support/stream-records.ts';
 
 const endpoint = inject('dynamodbEndpoint');

@@ -6,15 +6,15 @@
 
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createApp } from '../../app/http/app.ts';
+import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { DynamoDbHistory, historyTableInput } from '../../engines/dynamodb/history.ts';
+import { HISTORY_FILTER } from '../../engines/dynamodb/history-table.ts';
+import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { createTableInput } from '../../engines/dynamodb/table.ts';
 import { matchesFilter } from '../../lambda/effects/filter.ts';
-import { DynamoDbHistory, historyTableInput } from '../../lambda/history/dynamodb-history.ts';
-import { HISTORY_FILTER } from '../../lambda/history/history-table.ts';
 import { createHistoryHandler } from '../../lambda/history/stream-handler.ts';
-import { createApp } from '../../lambda/http/app.ts';
-import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
-import { createTableInput } from '../../lambda/store/table.ts';
 import { ensureTable } from '../support/aws/tables.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { shuffle } from '../support/shuffle.ts';

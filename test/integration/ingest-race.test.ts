@@ -5,11 +5,11 @@
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import fc from 'fast-check';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import type { OperationRecord } from '../../lambda/core/reducer.ts';
-import { normalizeTime } from '../../lambda/core/time.ts';
-import { ingest } from '../../lambda/ingest.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
+import { ingest } from '../../app/ingest.ts';
+import type { OperationRecord } from '../../core/reducer.ts';
+import { normalizeTime } from '../../core/time.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
 import { distinctKeys, type History, historyArb } from '../support/histories.ts';
 import { shuffle } from '../support/shuffle.ts';
 import { readStream } from '../support/stream-records.ts';

@@ -13,7 +13,7 @@ import {
   SQSClient,
 } from '@aws-sdk/client-sqs';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
+import { createDynamoDbClient } from '../../engines/dynamodb/client.ts';
 import { isMotoKeyOnlyInsert, MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
 import { readStream } from '../support/stream-records.ts';
 

@@ -3,9 +3,9 @@
  * engine's store (the list is the whole store's: a store of its own).
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { trackedRecord } from '../../lambda/core/reducer.ts';
-import { createApp } from '../../lambda/http/app.ts';
-import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
+import { createApp } from '../../app/http/app.ts';
+import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
+import { trackedRecord } from '../../core/reducer.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { ENGINES, type FullStore, type StoreUnderTest } from '../support/engines.ts';
 import { silentLogger } from '../support/silent-logger.ts';

@@ -3,16 +3,15 @@
  * of its own) and a fake Gemini on 127.0.0.1, through the real @google/genai SDK.
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { mapWebhookDelivery } from '../../lambda/core/gemini-webhook.ts';
-import { kindOfName } from '../../lambda/core/names.ts';
-import { trackedRecord } from '../../lambda/core/reducer.ts';
-import { timeFromDate } from '../../lambda/core/time.ts';
-import { ingest } from '../../lambda/ingest.ts';
-import { GenAiPoller } from '../../lambda/reconcile/gemini-poller.ts';
-import { type ReconcileStats, reconcile } from '../../lambda/reconcile/reconcile.ts';
-import { DISABLED_STATE, WebhookHealth } from '../../lambda/reconcile/webhook-health.ts';
-import { pollBucketOf } from '../../lambda/store/table.ts';
-import { SqliteOperationStore } from '../../local/engine/operation-store.ts';
+import { ingest } from '../../app/ingest.ts';
+import { GenAiPoller } from '../../app/reconcile/gemini-poller.ts';
+import { type ReconcileStats, reconcile } from '../../app/reconcile/reconcile.ts';
+import { DISABLED_STATE, WebhookHealth } from '../../app/reconcile/webhook-health.ts';
+import { mapWebhookDelivery } from '../../core/gemini-webhook.ts';
+import { kindOfName } from '../../core/names.ts';
+import { trackedRecord } from '../../core/reducer.ts';
+import { timeFromDate } from '../../core/time.ts';
+import { SqliteOperationStore } from '../../engines/sqlite/operation-store.ts';
 import { envelope } from '../support/deliveries.ts';
 import { ENGINES, type FullStore, type StoreUnderTest } from '../support/engines.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
@@ -239,7 +238,7 @@ describe.each(ENGINES)('reconcile on $label', (engine) => {
       result: { error: { status: 'INCOMPLETE' } },
     });
     expect(await stateOf(unknown)).toBeNull();
-    const [candidate] = (await store.dueForPoll(pollBucketOf(unknown), '9999', 100)).filter((c) => c.record.name === unknown);
+    const [candidate] = (await store.claimDue('9999', 10_000)).filter((c) => c.record.name === unknown);
     expect(candidate?.poll.failedPolls).toBe(1);
     // An answer within the same second at the same rank never overrides: the second has no sub-second digits.
     gemini.interactions.set(names[6] as string, { status: 'requires_action', updated: '2026-11-30T10:00:05Z' });
@@ -258,7 +257,7 @@ describe.each(ENGINES)('reconcile on $label', (engine) => {
       expect(stats.notFound).toBeGreaterThanOrEqual(1);
     }
     // Five 404s, none counted: three would have stopped an older operation's polling.
-    const [candidate] = (await store.dueForPoll(pollBucketOf(name), '9999', 100)).filter((c) => c.record.name === name);
+    const [candidate] = (await store.claimDue('9999', 10_000)).filter((c) => c.record.name === name);
     expect(candidate?.poll.notFoundPolls).toBe(0);
     gemini.interactions.set(name, { status: 'completed', updated: '2026-11-30T10:10:00Z' });
     await reconcileOnce();

@@ -8,12 +8,12 @@
  */
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type OperationRecord, trackedRecord } from '../../lambda/core/reducer.ts';
-import type { PendingEffect } from '../../lambda/effects/deliver.ts';
-import { SqliteEffectsQueue } from '../../local/engine/effects-queue.ts';
-import type { Change } from '../../local/engine/outbox.ts';
-import { MIGRATIONS, migrate } from '../../local/engine/schema.ts';
-import { Sqlite } from '../../local/engine/sqlite.ts';
+import type { PendingEffect } from '../../app/effects/deliver.ts';
+import { type OperationRecord, trackedRecord } from '../../core/reducer.ts';
+import { SqliteEffectsQueue } from '../../engines/sqlite/effects-queue.ts';
+import type { Change } from '../../engines/sqlite/outbox.ts';
+import { MIGRATIONS, migrate } from '../../engines/sqlite/schema.ts';
+import { Sqlite } from '../../engines/sqlite/sqlite.ts';
 import { eventually } from '../support/receiver.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 

@@ -83,11 +83,12 @@ async function runApp(app: FreshApp, args: string[], env: Record<string, string>
 }
 
 describe('@ratchet/server, installed', () => {
-  it('installs alone with no aws-cdk-lib, esbuild, typescript or tsx', () => {
+  it('installs alone in at most 40 MB, with no AWS SDK, aws-cdk-lib, esbuild, typescript or tsx', () => {
     const { packages, kilobytes } = server.installed();
     console.log(`@ratchet/server installed alone: ${packages.length} packages, ${Math.round(kilobytes)} KB on disk`);
     expect(packages).toEqual(expect.arrayContaining(['@ratchet/server', 'libsql', 'hono']));
-    expect(packages.filter((p) => /^aws-cdk-lib$|^esbuild$|^@esbuild\/|^typescript$|^tsx$/.test(p))).toEqual([]);
+    expect(packages.filter((p) => /^@aws-sdk\/|^@smithy\/|^aws-cdk-lib$|^esbuild$|^@esbuild\/|^typescript$|^tsx$/.test(p))).toEqual([]);
+    expect(kilobytes).toBeLessThanOrEqual(40 * 1024);
   });
 
   it('npx ratchet start keeps its data in ./.ratchet-data of the folder it runs in', () => {
@@ -101,7 +102,7 @@ describe('@ratchet/server, installed', () => {
         ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
         (error: { code: number; stdout: string; stderr: string }) => error,
       );
-    for (const command of ['start', 'demo', 'webhook', 'redrive', 'backup', 'connect', 'login']) {
+    for (const command of ['start', 'demo', 'webhook', 'redrive', 'backup', 'login']) {
       const help = await ratchetBin([command, '--help']);
       expect({ command, code: help.code }).toEqual({ command, code: 0 });
       expect(help.stdout).toMatch(new RegExp(`^usage: .*ratchet ${command}`));
@@ -115,6 +116,9 @@ describe('@ratchet/server, installed', () => {
       [['launch'], 'unknown command launch'],
       [['--verbose'], 'unknown option --verbose'],
       [['start', '--verbose'], "Unknown option '--verbose'"],
+      // The AWS commands are @ratchet/cdk's ratchet-aws: said in one line, with the command to run.
+      [['connect', '--stack', 'Ratchet'], 'npx ratchet-aws connect --stack NAME'],
+      [['redrive', '--stack', 'Ratchet'], 'npx ratchet-aws redrive --stack Ratchet'],
     ] as const) {
       const bad = await ratchetBin([...args]);
       expect({ args, code: bad.code, stdout: bad.stdout }).toEqual({ args, code: 2, stdout: '' });

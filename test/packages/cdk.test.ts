@@ -4,9 +4,10 @@
  * CommonJS, no esbuild anywhere), and examples/cdk-app (which bundles its own
  * functions with NodejsFunction, so it brings its own esbuild).
  */
-import { execFileSync } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { type FreshApp, freshApp, locked } from '../support/fresh-app.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
@@ -103,6 +104,24 @@ export class MyAppStack extends cdk.Stack {
     const staged = readFileSync(join(app.dir, 'cdk.out', 'MyAppStack.assets.json'), 'utf8');
     expect(staged.match(/"packaging": "zip"/g)?.length).toBeGreaterThanOrEqual(4);
     await app.exec('cfn-lint', [join('cdk.out', 'MyAppStack.template.json')]);
+
+    // The AWS commands come with the construct: ratchet-aws connect and redrive, each with --help and one-line bad usage.
+    const ratchetAws = (args: string[]) =>
+      promisify(execFile)('npx', ['--no-install', 'ratchet-aws', ...args], { cwd: app.dir }).then(
+        ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
+        (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
+      );
+    expect(await ratchetAws(['--version'])).toMatchObject({ code: 0, stdout: `ratchet-aws 0.1.0 (node ${process.version})\n` });
+    for (const command of ['connect', 'redrive']) {
+      const help = await ratchetAws([command, '--help']);
+      expect({ command, code: help.code }).toEqual({ command, code: 0 });
+      expect(help.stdout).toMatch(new RegExp(`^usage: ratchet-aws ${command} --stack NAME`));
+      const bad = await ratchetAws([command]);
+      expect({ command, code: bad.code, stdout: bad.stdout }).toEqual({ command, code: 2, stdout: '' });
+      expect(bad.stderr.trim()).toBe(
+        `ratchet-aws ${command}: --stack NAME is required (usage: ${help.stdout.split('\n')[0]?.replace(/^usage: /, '')}; see --help)`,
+      );
+    }
   });
 
   it('examples/cdk-app synthesizes on the installed packages: a rule for succeeded batches, a function allowed to track and read', async () => {

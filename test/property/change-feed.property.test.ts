@@ -12,11 +12,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { OPERATION_STATES, type OperationState } from '../../lambda/core/lifecycle.ts';
-import { trackedRecord } from '../../lambda/core/reducer.ts';
-import { openDataFolder } from '../../local/engine/data-folder.ts';
-import { SqliteOperationStore } from '../../local/engine/operation-store.ts';
-import { ChangeFeed, type FeedFilter, type OperationChange } from '../../local/feed/change-feed.ts';
+import { OPERATION_STATES, type OperationState } from '../../core/lifecycle.ts';
+import { trackedRecord } from '../../core/reducer.ts';
+import { ChangeFeed, type FeedFilter, type OperationChange } from '../../engines/sqlite/change-feed.ts';
+import { openDataFolder } from '../../engines/sqlite/data-folder.ts';
+import { SqliteOperationStore } from '../../engines/sqlite/operation-store.ts';
 import { outboxChanges } from '../support/engine-file.ts';
 
 const NAMES = ['batches/a', 'batches/b', 'interactions/c', 'interactions/d'];

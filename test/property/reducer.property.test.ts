@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import type { OperationState } from '../../lambda/core/lifecycle.ts';
-import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
-import { normalizeTime } from '../../lambda/core/time.ts';
+import type { OperationState } from '../../core/lifecycle.ts';
+import { applyEvent, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
+import { normalizeTime } from '../../core/time.ts';
 import { formatTime, historyArb, isAfter, normalisedForm, RANK } from '../support/histories.ts';
 
 const NOW = '2026-12-01T00:00:00.000000000Z';

@@ -1,6 +1,6 @@
 import type { TestProject } from 'vitest/node';
-import { createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
-import { createTableInput } from '../../lambda/store/table.ts';
+import { createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { createTableInput } from '../../engines/dynamodb/table.ts';
 import { startMoto } from './aws/moto.ts';
 import { ensureTable } from './aws/tables.ts';
 

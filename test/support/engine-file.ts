@@ -2,8 +2,8 @@
  * Reads a running runtime's SQLite file from the test process, as an operator
  * with `sqlite3` would (WAL lets a reader in beside the writer).
  */
-import type { OperationRecord } from '../../lambda/core/reducer.ts';
-import { Sqlite } from '../../local/engine/sqlite.ts';
+import type { OperationRecord } from '../../core/reducer.ts';
+import { Sqlite } from '../../engines/sqlite/sqlite.ts';
 
 export type OutboxChange = OperationRecord & { writeKind: string; seq: number };
 

@@ -1,7 +1,8 @@
 /**
- * The two engines' operation stores, for contract tests that run the same
- * cases against both: the embedded engine on a real SQLite file, and the
- * DynamoDB store on the run's moto (a table of its own).
+ * The engines, for the conformance suite (test/integration/conformance.test.ts)
+ * and the tests that run the same cases against each: the embedded engine on a
+ * real SQLite file, and DynamoDB on the run's moto (tables of their own). A new
+ * engine is one more entry in ENGINES.
  *
  * `changes()` reads what each engine hands to its consumers: the SQLite
  * outbox, or the DynamoDB table's stream.
@@ -11,27 +12,33 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { inject } from 'vitest';
-import type { OperationRecord } from '../../lambda/core/reducer.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../lambda/store/dynamodb.ts';
-import { DynamoDbOperationStore } from '../../lambda/store/dynamodb-operation-store.ts';
-import type {
-  DeliveryReceipts,
-  OperationQueries,
-  OperationStore,
-  PollRequests,
-  PollSchedule,
-  UnprocessableLog,
-} from '../../lambda/store/operation-store.ts';
-import { createTableInput } from '../../lambda/store/table.ts';
-import { openDataFolder } from '../../local/engine/data-folder.ts';
-import { SqliteOperationStore } from '../../local/engine/operation-store.ts';
+import type { DeadLetters } from '../../app/effects/dead-letters.ts';
+import type { EffectLedger } from '../../app/effects/ledger.ts';
+import type { HistoryLog } from '../../app/history.ts';
+import type { DeliveryReceipts, OperationQueries, OperationStore, PollRequests, PollSchedule, UnprocessableLog } from '../../app/ports.ts';
+import type { OperationRecord } from '../../core/reducer.ts';
+import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
+import { DynamoDbDeadLetters, deadLetterTableInput } from '../../engines/dynamodb/dead-letters.ts';
+import { DynamoDbHistory, historyTableInput } from '../../engines/dynamodb/history.ts';
+import { DynamoDbEffectLedger, keyedTableInput } from '../../engines/dynamodb/ledger.ts';
+import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { createTableInput } from '../../engines/dynamodb/table.ts';
+import { openDataFolder } from '../../engines/sqlite/data-folder.ts';
+import { SqliteDeadLetters, SqliteEffectLedger } from '../../engines/sqlite/effects-records.ts';
+import { SqliteHistory } from '../../engines/sqlite/history.ts';
+import { SqliteOperationStore } from '../../engines/sqlite/operation-store.ts';
 import { ensureTable } from './aws/tables.ts';
+import { silentLogger } from './silent-logger.ts';
 import { readStream } from './stream-records.ts';
 
 export type FullStore = OperationStore & OperationQueries & PollSchedule & PollRequests & DeliveryReceipts & UnprocessableLog;
 
 export interface StoreUnderTest {
   store: FullStore;
+  /** The engine's history of applied writes, its effects ledger and its dead letters. */
+  history: HistoryLog;
+  ledger: EffectLedger;
+  deadLetters: DeadLetters;
   /** Every applied write the engine's change feed holds, in feed order. */
   changes(): Promise<Array<Pick<OperationRecord, 'name' | 'version' | 'stateChanged'>>>;
   close(): Promise<void>;
@@ -50,6 +57,9 @@ export const sqliteEngine: Engine = {
     const data = openDataFolder(dir);
     return {
       store: new SqliteOperationStore(data.db),
+      history: new SqliteHistory(data.db, silentLogger, 30),
+      ledger: new SqliteEffectLedger(data.db),
+      deadLetters: new SqliteDeadLetters(data.db),
       changes: async () =>
         data.db
           .all<{ new_record: string }>('SELECT new_record FROM changes ORDER BY seq')
@@ -69,8 +79,18 @@ export const dynamoDbEngine: Engine = {
     const tableName = `${inject('tableName')}-${id}-${Date.now()}`;
     const client = createDynamoDbClient({ endpoint });
     await ensureTable(client, createTableInput(tableName));
+    for (const input of [
+      historyTableInput(`${tableName}-history`),
+      keyedTableInput(`${tableName}-ledger`),
+      deadLetterTableInput(`${tableName}-dead`),
+    ])
+      await ensureTable(client, input);
+    const documents = createDocumentClient(client);
     return {
-      store: new DynamoDbOperationStore(createDocumentClient(client), tableName),
+      store: new DynamoDbOperationStore(documents, tableName),
+      history: new DynamoDbHistory(documents, `${tableName}-history`, 30),
+      ledger: new DynamoDbEffectLedger(documents, `${tableName}-ledger`),
+      deadLetters: new DynamoDbDeadLetters(documents, `${tableName}-dead`),
       changes: async () =>
         (await readStream(client, endpoint, tableName))
           .map((record) => unmarshall(record.dynamodb?.NewImage as never) as OperationRecord & { writeKind?: string })

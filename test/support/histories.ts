@@ -7,8 +7,8 @@
  * the code under test.
  */
 import fc from 'fast-check';
-import type { OperationState } from '../../lambda/core/lifecycle.ts';
-import type { OperationEvent } from '../../lambda/core/reducer.ts';
+import type { OperationState } from '../../core/lifecycle.ts';
+import type { OperationEvent } from '../../core/reducer.ts';
 
 /** Ranks written out independently of lifecycle.ts, so the tests do not reuse the code's own table. */
 export const RANK: Record<OperationState, number> = {

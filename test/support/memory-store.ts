@@ -2,7 +2,7 @@
  * An in-memory OperationStore with fault injection, for unit tests only: the
  * port's contract at its simplest (apply is read, reduce, write, atomically).
  */
-import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
+
 import type {
   ApplyOutcome,
   DeliveryReceipts,
@@ -11,7 +11,8 @@ import type {
   UnprocessableDelivery,
   UnprocessableLog,
   WriteOutcome,
-} from '../../lambda/store/operation-store.ts';
+} from '../../app/ports.ts';
+import { applyEvent, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 
 export class MemoryStore implements OperationStore, DeliveryReceipts, UnprocessableLog {
   unmapped: UnmappedDelivery[] = [];

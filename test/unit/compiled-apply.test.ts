@@ -1,15 +1,15 @@
 /**
- * The DynamoDB store's way to apply an event (lambda/store/compiled-apply.ts)
+ * The DynamoDB store's way to apply an event (engines/dynamodb/compiled-apply.ts)
  * against a table that keeps the compiled condition's contract (its
  * equivalence with DynamoDB's own verdict is proved against moto): how many
  * requests each case costs, the variant switch, and the fallback for items
  * written before `rank` was stored.
  */
 import { describe, expect, it } from 'vitest';
-import { applyEvent, type OperationEvent, type OperationRecord } from '../../lambda/core/reducer.ts';
-import { applyCompiled, type CompiledTable } from '../../lambda/store/compiled-apply.ts';
-import type { Variant } from '../../lambda/store/compiled-write.ts';
-import { WriteContentionError } from '../../lambda/store/operation-store.ts';
+import { WriteContentionError } from '../../app/ports.ts';
+import { applyEvent, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
+import { applyCompiled, type CompiledTable } from '../../engines/dynamodb/compiled-apply.ts';
+import type { Variant } from '../../engines/dynamodb/compiled-write.ts';
 
 const NOW = '2026-12-01T00:00:00.000000000Z';
 const running: OperationEvent = {

@@ -1,7 +1,7 @@
 /** How the console words times, reasons and polling (pure). */
 import { describe, expect, it } from 'vitest';
-import type { DeadLetter } from '../../lambda/effects/dead-letters.ts';
-import type { OperationView } from '../../lambda/store/operation-store.ts';
+import type { DeadLetter } from '../../app/effects/dead-letters.ts';
+import type { OperationView } from '../../app/ports.ts';
 import { type EffectFacts, effectStatus } from '../../local/console/console.ts';
 import { pollingInWords, reasonInWords, shortTime, when } from '../../local/console/view.ts';
 

@@ -1,13 +1,13 @@
 /** The discovery sweep's bounds and decisions, on a scripted batch list and an in-memory store. */
 import { describe, expect, it } from 'vitest';
+import { StoreRejectedError } from '../../app/ports.ts';
 import {
   BatchDiscovery,
   type BatchLister,
   DISCOVERY_INTERVAL_MS,
   DISCOVERY_RETRY_MS,
   DISCOVERY_WINDOW_MS,
-} from '../../lambda/reconcile/discovery.ts';
-import { StoreRejectedError } from '../../lambda/store/operation-store.ts';
+} from '../../app/reconcile/discovery.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 

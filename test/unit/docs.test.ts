@@ -79,7 +79,7 @@ describe('the documentation', () => {
   });
 
   it('runs only real scripts, flags, context values and variables in the shell blocks of the README and docs/', () => {
-    const config = read('lambda/config.ts');
+    const config = read('app/config.ts');
     const app = read('bin/ratchet.ts');
     const help = new Map<string, string>();
     /** `--help` of a command line that runs a TypeScript file (an npm script's, or the `ratchet` bin's). */

@@ -4,8 +4,8 @@
  * caching and its failures.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { WebhookKeySet } from '../../lambda/http/webhook-keys.ts';
-import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
+import { WebhookKeySet } from '../../app/http/webhook-keys.ts';
+import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import {
   ed25519Delivery,

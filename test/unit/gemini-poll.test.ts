@@ -1,12 +1,12 @@
 import { describe, expect, it } from 'vitest';
+import { MAX_INTERVAL_SECONDS, nextPoll } from '../../app/reconcile/reconcile.ts';
 import {
   eventFromBatch,
   eventFromInteraction,
   eventFromOperation,
   MalformedPollError,
   UnknownProviderStateError,
-} from '../../lambda/core/gemini-poll.ts';
-import { MAX_INTERVAL_SECONDS, nextPoll } from '../../lambda/reconcile/reconcile.ts';
+} from '../../core/gemini-poll.ts';
 
 describe('eventFromBatch', () => {
   it.each([

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import { MalformedEventError, mapWebhookDelivery, SUBSCRIBED_EVENTS } from '../../lambda/core/gemini-webhook.ts';
-import { InvalidNameError } from '../../lambda/core/names.ts';
-import { InvalidTimeError } from '../../lambda/core/time.ts';
+import { MalformedEventError, mapWebhookDelivery, SUBSCRIBED_EVENTS } from '../../core/gemini-webhook.ts';
+import { InvalidNameError } from '../../core/names.ts';
+import { InvalidTimeError } from '../../core/time.ts';
 import { envelope } from '../support/deliveries.ts';
 
 describe('SUBSCRIBED_EVENTS (what npm run connect subscribes to)', () => {

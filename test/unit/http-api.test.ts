@@ -1,8 +1,8 @@
 import { Metrics } from '@aws-lambda-powertools/metrics';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
-import { createApp } from '../../lambda/http/app.ts';
-import { NotConfiguredError, WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
-import { StoreRejectedError } from '../../lambda/store/operation-store.ts';
+import { createApp } from '../../app/http/app.ts';
+import { NotConfiguredError, WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
+import { StoreRejectedError } from '../../app/ports.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 import { silentLogger } from '../support/silent-logger.ts';

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { OperationEvent, OperationRecord } from '../../lambda/core/reducer.ts';
-import { ingest, NotRecordedError, RecentRecords } from '../../lambda/ingest.ts';
-import { WriteContentionError } from '../../lambda/store/operation-store.ts';
+import { ingest, NotRecordedError, RecentRecords } from '../../app/ingest.ts';
+import { WriteContentionError } from '../../app/ports.ts';
+import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 
 const clock = () => new Date('2026-12-01T00:00:00Z');

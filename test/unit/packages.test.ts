@@ -43,10 +43,12 @@ describe.each(Object.keys(PACKAGES))('packages/%s', (name) => {
     expect(existsSync(join(PROJECT_ROOT, 'packages', name, 'README.md'))).toBe(true);
   });
 
-  it('exports each entry point it builds, with its types', () => {
+  it('exports each entry point it builds, with its types, and names each program it builds as a bin', () => {
     const spec = PACKAGES[name] as (typeof PACKAGES)[string];
     const exports = (manifest.exports ?? {}) as Record<string, { types?: string; default?: string }>;
-    if (manifest.bin) return expect(Object.keys(exports)).toEqual(['./package.json']);
+    const bins = (manifest.bin ?? {}) as Record<string, string>;
+    for (const program of Object.keys(spec.programs ?? {})) expect(bins[program]).toBe(`dist/${program}.js`);
+    if (!spec.types) return expect(Object.keys(exports)).toEqual(['./package.json']);
     for (const entry of Object.keys(spec.entries)) {
       const subpath = entry === 'index' ? '.' : `./${entry}`;
       expect(exports[subpath]).toEqual({ types: `./dist/${entry}.d.ts`, default: `./dist/${entry}.js` });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { parseProviderJson, providerNumber, storableNumber } from '../../lambda/core/provider-values.ts';
+import { parseProviderJson, providerNumber, storableNumber } from '../../core/provider-values.ts';
 
 describe('provider numbers are kept exactly', () => {
   it.each([

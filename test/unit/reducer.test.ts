@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import type { OperationState } from '../../lambda/core/lifecycle.ts';
-import { applyEvent, type OperationEvent, type OperationRecord, trackedRecord } from '../../lambda/core/reducer.ts';
+import type { OperationState } from '../../core/lifecycle.ts';
+import { applyEvent, type OperationEvent, type OperationRecord, trackedRecord } from '../../core/reducer.ts';
 
 const NOW = '2026-12-01T00:00:00.000000000Z';
 const T1 = '2026-11-30T10:00:00.000000000Z';

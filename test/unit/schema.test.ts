@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MIGRATIONS, migrate, SCHEMA_VERSION, SchemaError, schemaVersionOf } from '../../local/engine/schema.ts';
-import { Sqlite } from '../../local/engine/sqlite.ts';
+import { MIGRATIONS, migrate, SCHEMA_VERSION, SchemaError, schemaVersionOf } from '../../engines/sqlite/schema.ts';
+import { Sqlite } from '../../engines/sqlite/sqlite.ts';
 
 const dirs: string[] = [];
 function freshFile(): Sqlite {

@@ -16,7 +16,7 @@ vi.mock('@aws-lambda-powertools/parameters/secrets', () => ({
 }));
 
 const { secretSetting } = await import('../../lambda/secrets.ts');
-const { loadConfig } = await import('../../lambda/config.ts');
+const { loadConfig } = await import('../../app/config.ts');
 
 let arn: string;
 beforeEach(() => {

@@ -3,8 +3,8 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { StoreRejectedError } from '../../lambda/store/operation-store.ts';
-import { Sqlite } from '../../local/engine/sqlite.ts';
+import { StoreRejectedError } from '../../app/ports.ts';
+import { Sqlite } from '../../engines/sqlite/sqlite.ts';
 
 let dir: string;
 let db: Sqlite;

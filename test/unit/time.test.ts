@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { InvalidTimeError, normalizeTime } from '../../lambda/core/time.ts';
+import { InvalidTimeError, normalizeTime } from '../../core/time.ts';
 
 describe('normalizeTime', () => {
   it.each([

@@ -4,11 +4,11 @@
  * the webhook health check's failures.
  */
 import { describe, expect, it, vi } from 'vitest';
-import { createApp } from '../../lambda/http/app.ts';
-import { WebhookKeySet } from '../../lambda/http/webhook-keys.ts';
-import { WebhookSignatureVerifier } from '../../lambda/http/webhook-signature.ts';
-import { WebhookHealth } from '../../lambda/reconcile/webhook-health.ts';
-import { LocalSchedule } from '../../local/engine/schedule.ts';
+import { createApp } from '../../app/http/app.ts';
+import { WebhookKeySet } from '../../app/http/webhook-keys.ts';
+import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
+import { WebhookHealth } from '../../app/reconcile/webhook-health.ts';
+import { LocalSchedule } from '../../local/schedule.ts';
 import { envelope } from '../support/deliveries.ts';
 import { GOOGLE_ISSUER, jwtDelivery, rsaKey } from '../support/google-keys.ts';
 import { MemoryStore } from '../support/memory-store.ts';

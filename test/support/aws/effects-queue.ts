@@ -16,9 +16,9 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, type DynamoDBDocumentClient, PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBRecord, SQSRecord } from 'aws-lambda';
+import { effectsGroupOf } from '../../../engines/dynamodb/table.ts';
 import type { EffectsHandler } from '../../../lambda/effects/process.ts';
-import { REDRIVEN_ATTRIBUTE, type RetryScheduler } from '../../../lambda/effects/queue.ts';
-import { effectsGroupOf } from '../../../lambda/store/table.ts';
+import { REDRIVEN_ATTRIBUTE, type RetryScheduler } from '../../../lambda/effects/sqs-retry-scheduler.ts';
 
 interface Message {
   group: string;

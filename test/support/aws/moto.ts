@@ -90,7 +90,7 @@ export async function startMoto(): Promise<Moto> {
 
 /**
  * A stack in moto's CloudFormation holding only `outputs`, which is all
- * `npm run connect` and `npm run redrive -- --stack` read of a deployed stack.
+ * `npm run connect` and `npm run aws -- redrive --stack` read of a deployed stack.
  */
 export async function publishStackOutputs(endpoint: string, stackName: string, outputs: Record<string, string>): Promise<void> {
   const template = {

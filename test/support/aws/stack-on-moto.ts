@@ -29,7 +29,7 @@ import type {
   SQSBatchResponse,
   SQSRecord,
 } from 'aws-lambda';
-import { keyedTableInput } from '../../../lambda/effects/dynamodb-ledger.ts';
+import { keyedTableInput } from '../../../engines/dynamodb/ledger.ts';
 import { silentLogger } from '../silent-logger.ts';
 import { LambdaHost } from './lambda-host.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION, publishStackOutputs } from './moto.ts';
@@ -182,7 +182,7 @@ export class StackOnMoto {
 
   /**
    * The stack's outputs in moto's CloudFormation under `stackName`, as `cdk deploy` leaves them (the API's URLs
-   * are this stand-in's), for the operator tools that read them (`npm run redrive -- --stack`, `npm run connect`).
+   * are this stand-in's), for the operator tools that read them (`npm run aws -- redrive --stack`, `npm run connect`).
    */
   async publishOutputs(stackName: string): Promise<void> {
     const outputs = Object.fromEntries(

@@ -1,6 +1,6 @@
 /**
  * Tables on moto for the AWS-path tests, described as the stack
- * describes them (lambda/store/table.ts and its siblings).
+ * describes them (engines/dynamodb/table.ts and its siblings).
  */
 import {
   CreateTableCommand,

@@ -1,0 +1,65 @@
+/** The signed outbound webhook sink (loaded by the effects Lambda only when the webhook is configured). */
+import { STATUS_CODES } from 'node:http';
+import { Webhook } from 'standardwebhooks';
+import { networkFailureInWords } from '../../core/network.ts';
+import { type EffectSink, SinkError } from './sinks.ts';
+import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
+
+/** One POST of a signed effect; resolves with the answer's status, rejects when none came (a timeout included). */
+export type Post = (request: { headers: Record<string, string>; body: string; timeoutMs: number }) => Promise<{ status: number }>;
+
+export interface WebhookSinkOptions {
+  timeoutMs?: number;
+  clock?: () => Date;
+  /** How the POST is sent: default `fetch` (in Lambda); the embedded engine passes a keep-alive pool (local/outbound-pool.ts). */
+  post?: Post;
+}
+
+/**
+ * The outbound Standard Webhook: `webhook-id: <name>#<version>`, the same on
+ * every retry. One attempt per call (the effects queue retries with backoff).
+ * Only a 2xx is a delivery: a redirect is not followed (a POST that became a
+ * GET elsewhere proves nothing) and counts as a failure; 410 Gone is permanent.
+ */
+export class WebhookSink implements EffectSink {
+  readonly name = 'webhook';
+  private readonly signer: Webhook;
+
+  constructor(
+    private readonly url: string,
+    secret: string,
+    private readonly options: WebhookSinkOptions = {},
+  ) {
+    this.signer = new Webhook(secret);
+  }
+
+  async deliver(transition: Transition): Promise<void> {
+    const { timeoutMs = 5_000, clock = () => new Date(), post = this.fetchPost } = this.options;
+    const id = idempotencyKey(transition);
+    const body = JSON.stringify(stateChangedEvent(transition));
+    const now = clock();
+    const headers = {
+      'content-type': 'application/json',
+      'webhook-id': id,
+      'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+      'webhook-signature': this.signer.sign(id, now, body),
+    };
+    let response: { status: number };
+    try {
+      response = await post({ headers, body, timeoutMs });
+    } catch (error) {
+      const outcome = networkFailureInWords(error, timeoutMs);
+      throw new SinkError(`webhook ${id} not delivered: ${outcome}`, { outcome });
+    }
+    if (response.status >= 200 && response.status < 300) return;
+    const redirect = response.status >= 300 && response.status < 400 ? ' (redirects are not followed)' : '';
+    const outcome = `answered ${response.status}${STATUS_CODES[response.status] ? ` ${STATUS_CODES[response.status]}` : ''}${redirect}`;
+    throw new SinkError(`webhook ${id} not delivered: ${outcome}`, { permanent: response.status === 410, outcome });
+  }
+
+  private readonly fetchPost: Post = async ({ headers, body, timeoutMs }) => {
+    const response = await fetch(this.url, { method: 'POST', body, redirect: 'manual', headers, signal: AbortSignal.timeout(timeoutMs) });
+    await response.arrayBuffer().catch(() => undefined);
+    return { status: response.status };
+  };
+}

@@ -1,0 +1,314 @@
+/**
+ * `POST /webhooks/gemini` as a use case, apart from any HTTP framework:
+ * verify the signature over the raw body, map the delivery, ingest the event,
+ * and answer with a status and a JSON body, which the Hono app (app/http/app.ts)
+ * sends. (Served straight from the API Gateway event, without Hono, it made no
+ * measurable difference to the API Lambda's cold start on Node 24, which
+ * loads undici at startup anyway: so it goes through the app like every route.)
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { FAILURES, type Failure, failureBody } from '../../core/failures.ts';
+import { MalformedEventError, mapWebhookDelivery } from '../../core/gemini-webhook.ts';
+import type { OperationKind } from '../../core/lifecycle.ts';
+import { InvalidNameError } from '../../core/names.ts';
+import { parseProviderJson } from '../../core/provider-values.ts';
+import type { OperationEvent } from '../../core/reducer.ts';
+import { InvalidTimeError, timeFromDate } from '../../core/time.ts';
+import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
+import {
+  type DecisionLog,
+  type DeliveryReceipts,
+  type OperationStore,
+  StoreRejectedError,
+  type UnprocessableLog,
+  type UnprocessableReason,
+} from '../ports.ts';
+import { TokenBucket } from './token-bucket.ts';
+import { type HeaderReader, NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
+
+export const MAX_WEBHOOK_BODY_BYTES = 256 * 1024;
+/** How much of an unprocessable delivery's body is kept for the operator. */
+export const UNPROCESSABLE_BODY_BYTES = 4 * 1024;
+
+export interface WebhookAnswer {
+  status: (typeof FAILURES)[Failure] | 200;
+  body: unknown;
+  /** `Retry-After` (seconds) of a 429. */
+  retryAfterSeconds?: number;
+}
+
+export interface WebhookDeps {
+  store: OperationStore;
+  verifier: WebhookSignatureVerifier;
+  logger: Logger;
+  /** Counts each webhook decision (`WebhookApplied`, `WebhookTerminalConflict`, …). */
+  metrics?: Metrics;
+  clock?: () => Date;
+  ingest?: Omit<IngestDeps, 'store' | 'clock'>;
+  /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
+  receipts?: DeliveryReceipts;
+  /**
+   * The embedded engine's decisions: a JWT-signed delivery's `verifying-by-poll` is noted there, and the app serves
+   * `GET /operations/{name}/decisions` from it (without it that route is 400; in AWS decisions are log lines).
+   */
+  decisions?: DecisionLog;
+  /**
+   * Where authentic deliveries that can never be used are kept (answered 200, listed by
+   * `GET /decisions?outcome=unprocessable`). Without it they are answered 200 and logged only.
+   */
+  unprocessable?: UnprocessableLog;
+  /**
+   * Dynamic-webhook deliveries signed with a JWT (which does not cover the
+   * body) are never applied from their body: the operation they name is polled
+   * instead. Without this they are answered 503 (nothing here can poll).
+   */
+  pollNow?: (operation: { name: string; kind: OperationKind }) => Promise<'scheduled' | 'terminal'>;
+  /**
+   * How many polls JWT-only deliveries may ask for a minute (their burst too),
+   * all of them together: each costs a call to Gemini with the operator's key,
+   * like a track. Default 600, as TRACK_RATE_PER_MINUTE's.
+   */
+  jwtPollsPerMinute?: number;
+}
+
+const ok = (body: unknown): WebhookAnswer => ({ status: 200, body });
+const fail = (failure: Failure, message: string): WebhookAnswer => ({ status: FAILURES[failure], body: failureBody(failure, message) });
+
+/** A receiver of Gemini deliveries: one per process, which keeps the records it lately wrote (write hints). */
+export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader) => Promise<WebhookAnswer> {
+  const { store, verifier, logger, metrics } = deps;
+  const clock = deps.clock ?? (() => new Date());
+  // Per process (a Lambda instance): which write variant an operation's next event likely needs.
+  const hints = new RecentRecords();
+  const jwtReplays = new JwtReplays(() => clock().getTime());
+  const jwtPollsPerMinute = deps.jwtPollsPerMinute ?? 600;
+  const jwtPolls = new TokenBucket(jwtPollsPerMinute, 60_000, () => clock().getTime());
+  const count = (metric: string) => {
+    if (!metrics) return;
+    metrics.addMetric(metric, MetricUnit.Count, 1);
+    metrics.publishStoredMetrics();
+  };
+
+  return async (raw, headers) => {
+    let verification: Awaited<ReturnType<WebhookSignatureVerifier['verify']>>;
+    try {
+      verification = await verifier.verify(raw, headers);
+    } catch (error) {
+      if (!(error instanceof NotConfiguredError)) throw error;
+      count('WebhookNotConfigured');
+      return fail('not-configured', `${error.message}; retry later`);
+    }
+    if (!verification.ok && verification.status === 'keys-unavailable') {
+      logger.error('webhook not judged: signing keys unavailable', { reason: verification.reason });
+      count('WebhookKeysUnavailable');
+      return fail('keys-unavailable', verification.reason);
+    }
+    if (!verification.ok) {
+      logger.warn('webhook rejected', { decision: 'rejected', reason: verification.reason });
+      count('WebhookRejected');
+      return fail('invalid-signature', verification.reason);
+    }
+    const deliveryId = verification.id;
+    // From here the delivery is authentic: whatever it holds, it is answered 2xx (guarantee 6), or 503 while the store is down.
+    const unusable = (reason: UnprocessableReason, detail: string) =>
+      unprocessable({ reason, detail, raw, webhookId: deliveryId, scheme: verification.scheme });
+    let mapping: ReturnType<typeof mapWebhookDelivery>;
+    try {
+      mapping = mapWebhookDelivery(parseProviderJson(raw), deliveryId);
+    } catch (error) {
+      const reason = unprocessableReasonOf(error);
+      if (!reason) throw error;
+      return unusable(reason, error instanceof SyntaxError ? `body is not JSON: ${error.message}` : (error as Error).message);
+    }
+    if (mapping.kind === 'ignored') {
+      logger.info('webhook ignored', { decision: 'ignored', reason: 'unknown-event-type', type: mapping.type, webhookId: deliveryId });
+      try {
+        const receivedAt = clock().toISOString();
+        await deps.receipts?.recordUnmapped({ type: mapping.type.slice(0, 100), webhookId: deliveryId, receivedAt });
+      } catch (error) {
+        // Only a note for setup tools: the delivery itself is answered all the same.
+        logger.warn('unmapped delivery not noted', { webhookId: deliveryId, detail: (error as Error).message });
+      }
+      return ok({ applied: false, reason: 'unknown-event-type' });
+    }
+    const { event } = mapping;
+    if (verification.scheme === 'jwt') {
+      // The token does not cover the body: it may ask a poll of one operation, for its lifetime, and no other.
+      if (!jwtReplays.bind(verification.token, event.name)) {
+        logger.warn('webhook rejected', { decision: 'rejected', reason: 'jwt-replayed', webhookId: deliveryId, operation: event.name });
+        count('WebhookRejected');
+        return fail('invalid-signature', 'this JWT was already used for a delivery about another operation');
+      }
+      const waitMs = jwtPolls.take('jwt');
+      if (waitMs > 0) {
+        logger.warn('webhook refused: too many polls asked by JWT-only deliveries', { webhookId: deliveryId, operation: event.name });
+        count('WebhookRateLimited');
+        return {
+          ...fail('rate-limited', `JWT-only deliveries ask at most ${jwtPollsPerMinute} polls a minute; retry later`),
+          retryAfterSeconds: Math.ceil(waitMs / 1000),
+        };
+      }
+      return verifyByPoll(event, deliveryId, unusable);
+    }
+    try {
+      const result = await ingest({ ...event, scheme: verification.scheme }, { hints, ...deps.ingest, store, clock });
+      const log = {
+        decision: result.outcome,
+        webhookId: deliveryId,
+        operation: event.name,
+        eventState: event.state,
+        attempts: result.attempts,
+      };
+      if (result.outcome === 'applied') {
+        count('WebhookApplied');
+        logger.info('webhook applied', {
+          ...log,
+          state: result.record.state,
+          version: result.record.version,
+          stateChanged: result.stateChanged,
+        });
+        return ok({ applied: true, operation: result.record });
+      }
+      // A second terminal state for one operation is a provider anomaly: surface it, never apply it.
+      const conflict = result.reason === 'terminal-conflict';
+      count(conflict ? 'WebhookTerminalConflict' : 'WebhookDiscarded');
+      const level = conflict ? 'warn' : 'info';
+      logger[level]('webhook discarded', {
+        ...log,
+        reason: result.reason,
+        storedState: result.record.state,
+        version: result.record.version,
+      });
+      return ok({ applied: false, reason: result.reason, operation: result.record });
+    } catch (error) {
+      if (error instanceof StoreRejectedError) return unusable('unstorable', error.message);
+      if (!(error instanceof NotRecordedError)) throw error;
+      count('WebhookNotRecorded');
+      logger.error('webhook not recorded', {
+        decision: 'not-recorded',
+        reason: error.reason,
+        webhookId: deliveryId,
+        operation: event.name,
+        error: error.cause,
+      });
+      return fail('not-recorded', `event not recorded (${error.reason}); retry later`);
+    }
+  };
+
+  /**
+   * An authentic delivery no retry can make usable: 200, so Gemini neither retries it for a day nor switches the
+   * webhook off; kept for the operator, logged and counted. Only a store that cannot keep it now answers 503.
+   */
+  async function unprocessable(delivery: {
+    reason: UnprocessableReason;
+    detail: string;
+    raw: string;
+    webhookId: string;
+    scheme: string;
+  }): Promise<WebhookAnswer> {
+    const { reason, detail, raw, webhookId, scheme } = delivery;
+    const type = envelopeTypeOf(raw);
+    count('WebhookUnprocessable');
+    logger.error('webhook unprocessable: answered 200, kept in the decisions log', {
+      decision: 'unprocessable',
+      reason,
+      type,
+      webhookId,
+      detail,
+    });
+    try {
+      await deps.unprocessable?.recordUnprocessable({
+        outcome: 'unprocessable',
+        receivedAt: timeFromDate(clock()),
+        webhookId,
+        type,
+        reason,
+        detail: detail.slice(0, 1_000),
+        scheme,
+        body: Buffer.from(raw).subarray(0, UNPROCESSABLE_BODY_BYTES).toString('utf8'),
+      });
+    } catch (error) {
+      count('WebhookNotRecorded');
+      logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'unprocessable-not-kept', webhookId, error });
+      return fail('not-recorded', 'the delivery could not be kept; retry later');
+    }
+    return ok({ applied: false, reason: 'unprocessable', detail });
+  }
+
+  /** The body named the operation, nothing more: what Gemini answers a poll is what gets recorded. */
+  async function verifyByPoll(
+    event: OperationEvent,
+    deliveryId: string,
+    unusable: (reason: UnprocessableReason, detail: string) => Promise<WebhookAnswer>,
+  ): Promise<WebhookAnswer> {
+    if (!deps.pollNow) {
+      count('WebhookNotConfigured');
+      return fail('not-configured', 'a JWT-signed delivery is verified by polling Gemini, and polling is not configured here; retry later');
+    }
+    try {
+      const at = timeFromDate(clock());
+      const outcome = await deps.pollNow({ name: event.name, kind: event.kind });
+      count('WebhookVerifyingByPoll');
+      await deps.decisions
+        ?.note?.(event.name, {
+          at,
+          source: 'webhook',
+          eventId: deliveryId,
+          state: event.state,
+          updateTime: event.updateTime ?? null,
+          verdict: 'verifying-by-poll',
+          scheme: 'jwt',
+        })
+        .catch((error: Error) => logger.warn('decision not noted', { webhookId: deliveryId, detail: error.message }));
+      logger.info('webhook verified by poll', { decision: 'verifying-by-poll', webhookId: deliveryId, operation: event.name, outcome });
+      return ok({ applied: false, reason: 'verifying-by-poll' });
+    } catch (error) {
+      if (error instanceof StoreRejectedError) return unusable('unstorable', error.message);
+      logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'poll-request-failed', webhookId: deliveryId, error });
+      count('WebhookNotRecorded');
+      return fail('not-recorded', 'could not ask for the poll; retry later');
+    }
+  }
+}
+
+/** Why a delivery's content can never be used, or undefined for an error that is not about the content. */
+function unprocessableReasonOf(error: unknown): UnprocessableReason | undefined {
+  if (error instanceof SyntaxError) return 'not-json';
+  if (error instanceof InvalidTimeError) return 'invalid-time';
+  if (error instanceof InvalidNameError) return 'invalid-name';
+  if (error instanceof MalformedEventError) return 'malformed-event';
+  return undefined;
+}
+
+/** The envelope's `type`, when the body is JSON with one (for the decisions log). */
+function envelopeTypeOf(raw: string): string | null {
+  try {
+    const type = (JSON.parse(raw) as { type?: unknown } | null)?.type;
+    return typeof type === 'string' ? type.slice(0, 100) : null;
+  } catch {
+    return null;
+  }
+}
+
+/**
+ * Which operation each JWT (by digest) asked about, for as long as the token
+ * is valid: a retry of the same delivery passes, the same token over another
+ * body (another name) does not. Only Google's keys make such tokens, so the
+ * map holds what Gemini sent in the last minutes; expired ones are dropped as
+ * it grows.
+ */
+class JwtReplays {
+  private readonly named = new Map<string, { name: string; expiresAt: number }>();
+
+  constructor(private readonly now: () => number) {}
+
+  bind(token: { digest: string; expiresAt: number }, name: string): boolean {
+    const now = this.now();
+    const seen = this.named.get(token.digest);
+    if (seen && seen.expiresAt > now) return seen.name === name;
+    if (this.named.size >= 10_000) for (const [digest, entry] of this.named) if (entry.expiresAt <= now) this.named.delete(digest);
+    this.named.set(token.digest, { name, expiresAt: token.expiresAt });
+    return true;
+  }
+}

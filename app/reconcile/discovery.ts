@@ -1,0 +1,118 @@
+/**
+ * Discovery: batches nobody told Ratchet about. A batch created by a script
+ * that did not track it, whose webhook is lost, would never be polled and its
+ * outcome would be lost. At most once an interval (an hour) reconcile lists
+ * the key's batches, newest first, and adopts each one created within the
+ * window that Ratchet does not know: the reducer makes its first record from
+ * the listed state (a poll answer), written only if nothing is stored (one
+ * conditional write); from then on it is polled like any open operation, and
+ * its effects fire. A batch Ratchet knows is left to the poller. Paging stops at MAX_PAGES, at the first batch older than the
+ * window, and at a next-page token that is empty or repeats (the SDK's own
+ * pager would loop on those).
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { type BatchAnswer, eventFromBatch } from '../../core/gemini-poll.ts';
+import { isNameOfKind } from '../../core/names.ts';
+import { applyEvent } from '../../core/reducer.ts';
+import { timeFromDate } from '../../core/time.ts';
+import { type OperationStore, StoreRejectedError } from '../ports.ts';
+import { AtMostEvery } from './at-most-every.ts';
+
+export const DISCOVERY_INTERVAL_MS = 60 * 60_000;
+/** After a failed sweep, the next try. */
+export const DISCOVERY_RETRY_MS = 5 * 60_000;
+/** Batches created longer ago than this are left alone: a first sweep does not replay a key's whole past. */
+export const DISCOVERY_WINDOW_MS = 48 * 3_600_000;
+export const DISCOVERY_MAX_PAGES = 10;
+export const DISCOVERY_PAGE_SIZE = 50;
+
+/** One page of `batches.list`, as the SDK answers it. */
+export interface BatchLister {
+  listBatches(page: { pageSize: number; pageToken?: string }): Promise<{
+    batches: Array<BatchAnswer & { name?: string; createTime?: string }>;
+    nextPageToken?: string;
+  }>;
+}
+
+export interface DiscoveryDeps {
+  lister: BatchLister;
+  store: OperationStore;
+  logger: Logger;
+  clock?: () => number;
+  intervalMs?: number;
+  maxPages?: number;
+  pageSize?: number;
+}
+
+export interface SweepResult {
+  /** Batches Ratchet did not know, now recorded. */
+  adopted: number;
+  /** Batches listed within the window (known ones included). */
+  listed: number;
+  pages: number;
+}
+
+export class BatchDiscovery {
+  private readonly schedule: AtMostEvery;
+
+  constructor(private readonly deps: DiscoveryDeps) {
+    this.schedule = new AtMostEvery(deps.intervalMs ?? DISCOVERY_INTERVAL_MS, DISCOVERY_RETRY_MS, deps.clock);
+  }
+
+  /** Sweeps if the last sweep is an interval old; undefined when it was not due or failed (logged, retried later, never thrown). */
+  sweepIfDue(): Promise<SweepResult | undefined> {
+    const { logger } = this.deps;
+    return this.schedule.run(
+      async (now) => {
+        const result = await this.sweep(now);
+        logger[result.adopted > 0 ? 'warn' : 'info']('batch discovery swept', { ...result });
+        return result;
+      },
+      (error) => logger.warn('batch discovery failed; tried again later', { detail: error.message }),
+    );
+  }
+
+  private async sweep(now: number): Promise<SweepResult> {
+    const { lister, store, logger, maxPages = DISCOVERY_MAX_PAGES, pageSize = DISCOVERY_PAGE_SIZE } = this.deps;
+    const result: SweepResult = { adopted: 0, listed: 0, pages: 0 };
+    const seenTokens = new Set<string>();
+    let pageToken: string | undefined;
+    while (result.pages < maxPages) {
+      const page = await lister.listBatches({ pageSize, ...(pageToken && { pageToken }) });
+      result.pages++;
+      let older = false;
+      for (const batch of page.batches) {
+        if (batch.createTime && now - Date.parse(batch.createTime) > DISCOVERY_WINDOW_MS) {
+          older = true;
+          continue;
+        }
+        if (!batch.name || !isNameOfKind(batch.name, 'batch')) continue;
+        result.listed++;
+        let event: ReturnType<typeof eventFromBatch>;
+        try {
+          event = eventFromBatch(batch.name, 'batch', batch);
+        } catch (error) {
+          // A state with no mapping, a time that does not parse: never guessed.
+          logger.warn('listed batch not adopted: its answer cannot be read', { operation: batch.name, detail: (error as Error).message });
+          continue;
+        }
+        const first = applyEvent(undefined, event, timeFromDate(new Date(now)));
+        if (!first.applied) continue;
+        try {
+          if (!(await store.write(first.next, undefined)).ok) continue;
+        } catch (error) {
+          // Refused for good (a value the store cannot hold): skip it, or it would stop every sweep. Unavailable: end the sweep.
+          if (!(error instanceof StoreRejectedError)) throw error;
+          logger.error('listed batch not adopted: the store refuses it', { operation: batch.name, detail: error.message });
+          continue;
+        }
+        result.adopted++;
+        logger.warn('batch adopted: it was never tracked and no webhook for it arrived', { operation: batch.name, state: event.state });
+      }
+      pageToken = page.nextPageToken || undefined; // "" is no next page
+      if (older || !pageToken || seenTokens.has(pageToken)) break;
+      seenTokens.add(pageToken);
+    }
+    return result;
+  }
+}

@@ -1,0 +1,252 @@
+/**
+ * reconcile(): one scheduled run. Finds open operations whose next poll is
+ * due (the sparse index, no scan), polls each with bounded concurrency, and
+ * passes what it learns to the same `ingest` as the webhook, so a stale poll
+ * can never overwrite a fresher webhook. Each operation is then rescheduled:
+ *
+ * - something changed: poll again after the base interval;
+ * - nothing new: back off, doubling up to MAX_INTERVAL (jittered ±20%);
+ * - the poll failed (429, 5xx, timeout, malformed): back off the same way, the
+ *   operation's other state untouched; one operation's error never stops the rest;
+ * - 404 three times in a row: stop polling it (`pollNote: not-found`); a
+ *   webhook can still finish it. An interaction's 404 within its first 10
+ *   minutes is not counted: right after creation it can be transient;
+ * - a state Gemini answers that Ratchet has no mapping for: counted
+ *   (`unknownStates`), kept raw in `pollNote`, backed off like a failure, never guessed;
+ * - a name that is not a well-formed name of its kind is never sent (the
+ *   poller refuses it): polling stops at once (`pollNote: invalid-name`), and
+ *   so does an Agent Platform name of another project or location than this
+ *   deployment's (`pollNote: other-project`);
+ * - tracked but never observed (no state yet) for longer than
+ *   `unseenExpiryMs` (TRACKED_EXPIRY_DAYS): polling stops, unpolled
+ *   (`pollNote: expired-unseen`), so names nobody created cost no polls forever.
+ *
+ * Each run also reports how many Gemini webhooks pointing here Gemini has
+ * disabled (checked at most hourly, see webhook-health.ts), and at most
+ * hourly adopts batches nobody tracked (discovery.ts).
+ *
+ * The run stops taking new work at its deadline; what is left is still due
+ * and is picked up by the next run.
+ */
+import type { Logger } from '@aws-lambda-powertools/logger';
+import { isTerminal } from '../../core/lifecycle.ts';
+import { timeFromDate } from '../../core/time.ts';
+import { ingest, NotRecordedError } from '../ingest.ts';
+import { type OperationStore, type PollCandidate, type PollSchedule, StoreRejectedError } from '../ports.ts';
+import type { BatchDiscovery } from './discovery.ts';
+import { type GeminiPoller, PollFailedError } from './poller.ts';
+import type { WebhookHealth } from './webhook-health.ts';
+
+export interface ReconcileDeps {
+  store: OperationStore & PollSchedule;
+  poller: GeminiPoller;
+  logger: Logger;
+  clock?: () => Date;
+  random?: () => number;
+  /** Base poll interval: also the local schedule period. */
+  intervalSeconds: number;
+  /** Stop taking new work after this long. */
+  budgetMs: number;
+  concurrency?: number;
+  /** Due operations claimed per run (earliest due first; the rest wait for the next run). */
+  pageSize?: number;
+  /** The hourly check of the Gemini webhooks pointing here (its count is reported every run). */
+  health?: WebhookHealth;
+  /** The hourly sweep for batches nobody tracked. */
+  discovery?: BatchDiscovery;
+  /** An operation tracked this long ago and never observed is polled no more (TRACKED_EXPIRY_DAYS; default never). */
+  unseenExpiryMs?: number;
+}
+
+export interface ReconcileStats {
+  polled: number;
+  applied: number;
+  unchanged: number;
+  failed: number;
+  notFound: number;
+  /** Operations whose polling stopped this run because Gemini answered 404 NOT_FOUND_LIMIT times in a row. */
+  notFoundStopped: number;
+  /** Polls that reported a different terminal state than the stored one (a provider anomaly, never applied). */
+  conflicts: number;
+  /** Due, but left for the next run (deadline reached). */
+  deferred: number;
+  /** Names the poller refused to send (not a well-formed name of their kind); polling them stopped. */
+  refused: number;
+  /** Tracked, never observed, past the expiry: polling them stopped without a poll. */
+  expired: number;
+  /** Answers with a state Ratchet has no mapping for (also counted in `failed`). */
+  unknownStates: number;
+  /** Age of the oldest open operation due this run, in seconds (0 when none): stuck jobs show here. */
+  oldestOpenAgeSeconds: number;
+  /** Gemini webhooks pointing here that Gemini disabled after failed deliveries (absent until a health check succeeded). */
+  webhooksDisabled?: number;
+  /** Batches found by the discovery sweep that Ratchet did not know (only on runs that swept). */
+  adopted?: number;
+}
+
+export const MAX_INTERVAL_SECONDS = 30 * 60;
+/** A claim outlives the run's budget by this much: the polls in flight at the deadline finish under it. */
+const CLAIM_MARGIN_MS = 15_000;
+export const NOT_FOUND_LIMIT = 3;
+/** An interaction's 404 this soon after it was first recorded is not counted toward NOT_FOUND_LIMIT. */
+export const INTERACTION_NOT_FOUND_GRACE_MS = 10 * 60_000;
+
+export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
+  const { store, logger, clock = () => new Date(), concurrency = 8, pageSize = 800 } = deps;
+  const started = clock().getTime();
+  const stats: ReconcileStats = {
+    polled: 0,
+    applied: 0,
+    unchanged: 0,
+    failed: 0,
+    notFound: 0,
+    notFoundStopped: 0,
+    conflicts: 0,
+    deferred: 0,
+    refused: 0,
+    expired: 0,
+    unknownStates: 0,
+    oldestOpenAgeSeconds: 0,
+  };
+  const disabled = await deps.health?.disabledWebhooks();
+  if (disabled !== undefined) stats.webhooksDisabled = disabled;
+  const now = timeFromDate(clock());
+  // Claimed for the run's budget: another instance polling the same store is handed none of them meanwhile.
+  const due = await store.claimDue(now, pageSize, deps.budgetMs + CLAIM_MARGIN_MS);
+  const oldestMs = due.reduce((min, { record }) => Math.min(min, Date.parse(record.createdAt)), Date.parse(now));
+  stats.oldestOpenAgeSeconds = Math.max(0, Math.floor((Date.parse(now) - oldestMs) / 1000));
+
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < due.length) {
+        if (clock().getTime() - started > deps.budgetMs) {
+          stats.deferred = due.length - next;
+          next = due.length;
+          return;
+        }
+        const candidate = due[next++] as PollCandidate;
+        await pollOne(candidate, deps, stats).catch((error) => {
+          stats.failed++;
+          logger.error('poll failed unexpectedly', { operation: candidate.record.name, error });
+        });
+      }
+    }),
+  );
+  // After the due polls (someone may be waiting on those), and only with time left: the hourly discovery sweep.
+  if (deps.discovery && clock().getTime() - started < deps.budgetMs) {
+    const swept = await deps.discovery.sweepIfDue();
+    if (swept) stats.adopted = swept.adopted;
+  }
+  // An idle run (nothing due) every period is noise: at debug level only.
+  logger[due.length === 0 ? 'debug' : 'info']('reconcile run', { ...stats, due: due.length, durationMs: clock().getTime() - started });
+  return stats;
+}
+
+async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, stats: ReconcileStats): Promise<void> {
+  const { store, poller, logger, clock = () => new Date() } = deps;
+  if (
+    record.state === null &&
+    deps.unseenExpiryMs !== undefined &&
+    clock().getTime() - Date.parse(record.createdAt) > deps.unseenExpiryMs
+  ) {
+    stats.expired++;
+    logger.warn('tracked but never observed since it was tracked: polling stopped', {
+      operation: record.name,
+      trackedAt: record.createdAt,
+    });
+    await store.schedulePoll(record.name, record.version, { ...poll, nextPollAt: null, note: 'expired-unseen' });
+    return;
+  }
+  stats.polled++;
+  const reschedule = (
+    fields: { unchangedPolls: number; failedPolls: number; notFoundPolls: number; note?: string },
+    version = record.version,
+  ) =>
+    store.schedulePoll(record.name, version, {
+      ...fields,
+      nextPollAt: nextPoll(deps, clock(), Math.max(fields.unchangedPolls, fields.failedPolls)),
+    });
+  let answer: Awaited<ReturnType<GeminiPoller['poll']>>;
+  try {
+    answer = await poller.poll(record);
+  } catch (error) {
+    if (!(error instanceof PollFailedError)) throw error;
+    stats.failed++;
+    if (error.unknownState !== undefined) {
+      stats.unknownStates++;
+      logger.warn('poll answered an unknown state; kept raw, not guessed; backing off', {
+        operation: record.name,
+        providerState: error.unknownState,
+      });
+      await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: `unknown-state:${error.unknownState.slice(0, 100)}` });
+      return;
+    }
+    logger.warn('poll failed; backing off', { operation: record.name, status: error.status, detail: error.message });
+    await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: error.message });
+    return;
+  }
+  if (answer.kind === 'refused') {
+    stats.refused++;
+    logger.error('poll refused: polling stopped', { operation: record.name, kind: record.kind, reason: answer.reason });
+    await store.schedulePoll(record.name, record.version, { ...poll, nextPollAt: null, note: answer.note });
+    return;
+  }
+  if (answer.kind === 'not-found') {
+    stats.notFound++;
+    const young =
+      (record.kind === 'interaction' || record.kind === 'platform-interaction') &&
+      clock().getTime() - Date.parse(record.createdAt) < INTERACTION_NOT_FOUND_GRACE_MS;
+    const notFoundPolls = poll.notFoundPolls + (young ? 0 : 1);
+    if (notFoundPolls >= NOT_FOUND_LIMIT) {
+      stats.notFoundStopped++;
+      // Never a terminal state invented from a 404: a webhook may still finish it, and waitFor is told at once.
+      logger.warn('operation not found at Gemini; polling stopped, its state left as it was', {
+        operation: record.name,
+        state: record.state,
+        polls: notFoundPolls,
+      });
+      await store.schedulePoll(record.name, record.version, { ...poll, notFoundPolls, nextPollAt: null, note: 'not-found' });
+    } else {
+      await reschedule({ ...poll, notFoundPolls, note: 'not-found' });
+    }
+    return;
+  }
+  let result: Awaited<ReturnType<typeof ingest>>;
+  try {
+    // The record at hand picks the write's variant: a poll costs one write, no read.
+    result = await ingest({ ...answer.event, eventId: `poll:${timeFromDate(clock())}` }, { store, clock, current: record });
+  } catch (error) {
+    if (error instanceof StoreRejectedError) {
+      stats.failed++;
+      logger.error('poll result refused by the store; backing off', { operation: record.name, detail: error.message });
+      await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: 'unstorable' });
+      return;
+    }
+    if (!(error instanceof NotRecordedError)) throw error;
+    stats.failed++; // still due: the next run polls it again
+    logger.error('poll result not recorded', { operation: record.name, reason: error.reason });
+    return;
+  }
+  const changed = result.outcome === 'applied' && result.stateChanged;
+  if (result.outcome === 'applied') stats.applied++;
+  else stats.unchanged++;
+  if (result.outcome === 'discarded' && result.reason === 'terminal-conflict') {
+    stats.conflicts++;
+    logger.warn('poll reported a different terminal state; the first stays', {
+      operation: record.name,
+      storedState: result.record.state,
+      polledState: answer.event.state,
+    });
+  }
+  if (isTerminal(result.record.state)) return; // the write that made it terminal took it out of the index
+  await reschedule({ unchangedPolls: changed ? 0 : poll.unchangedPolls + 1, failedPolls: 0, notFoundPolls: 0 }, result.record.version);
+}
+
+/** Base interval doubled per step, capped, jittered ±20% so polls spread out. */
+export function nextPoll(deps: Pick<ReconcileDeps, 'intervalSeconds' | 'random'>, now: Date, steps: number): string {
+  const random = deps.random ?? Math.random;
+  const seconds = Math.min(MAX_INTERVAL_SECONDS, deps.intervalSeconds * 2 ** Math.min(steps, 16));
+  const jittered = seconds * (0.8 + 0.4 * random());
+  return timeFromDate(new Date(now.getTime() + jittered * 1000));
+}

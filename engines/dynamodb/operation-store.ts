@@ -1,0 +1,476 @@
+/**
+ * OperationStore and PollSchedule on DynamoDB: optimistic concurrency through a
+ * condition on `version`, and the sparse open-operations index kept in step
+ * with every write.
+ */
+import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
+import {
+  type ApplyOutcome,
+  type DeliveryReceipts,
+  InvalidCursorError,
+  type ListFilter,
+  type OperationQueries,
+  type OperationStore,
+  type OperationView,
+  type PollCandidate,
+  type PollRequests,
+  type PollSchedule,
+  type PollState,
+  StoreRejectedError,
+  type UnmappedDelivery,
+  type UnprocessableDelivery,
+  type UnprocessableLog,
+  UnsupportedFilterError,
+  type WriteOutcome,
+} from '../../app/ports.ts';
+import { writeKindOf } from '../../core/change.ts';
+import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, rankOf } from '../../core/lifecycle.ts';
+import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
+import { timeAfter } from '../../core/time.ts';
+import { isPermanentRejection } from './client.ts';
+import { applyCompiled, type CompiledOutcome, type CompiledTable } from './compiled-apply.ts';
+import { compileWrite, RANK_ATTRIBUTE, type Variant } from './compiled-write.ts';
+import {
+  EFFECTS_GROUP_ATTRIBUTE,
+  effectsGroupOf,
+  LIST_INDEX,
+  LIST_INDEX_PARTITION,
+  LIST_INDEX_SORT,
+  LIST_PARTITION_VALUE,
+  OPEN_INDEX,
+  OPEN_INDEX_PARTITION,
+  OPEN_INDEX_SORT,
+  PARTITION_KEY,
+  POLL_BUCKETS,
+  pollBucketOf,
+  TTL_ATTRIBUTE,
+  UNMAPPED_RECEIPT_KEY,
+  UNPROCESSABLE_KEY_PREFIX,
+  UNPROCESSABLE_PARTITION_VALUE,
+  type WriteKind,
+} from './table.ts';
+
+/** Kinds reconcile polls: all of them. */
+const POLLABLE: ReadonlySet<OperationKind> = new Set(OPERATION_KINDS);
+/** How long an unprocessable delivery is kept (the table's TTL deletes it after). */
+const UNPROCESSABLE_RETENTION_SECONDS = 30 * 86_400;
+
+export class DynamoDbOperationStore
+  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, UnprocessableLog
+{
+  constructor(
+    private readonly client: DynamoDBDocumentClient,
+    private readonly tableName: string,
+  ) {}
+
+  async get(name: string): Promise<OperationRecord | undefined> {
+    const item = await this.item(name);
+    return item && recordFromItem(item);
+  }
+
+  /** A strongly consistent read of the whole item (the record and what the index and reconcile keep beside it). */
+  private async item(name: string): Promise<Record<string, unknown> | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({ TableName: this.tableName, Key: { [PARTITION_KEY]: name }, ConsistentRead: true }),
+    );
+    return Item;
+  }
+
+  async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
+    const names: Record<string, string> = {};
+    const values: Record<string, unknown> = {};
+    const assignments: string[] = [];
+    const writeKind: WriteKind = writeKindOf(next);
+    const item = {
+      ...next,
+      writeKind,
+      [EFFECTS_GROUP_ATTRIBUTE]: effectsGroupOf(next.name),
+      [RANK_ATTRIBUTE]: rankOf(next.state),
+      [LIST_INDEX_PARTITION]: LIST_PARTITION_VALUE,
+    };
+    for (const [key, value] of Object.entries(item)) {
+      if (key === PARTITION_KEY) continue;
+      names[`#${key}`] = key;
+      values[`:${key}`] = value;
+      assignments.push(`#${key} = :${key}`);
+    }
+    // Keep the open-operations index in step: in it while open and pollable, out of it once terminal.
+    names['#bucket'] = OPEN_INDEX_PARTITION;
+    names['#due'] = OPEN_INDEX_SORT;
+    let removals = '';
+    if (isTerminal(next.state) || !POLLABLE.has(next.kind)) {
+      removals = ' REMOVE #bucket, #due';
+    } else {
+      values[':bucket'] = pollBucketOf(next.name);
+      assignments.push('#bucket = :bucket', '#due = if_not_exists(#due, :recordedAt)');
+    }
+    // DynamoDB refuses names and values the expressions do not use.
+    if (expectedVersion === undefined) names['#pk'] = PARTITION_KEY;
+    else values[':expectedVersion'] = expectedVersion;
+    unmarshallable(values);
+    try {
+      await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { [PARTITION_KEY]: next.name },
+          UpdateExpression: `SET ${assignments.join(', ')}${removals}`,
+          ConditionExpression: expectedVersion === undefined ? 'attribute_not_exists(#pk)' : '#version = :expectedVersion',
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { ok: true };
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) {
+        // The winner comes back in DynamoDB JSON even through the DocumentClient.
+        return { ok: false, current: error.Item && recordFromItem(unmarshall(error.Item)) };
+      }
+      throw classified(error);
+    }
+  }
+
+  async describe(name: string): Promise<OperationView | undefined> {
+    const item = await this.item(name);
+    return item && viewFromItem(item);
+  }
+
+  async list(filter: ListFilter): Promise<{ operations: OperationView[]; nextCursor?: string }> {
+    if (filter.effects)
+      throw new UnsupportedFilterError(
+        "effects is Ratchet on one machine's filter: in AWS a receiver's failures show in the EffectsBacklog alarms, the effects function's logs and npx ratchet-aws redrive --stack <name> --list",
+      );
+    let start = filter.cursor === undefined ? undefined : cursorKey(filter.cursor);
+    const conditions: string[] = [];
+    const names: Record<string, string> = { '#partition': LIST_INDEX_PARTITION };
+    const values: Record<string, unknown> = { ':partition': LIST_PARTITION_VALUE };
+    if (filter.state) {
+      conditions.push('#state = :state');
+      names['#state'] = 'state';
+      values[':state'] = filter.state;
+    }
+    if (filter.kind) {
+      conditions.push('#kind = :kind');
+      names['#kind'] = 'kind';
+      values[':kind'] = filter.kind;
+    }
+    const operations: OperationView[] = [];
+    // A filter is applied after each page is read: read on until the page is full, at most 10 reads a request.
+    for (let reads = 0; reads < 10 && operations.length < filter.limit; reads++) {
+      const { Items = [], LastEvaluatedKey } = await this.client.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: LIST_INDEX,
+          KeyConditionExpression: '#partition = :partition',
+          ...(conditions.length > 0 && { FilterExpression: conditions.join(' AND ') }),
+          ExpressionAttributeNames: names,
+          ExpressionAttributeValues: values,
+          ScanIndexForward: false,
+          Limit: filter.limit - operations.length,
+          ...(start && { ExclusiveStartKey: start }),
+        }),
+      );
+      operations.push(...Items.map(viewFromItem));
+      start = LastEvaluatedKey;
+      if (!start) break;
+    }
+    return { operations, ...(start && { nextCursor: Buffer.from(JSON.stringify(start)).toString('base64url') }) };
+  }
+
+  /**
+   * One conditional request, usually (compiled-apply.ts): the reducer's order
+   * compiled into the write, the variant picked by the record at hand; a
+   * refusal hands back the stored item, with no read.
+   */
+  async apply(event: OperationEvent, now: string, hint: { current?: OperationRecord } = {}): Promise<ApplyOutcome> {
+    return applyCompiled(this.compiled, event, now, hint);
+  }
+
+  private readonly compiled: CompiledTable = {
+    send: (event, now, variant) => this.sendCompiled(event, now, variant),
+    write: (next, expectedVersion) => this.write(next, expectedVersion),
+  };
+
+  /** One compiled request of `variant`, as it is: what apply builds on (and the property test of the condition reads). */
+  async sendCompiled(event: OperationEvent, now: string, variant: Variant): Promise<CompiledOutcome> {
+    const write = compileWrite(event, now, variant);
+    unmarshallable(write.ExpressionAttributeValues);
+    try {
+      const { Attributes } = await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { [PARTITION_KEY]: event.name },
+          ...write,
+          ReturnValues: 'ALL_NEW',
+          ReturnValuesOnConditionCheckFailure: 'ALL_OLD',
+        }),
+      );
+      return { ok: true, record: recordFromItem(Attributes as Record<string, unknown>) };
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) {
+        const item = error.Item && unmarshall(error.Item);
+        return { ok: false, current: item && recordFromItem(item), legacy: item !== undefined && typeof item[RANK_ATTRIBUTE] !== 'number' };
+      }
+      throw classified(error);
+    }
+  }
+
+  /**
+   * Every partition of the sparse open index queried for what is due (no
+   * scan), merged earliest first. No lease: one reconcile runs at a time
+   * (its reserved concurrency is 1).
+   */
+  async claimDue(now: string, limit: number, leaseMs?: number): Promise<PollCandidate[]> {
+    const items: Array<Record<string, unknown>> = [];
+    for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) {
+      const { Items = [] } = await this.client.send(
+        new QueryCommand({
+          TableName: this.tableName,
+          IndexName: OPEN_INDEX,
+          KeyConditionExpression: '#bucket = :bucket AND #due <= :now',
+          ExpressionAttributeNames: { '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
+          ExpressionAttributeValues: { ':bucket': `open#${bucket}`, ':now': now },
+          Limit: limit,
+        }),
+      );
+      items.push(...Items);
+    }
+    items.sort((a, b) => ((a[OPEN_INDEX_SORT] as string) < (b[OPEN_INDEX_SORT] as string) ? -1 : 1));
+    const chosen = items.slice(0, limit);
+    const claimed = leaseMs === undefined ? chosen : await this.claim(chosen, timeAfter(now, leaseMs));
+    return claimed.map((item) => ({
+      record: recordFromItem(item),
+      poll: {
+        nextPollAt: item[OPEN_INDEX_SORT] as string,
+        unchangedPolls: (item.unchangedPolls as number | undefined) ?? 0,
+        failedPolls: (item.failedPolls as number | undefined) ?? 0,
+        notFoundPolls: (item.notFoundPolls as number | undefined) ?? 0,
+      },
+    }));
+  }
+
+  /**
+   * Claims each item by moving its next poll to `until`, only if it is still
+   * due as it was read (one conditional UpdateItem each, in parallel): the
+   * items this call won, those another claim or a write moved are left out.
+   */
+  private async claim(items: Array<Record<string, unknown>>, until: string): Promise<Array<Record<string, unknown>>> {
+    const writeKind: WriteKind = 'poll-schedule';
+    const won = await Promise.all(
+      items.map(async (item) => {
+        try {
+          await this.client.send(
+            new UpdateCommand({
+              TableName: this.tableName,
+              Key: { [PARTITION_KEY]: item[PARTITION_KEY] },
+              UpdateExpression: 'SET #due = :until, writeKind = :writeKind',
+              ConditionExpression: '#due = :seen',
+              ExpressionAttributeNames: { '#due': OPEN_INDEX_SORT },
+              ExpressionAttributeValues: { ':until': until, ':seen': item[OPEN_INDEX_SORT], ':writeKind': writeKind },
+            }),
+          );
+          return true;
+        } catch (error) {
+          if (error instanceof ConditionalCheckFailedException) return false;
+          throw error;
+        }
+      }),
+    );
+    return items.filter((_, i) => won[i]);
+  }
+
+  async pollNow(name: string, now: string): Promise<boolean> {
+    const writeKind: WriteKind = 'poll-schedule';
+    const terminal = OPERATION_STATES.filter((state) => isTerminal(state));
+    const values: Record<string, unknown> = { ':bucket': pollBucketOf(name), ':due': now, ':writeKind': writeKind, ':zero': 0 };
+    terminal.forEach((state, i) => {
+      values[`:t${i}`] = state;
+    });
+    try {
+      await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { [PARTITION_KEY]: name },
+          UpdateExpression:
+            'SET #bucket = :bucket, #due = :due, writeKind = :writeKind, unchangedPolls = :zero, failedPolls = :zero, notFoundPolls = :zero REMOVE pollNote',
+          ConditionExpression: `attribute_exists(#pk) AND NOT (#state IN (${terminal.map((_, i) => `:t${i}`).join(', ')}))`,
+          ExpressionAttributeNames: { '#pk': PARTITION_KEY, '#state': 'state', '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
+          ExpressionAttributeValues: values,
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw error;
+    }
+  }
+
+  async schedulePoll(
+    name: string,
+    version: number,
+    poll: Omit<PollState, 'nextPollAt'> & { nextPollAt: string | null; note?: string },
+  ): Promise<boolean> {
+    const writeKind: WriteKind = 'poll-schedule';
+    const values: Record<string, unknown> = {
+      ':version': version,
+      ':writeKind': writeKind,
+      ':unchanged': poll.unchangedPolls,
+      ':failed': poll.failedPolls,
+      ':notFound': poll.notFoundPolls,
+      ':note': poll.note ?? null,
+    };
+    let update =
+      'SET writeKind = :writeKind, unchangedPolls = :unchanged, failedPolls = :failed, notFoundPolls = :notFound, pollNote = :note';
+    if (poll.nextPollAt === null) update += ' REMOVE #bucket, #due';
+    else {
+      values[':due'] = poll.nextPollAt;
+      update += ', #due = :due';
+    }
+    try {
+      await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { [PARTITION_KEY]: name },
+          UpdateExpression: update,
+          // Only while still open at this version: a concurrent webhook or terminal state wins.
+          ConditionExpression: '#version = :version AND attribute_exists(#bucket)',
+          ExpressionAttributeNames: { '#version': 'version', '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
+          ExpressionAttributeValues: values,
+        }),
+      );
+      return true;
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return false;
+      throw error;
+    }
+  }
+
+  async recordUnmapped({ type, webhookId, receivedAt }: UnmappedDelivery): Promise<void> {
+    await this.client.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { [PARTITION_KEY]: UNMAPPED_RECEIPT_KEY },
+        UpdateExpression: 'SET #type = :type, webhookId = :id, receivedAt = :at ADD received :one',
+        ExpressionAttributeNames: { '#type': 'type' },
+        ExpressionAttributeValues: { ':type': type, ':id': webhookId, ':at': receivedAt, ':one': 1 },
+      }),
+    );
+  }
+
+  async recordUnprocessable(delivery: UnprocessableDelivery): Promise<void> {
+    // An update, not a put: the API function's grant is GetItem and UpdateItem.
+    await this.client.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { [PARTITION_KEY]: `${UNPROCESSABLE_KEY_PREFIX}${delivery.webhookId}` },
+        UpdateExpression: 'SET #partition = :partition, #sort = :at, #ttl = :ttl, entry = :entry',
+        ExpressionAttributeNames: { '#partition': LIST_INDEX_PARTITION, '#sort': LIST_INDEX_SORT, '#ttl': TTL_ATTRIBUTE },
+        ExpressionAttributeValues: {
+          ':partition': UNPROCESSABLE_PARTITION_VALUE,
+          ':at': delivery.receivedAt,
+          ':ttl': Math.floor(Date.parse(delivery.receivedAt) / 1000) + UNPROCESSABLE_RETENTION_SECONDS,
+          ':entry': JSON.stringify(delivery),
+        },
+      }),
+    );
+  }
+
+  async listUnprocessable(page: { limit: number; cursor?: string }): Promise<{ decisions: UnprocessableDelivery[]; nextCursor?: string }> {
+    const start = page.cursor === undefined ? undefined : cursorKey(page.cursor, UNPROCESSABLE_PARTITION_VALUE);
+    const { Items = [], LastEvaluatedKey } = await this.client.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: LIST_INDEX,
+        KeyConditionExpression: '#partition = :partition',
+        ExpressionAttributeNames: { '#partition': LIST_INDEX_PARTITION },
+        ExpressionAttributeValues: { ':partition': UNPROCESSABLE_PARTITION_VALUE },
+        ScanIndexForward: false,
+        Limit: page.limit,
+        ...(start && { ExclusiveStartKey: start }),
+      }),
+    );
+    return {
+      decisions: Items.map((item) => JSON.parse(item.entry as string) as UnprocessableDelivery),
+      ...(LastEvaluatedKey && { nextCursor: Buffer.from(JSON.stringify(LastEvaluatedKey)).toString('base64url') }),
+    };
+  }
+
+  async lastUnmapped(): Promise<(UnmappedDelivery & { received: number }) | undefined> {
+    const { Item } = await this.client.send(
+      new GetCommand({ TableName: this.tableName, Key: { [PARTITION_KEY]: UNMAPPED_RECEIPT_KEY }, ConsistentRead: true }),
+    );
+    if (!Item) return undefined;
+    return { type: Item.type, webhookId: Item.webhookId, receivedAt: Item.receivedAt, received: Number(Item.received) };
+  }
+}
+
+/** A value the document client cannot marshal is refused here, before the request, as DynamoDB would refuse it. */
+function unmarshallable(values: Record<string, unknown>): void {
+  try {
+    marshall(values, { removeUndefinedValues: true });
+  } catch (error) {
+    throw new StoreRejectedError(`the record cannot be stored: ${(error as Error).message}`, { cause: error });
+  }
+}
+
+/** A refusal that will not change on retry becomes StoreRejectedError; anything else passes as is (retry later). */
+function classified(error: unknown): unknown {
+  return isPermanentRejection(error)
+    ? new StoreRejectedError(`DynamoDB refused the record: ${(error as Error).message}`, { cause: error })
+    : error;
+}
+
+function viewFromItem(item: Record<string, unknown>): OperationView {
+  return {
+    ...recordFromItem(item),
+    polling: {
+      nextPollAt: (item[OPEN_INDEX_SORT] as string | undefined) ?? null,
+      failedPolls: (item.failedPolls as number | undefined) ?? 0,
+      notFoundPolls: (item.notFoundPolls as number | undefined) ?? 0,
+      note: (item.pollNote as string | undefined) ?? null,
+    },
+  };
+}
+
+/** A cursor is the index key the page ended at; anything else is refused before DynamoDB sees it. */
+/** A list's cursor back to its LastEvaluatedKey; `partition` is the list it must come from (operations or unprocessable). */
+function cursorKey(cursor: string, partition = LIST_PARTITION_VALUE): Record<string, string> {
+  let key: unknown;
+  try {
+    key = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+  } catch {
+    throw new InvalidCursorError('cursor is not one this API handed out');
+  }
+  const fields = [PARTITION_KEY, LIST_INDEX_PARTITION, LIST_INDEX_SORT];
+  const valid =
+    typeof key === 'object' &&
+    key !== null &&
+    Object.keys(key).length === fields.length &&
+    fields.every((field) => typeof (key as Record<string, unknown>)[field] === 'string') &&
+    (key as Record<string, string>)[LIST_INDEX_PARTITION] === partition;
+  if (!valid) throw new InvalidCursorError('cursor is not one this API handed out');
+  return key as Record<string, string>;
+}
+
+/** The record's own attributes, in a stable order (items may carry index attributes too). */
+function recordFromItem(item: Record<string, unknown>): OperationRecord {
+  const record = item as unknown as OperationRecord;
+  return {
+    name: record.name,
+    kind: record.kind,
+    state: record.state ?? null,
+    providerState: record.providerState ?? null,
+    updateTime: record.updateTime ?? null,
+    version: record.version,
+    previousState: record.previousState ?? null,
+    stateChanged: record.stateChanged ?? false,
+    source: record.source,
+    eventId: record.eventId ?? null,
+    result: record.result ?? null,
+    ...(record.userMetadata && { userMetadata: record.userMetadata }),
+    createdAt: record.createdAt,
+    recordedAt: record.recordedAt,
+  };
+}

@@ -1,0 +1,476 @@
+/**
+ * The operations store on SQLite: every event is read, reduced by the pure
+ * reducer and written in one write transaction, so no race can exist and a
+ * discard changes no record (it leaves only its decision, see `decisions`).
+ * Each applied write appends its change to the outbox (`changes`) in the same
+ * transaction: this engine's table stream.
+ *
+ * The same ports as the DynamoDB store (engines/dynamodb/operation-store.ts),
+ * held to the same contract tests.
+ */
+
+import {
+  type ApplyOutcome,
+  type Decision,
+  type DecisionLog,
+  type DeliveryReceipts,
+  InvalidCursorError,
+  type ListFilter,
+  type OperationQueries,
+  type OperationStore,
+  type OperationView,
+  type PollCandidate,
+  type PollRequests,
+  type PollSchedule,
+  type PollState,
+  type UnmappedDelivery,
+  type UnprocessableDelivery,
+  type UnprocessableLog,
+  type WriteOutcome,
+} from '../../app/ports.ts';
+import { writeKindOf } from '../../core/change.ts';
+import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
+import { timeAfter, timeFromDate } from '../../core/time.ts';
+import type { Sqlite } from './sqlite.ts';
+
+/** Kinds reconcile polls: all of them, as in AWS. */
+const POLLABLE: ReadonlySet<OperationKind> = new Set(OPERATION_KINDS);
+const UNMAPPED_NOTE = 'unmapped-delivery';
+/** Decisions kept per operation (and 30 days, see pruneDecisions). */
+export const DECISIONS_KEPT = 200;
+export const DECISION_RETENTION_DAYS = 30;
+
+interface OperationRow {
+  record: string;
+  next_poll_at: string | null;
+  unchanged_polls: number;
+  failed_polls: number;
+  not_found_polls: number;
+  poll_note: string | null;
+  recorded_at: string;
+  name: string;
+}
+
+export class SqliteOperationStore
+  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
+{
+  constructor(
+    private readonly db: Sqlite,
+    /** Called after each commit that appended to the outbox (the outbox feed wakes). */
+    private readonly onChange: () => void = () => {},
+    /** Called when reconcile stopped polling an open operation (not found, refused): waiters on it read it again. */
+    private readonly onPollingStopped: (name: string) => void = () => {},
+  ) {}
+
+  private row(name: string): OperationRow | undefined {
+    return this.db.get<OperationRow>('SELECT * FROM operations WHERE name = ?', name);
+  }
+
+  async get(name: string): Promise<OperationRecord | undefined> {
+    const row = this.row(name);
+    return row && (JSON.parse(row.record) as OperationRecord);
+  }
+
+  async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
+    const outcome = await this.db.writeGrouped((): WriteOutcome => {
+      const row = this.row(next.name);
+      const current = row && (JSON.parse(row.record) as OperationRecord);
+      if (current?.version !== expectedVersion) return { ok: false, current };
+      this.store(current, next);
+      this.decide(next.name, {
+        at: next.recordedAt,
+        source: next.source,
+        eventId: next.eventId,
+        state: next.state,
+        updateTime: next.updateTime,
+        verdict: 'applied',
+        version: next.version,
+      });
+      return { ok: true };
+    });
+    if (outcome.ok) this.onChange();
+    return outcome;
+  }
+
+  /**
+   * One transaction: read, reduce, write (the hint of a record at hand is not needed: the read is local).
+   * An event the stored record already refuses is only noted (see noteDiscard): the reducer is monotone, so a
+   * refusal stays a refusal whatever is written meanwhile, and a note needs no fsync.
+   */
+  async apply(event: OperationEvent, now: string): Promise<ApplyOutcome> {
+    const held = this.row(event.name);
+    const heldRecord = held && (JSON.parse(held.record) as OperationRecord);
+    const first = applyEvent(heldRecord, event, now);
+    if (!first.applied) {
+      await this.noteDiscard(event, first.reason, now);
+      return { ok: false, current: heldRecord };
+    }
+    const outcome = await this.db.writeGrouped((): ApplyOutcome => {
+      const row = this.row(event.name);
+      // Reduced again only if another write came in between (the reducer is pure: the same record gives the same decision).
+      const unchanged = row?.record === held?.record;
+      const current = unchanged ? heldRecord : row && (JSON.parse(row.record) as OperationRecord);
+      const decision = unchanged ? first : applyEvent(current, event, now);
+      if (!decision.applied) {
+        this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason: decision.reason }));
+        return { ok: false, current };
+      }
+      this.store(current, decision.next);
+      this.decide(event.name, decisionOf(event, now, { verdict: 'applied', version: decision.next.version }));
+      return { ok: true, record: decision.next };
+    });
+    if (outcome.ok) this.onChange();
+    return outcome;
+  }
+
+  /** The row and its outbox entry; inside the caller's transaction. */
+  private store(current: OperationRecord | undefined, next: OperationRecord): void {
+    const open = !isTerminal(next.state) && POLLABLE.has(next.kind);
+    const record = JSON.stringify(next);
+    this.db.run(
+      `INSERT INTO operations (name, kind, state, version, recorded_at, record, poll_bucket, next_poll_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+       ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, state = excluded.state, version = excluded.version,
+         recorded_at = excluded.recorded_at, record = excluded.record,
+         next_poll_at = CASE WHEN excluded.next_poll_at IS NULL THEN NULL ELSE coalesce(operations.next_poll_at, excluded.next_poll_at) END`,
+      next.name,
+      next.kind,
+      next.state,
+      next.version,
+      next.recordedAt,
+      record,
+      // Unused since schema 4 (the due index is on next_poll_at alone); kept for the column's NOT NULL.
+      'open',
+      open ? next.recordedAt : null,
+    );
+    const writeKind = writeKindOf(next);
+    this.db.run(
+      'INSERT INTO changes (name, version, write_kind, old_record, new_record, at) VALUES (?, ?, ?, ?, ?, ?)',
+      next.name,
+      next.version,
+      writeKind,
+      current ? JSON.stringify(current) : null,
+      record,
+      Date.now(),
+    );
+  }
+
+  /**
+   * A discard decided on the record at hand (ingest's or reconcile's, maybe
+   * older than the stored one): one short write of its own, with the reason
+   * the stored record gives (a poll of RUNNING refused by a held RUNNING is,
+   * once SUCCEEDED is stored, "after the job ended").
+   */
+  async noteDiscard(event: OperationEvent, heldReason: DiscardReason, now: string): Promise<void> {
+    // A note, not an accepted change: committed without an fsync of its own (it rides a durable group's when there is one).
+    await this.db.writeGrouped(() => {
+      const row = this.row(event.name);
+      const stored = row && applyEvent(JSON.parse(row.record) as OperationRecord, event, now);
+      const reason = stored && !stored.applied ? stored.reason : heldReason;
+      this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason }));
+    }, 'derived');
+  }
+
+  async note(name: string, decision: Decision): Promise<void> {
+    await this.db.writeGrouped(() => this.decide(name, decision), 'derived');
+  }
+
+  /** One decision, in the caller's transaction; the operation keeps its last DECISIONS_KEPT. */
+  private decide(name: string, decision: Decision): void {
+    this.db.run('INSERT INTO decisions (name, decision, at) VALUES (?, ?, ?)', name, JSON.stringify(decision), Date.now());
+    this.db.run(
+      'DELETE FROM decisions WHERE name = ? AND id <= (SELECT id FROM decisions WHERE name = ? ORDER BY id DESC LIMIT 1 OFFSET ?)',
+      name,
+      name,
+      DECISIONS_KEPT,
+    );
+  }
+
+  async decisions(name: string): Promise<Decision[]> {
+    return this.db
+      .all<{ decision: string }>(
+        'SELECT decision FROM decisions WHERE name = ? AND at > ? ORDER BY id',
+        name,
+        Date.now() - DECISION_RETENTION_DAYS * 86_400_000,
+      )
+      .map((row) => JSON.parse(row.decision) as Decision);
+  }
+
+  /**
+   * Deletes operations tracked more than `olderThanMs` ago and never
+   * observed (no state: reconcile stopped polling them at half that age),
+   * with their history and decisions. Returns how many.
+   */
+  deleteUnseen(olderThanMs: number, now = Date.now()): number {
+    const cutoff = timeFromDate(new Date(now - olderThanMs));
+    return this.db.write(() => {
+      const names = this.db
+        .all<{ name: string }>("SELECT name FROM operations WHERE state IS NULL AND json_extract(record, '$.createdAt') < ?", cutoff)
+        .map((row) => row.name);
+      for (const name of names) {
+        this.db.run('DELETE FROM operations WHERE name = ?', name);
+        this.db.run('DELETE FROM history WHERE name = ?', name);
+        this.db.run('DELETE FROM decisions WHERE name = ?', name);
+      }
+      return names.length;
+    });
+  }
+
+  /** Removes decisions past their 30 days. */
+  pruneDecisions(now = Date.now()): void {
+    const before = now - DECISION_RETENTION_DAYS * 86_400_000;
+    this.db.writeDerived(() => {
+      this.db.run('DELETE FROM decisions WHERE at <= ?', before);
+      this.db.run('DELETE FROM unprocessable WHERE at <= ?', before);
+    });
+  }
+
+  async recordUnprocessable(delivery: UnprocessableDelivery): Promise<void> {
+    await this.db.writeGrouped(() =>
+      this.db.run(
+        `INSERT INTO unprocessable (webhook_id, received_at, entry, at) VALUES (?, ?, ?, ?)
+         ON CONFLICT (webhook_id) DO UPDATE SET received_at = excluded.received_at, entry = excluded.entry, at = excluded.at`,
+        delivery.webhookId,
+        delivery.receivedAt,
+        JSON.stringify(delivery),
+        Date.parse(delivery.receivedAt),
+      ),
+    );
+  }
+
+  /** Newest first; the cursor is the last row's key, as the list's. */
+  async listUnprocessable(page: { limit: number; cursor?: string }): Promise<{ decisions: UnprocessableDelivery[]; nextCursor?: string }> {
+    const after = page.cursor === undefined ? undefined : cursorKey(page.cursor, 'unprocessable');
+    const rows = this.db.all<{ received_at: string; webhook_id: string; entry: string }>(
+      `SELECT received_at, webhook_id, entry FROM unprocessable ${after ? 'WHERE (received_at, webhook_id) < (?, ?)' : ''}
+       ORDER BY received_at DESC, webhook_id DESC LIMIT ?`,
+      ...(after ?? []),
+      page.limit + 1,
+    );
+    const taken = rows.slice(0, page.limit);
+    const last = taken.at(-1);
+    return {
+      decisions: taken.map((row) => JSON.parse(row.entry) as UnprocessableDelivery),
+      ...(rows.length > page.limit && last && { nextCursor: cursorOf(last.received_at, last.webhook_id, 'unprocessable') }),
+    };
+  }
+
+  async describe(name: string): Promise<OperationView | undefined> {
+    const row = this.row(name);
+    return row && viewOf(row);
+  }
+
+  /** Newest first, from the recent index (by state or kind when filtered); the cursor is the last row's key. */
+  async list(filter: ListFilter): Promise<{ operations: OperationView[]; nextCursor?: string }> {
+    const after = filter.cursor === undefined ? undefined : cursorKey(filter.cursor);
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.state) {
+      where.push('state = ?');
+      params.push(filter.state);
+    }
+    if (filter.kind) {
+      where.push('kind = ?');
+      params.push(filter.kind);
+    }
+    // The effects the derived work keeps in the same file: a failed attempt's count is written when it fails.
+    if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM effect_messages WHERE receive_count > 0)');
+    if (filter.effects === 'dead-lettered')
+      where.push("name IN (SELECT operation FROM dead_letters WHERE status = 'dead' AND operation NOT LIKE '#%')");
+    if (after) {
+      where.push('(recorded_at, name) < (?, ?)');
+      params.push(after[0], after[1]);
+    }
+    const rows = this.db.all<OperationRow>(
+      `SELECT * FROM operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY recorded_at DESC, name DESC LIMIT ?`,
+      ...params,
+      filter.limit + 1,
+    );
+    const page = rows.slice(0, filter.limit);
+    const last = page.at(-1);
+    return {
+      operations: page.map(viewOf),
+      ...(rows.length > filter.limit && last && { nextCursor: cursorOf(last.recorded_at, last.name) }),
+    };
+  }
+
+  /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind. */
+  counts(): Array<{ state: OperationState | null; kind: OperationKind; count: number }> {
+    return this.db.all('SELECT state, kind, COUNT(*) AS count FROM operations GROUP BY state, kind');
+  }
+
+  /**
+   * The console's list: open operations first, then the newest; `state: null`
+   * selects the tracked ones. Paged by offset (a page for people, not a feed).
+   */
+  consoleList(filter: {
+    state?: OperationState | null;
+    open?: boolean;
+    kind?: OperationKind;
+    names?: string[];
+    limit: number;
+    offset: number;
+  }): OperationView[] {
+    const terminal = OPERATION_STATES.filter(isTerminal)
+      .map((state) => `'${state}'`)
+      .join(', ');
+    const where: string[] = [];
+    const params: unknown[] = [];
+    if (filter.open) where.push(`coalesce(state NOT IN (${terminal}), 1)`);
+    if (filter.state === null) where.push('state IS NULL');
+    else if (filter.state) {
+      where.push('state = ?');
+      params.push(filter.state);
+    }
+    if (filter.kind) {
+      where.push('kind = ?');
+      params.push(filter.kind);
+    }
+    if (filter.names) {
+      where.push(`name IN (SELECT value FROM json_each(?))`);
+      params.push(JSON.stringify(filter.names));
+    }
+    return this.db
+      .all<OperationRow>(
+        `SELECT * FROM operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
+         ORDER BY coalesce(state IN (${terminal}), 0), recorded_at DESC, name DESC LIMIT ? OFFSET ?`,
+        ...params,
+        filter.limit,
+        filter.offset,
+      )
+      .map(viewOf);
+  }
+
+  /** What is due, earliest first: one process holds the file, so the claim is that alone. */
+  async claimDue(now: string, limit: number, leaseMs?: number): Promise<PollCandidate[]> {
+    const due = () =>
+      this.db.all<OperationRow>(
+        'SELECT * FROM operations WHERE next_poll_at IS NOT NULL AND next_poll_at <= ? ORDER BY next_poll_at LIMIT ?',
+        now,
+        limit,
+      );
+    // Claimed by moving each one's next poll to the lease's end, in the read's own transaction: until its
+    // schedulePoll (or a write that reschedules it), or the lease's end, no other claim is handed it.
+    const rows =
+      leaseMs === undefined
+        ? due()
+        : this.db.write(() => {
+            const claimed = due();
+            const until = timeAfter(now, leaseMs);
+            for (const row of claimed) this.db.run('UPDATE operations SET next_poll_at = ? WHERE name = ?', until, row.name);
+            return claimed;
+          });
+    return rows.map((row) => ({ record: JSON.parse(row.record) as OperationRecord, poll: pollOf(row) }));
+  }
+
+  async pollNow(name: string, now: string): Promise<boolean> {
+    return this.db.write(() => {
+      const row = this.row(name);
+      if (!row || isTerminal((JSON.parse(row.record) as OperationRecord).state)) return false;
+      this.db.run(
+        'UPDATE operations SET next_poll_at = ?, unchanged_polls = 0, failed_polls = 0, not_found_polls = 0, poll_note = NULL WHERE name = ?',
+        now,
+        name,
+      );
+      return true;
+    });
+  }
+
+  async schedulePoll(
+    name: string,
+    version: number,
+    poll: Omit<PollState, 'nextPollAt'> & { nextPollAt: string | null; note?: string },
+  ): Promise<boolean> {
+    // Only while still open at this version: a concurrent webhook or terminal state wins.
+    const { changes } = this.db.write(() =>
+      this.db.run(
+        `UPDATE operations SET next_poll_at = ?, unchanged_polls = ?, failed_polls = ?, not_found_polls = ?, poll_note = ?
+         WHERE name = ? AND version = ? AND next_poll_at IS NOT NULL`,
+        poll.nextPollAt,
+        poll.unchangedPolls,
+        poll.failedPolls,
+        poll.notFoundPolls,
+        poll.note ?? null,
+        name,
+        version,
+      ),
+    );
+    if (changes > 0 && poll.nextPollAt === null) this.onPollingStopped(name);
+    return changes > 0;
+  }
+
+  async recordUnmapped(delivery: UnmappedDelivery): Promise<void> {
+    this.db.write(() => {
+      const received = ((JSON.parse(this.noteValue(UNMAPPED_NOTE) ?? '{}') as { received?: number }).received ?? 0) + 1;
+      this.db.run(
+        'INSERT INTO notes (key, value) VALUES (?, ?) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+        UNMAPPED_NOTE,
+        JSON.stringify({ ...delivery, received }),
+      );
+    });
+  }
+
+  async lastUnmapped(): Promise<(UnmappedDelivery & { received: number }) | undefined> {
+    const value = this.noteValue(UNMAPPED_NOTE);
+    return value === undefined ? undefined : JSON.parse(value);
+  }
+
+  private noteValue(key: string): string | undefined {
+    return this.db.get<{ value: string }>('SELECT value FROM notes WHERE key = ?', key)?.value;
+  }
+}
+
+function decisionOf(
+  event: OperationEvent,
+  at: string,
+  verdict: { verdict: 'applied'; version: number } | { verdict: 'discarded'; reason: DiscardReason },
+): Decision {
+  return {
+    at,
+    source: event.source,
+    eventId: event.eventId ?? null,
+    state: event.state,
+    updateTime: event.updateTime ?? null,
+    ...verdict,
+    ...(event.scheme && { scheme: event.scheme }),
+  };
+}
+
+function pollOf(row: OperationRow): PollState {
+  return {
+    nextPollAt: row.next_poll_at as string,
+    unchangedPolls: row.unchanged_polls,
+    failedPolls: row.failed_polls,
+    notFoundPolls: row.not_found_polls,
+  };
+}
+
+function viewOf(row: OperationRow): OperationView {
+  return {
+    ...(JSON.parse(row.record) as OperationRecord),
+    polling: { nextPollAt: row.next_poll_at, failedPolls: row.failed_polls, notFoundPolls: row.not_found_polls, note: row.poll_note },
+  };
+}
+
+/** A cursor is `[recordedAt, name]` of the page's last row; anything else is refused before a query. */
+/**
+ * A page's opaque cursor: the last row's (time, key), read back by cursorKey;
+ * the unprocessable list's carry its name first, so neither list takes the other's.
+ */
+function cursorOf(time: string, key: string, list?: 'unprocessable'): string {
+  return Buffer.from(JSON.stringify(list ? [list, time, key] : [time, key])).toString('base64url');
+}
+
+function cursorKey(cursor: string, list?: 'unprocessable'): [string, string] {
+  let key: unknown;
+  try {
+    key = JSON.parse(Buffer.from(cursor, 'base64url').toString());
+  } catch {
+    throw new InvalidCursorError('cursor is not one this API handed out');
+  }
+  const parts = list ? 3 : 2;
+  if (!Array.isArray(key) || key.length !== parts || !key.every((part) => typeof part === 'string') || (list && key[0] !== list)) {
+    throw new InvalidCursorError('cursor is not one this API handed out');
+  }
+  return key.slice(-2) as [string, string];
+}

@@ -1,0 +1,141 @@
+/**
+ * The embedded engine's schema, versioned in the file (`PRAGMA user_version`)
+ * and migrated forward on start, each step in its own transaction. A file
+ * written by a newer Ratchet is refused, never downgraded.
+ *
+ * Tables:
+ * - `operations`: one row per operation, the record as JSON beside the columns
+ *   the queries use; `next_poll_at` is set only while the operation is open and
+ *   pollable, so the due index holds open operations only.
+ * - `changes`: the outbox, this engine's table stream: one row per applied
+ *   write, appended in the write's own transaction.
+ * - `checkpoints`: how far each outbox consumer (history, effects) has read.
+ * - `history`, `effect_messages` (the per-operation effects queue),
+ *   `effect_ledger`, `dead_letters`: what the consumers keep.
+ * - `notes`: small named values (the last unmapped delivery, the health probe).
+ * - `decisions` (2): each event's fate per operation, applied or discarded.
+ * - `unprocessable` (3): authentic deliveries that can never be used, one per webhook-id.
+ * - `effect_messages.name`, `.last_error` (4): whose effect waits, and what its last attempt came to.
+ */
+import type { Sqlite } from './sqlite.ts';
+
+export const MIGRATIONS: readonly string[] = [
+  // 1: the first embedded schema.
+  `CREATE TABLE operations (
+     name TEXT PRIMARY KEY,
+     kind TEXT NOT NULL,
+     state TEXT,
+     version INTEGER NOT NULL,
+     recorded_at TEXT NOT NULL,
+     record TEXT NOT NULL,
+     poll_bucket TEXT NOT NULL,
+     next_poll_at TEXT,
+     unchanged_polls INTEGER NOT NULL DEFAULT 0,
+     failed_polls INTEGER NOT NULL DEFAULT 0,
+     not_found_polls INTEGER NOT NULL DEFAULT 0,
+     poll_note TEXT
+   ) STRICT;
+   CREATE INDEX operations_recent ON operations (recorded_at, name);
+   CREATE INDEX operations_recent_by_state ON operations (state, recorded_at, name);
+   CREATE INDEX operations_recent_by_kind ON operations (kind, recorded_at, name);
+   CREATE INDEX operations_due ON operations (poll_bucket, next_poll_at) WHERE next_poll_at IS NOT NULL;
+   CREATE TABLE changes (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     name TEXT NOT NULL,
+     version INTEGER NOT NULL,
+     write_kind TEXT NOT NULL,
+     old_record TEXT,
+     new_record TEXT NOT NULL,
+     at INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX changes_at ON changes (at);
+   CREATE TABLE checkpoints (consumer TEXT PRIMARY KEY, seq INTEGER NOT NULL) STRICT;
+   CREATE TABLE history (
+     name TEXT NOT NULL,
+     version INTEGER NOT NULL,
+     entry TEXT NOT NULL,
+     expires_at INTEGER NOT NULL,
+     PRIMARY KEY (name, version)
+   ) STRICT, WITHOUT ROWID;
+   CREATE INDEX history_expiry ON history (expires_at);
+   CREATE TABLE effect_messages (
+     seq INTEGER PRIMARY KEY AUTOINCREMENT,
+     grp TEXT NOT NULL,
+     body TEXT NOT NULL,
+     receive_count INTEGER NOT NULL DEFAULT 0,
+     first_receive_at INTEGER NOT NULL DEFAULT 0,
+     retry_at INTEGER NOT NULL DEFAULT 0,
+     redriven INTEGER NOT NULL DEFAULT 0
+   ) STRICT;
+   CREATE TABLE effect_ledger (key TEXT PRIMARY KEY, delivered_at TEXT NOT NULL, expires_at INTEGER NOT NULL) STRICT;
+   CREATE INDEX effect_ledger_expiry ON effect_ledger (expires_at);
+   CREATE TABLE dead_letters (
+     operation TEXT NOT NULL,
+     entry TEXT NOT NULL,
+     status TEXT,
+     letter TEXT NOT NULL,
+     expires_at INTEGER NOT NULL,
+     PRIMARY KEY (operation, entry)
+   ) STRICT;
+   CREATE TABLE notes (key TEXT PRIMARY KEY, value TEXT NOT NULL) STRICT;`,
+  // 2: the decisions log, every event's fate per operation (the last 200, 30 days).
+  `CREATE TABLE decisions (
+     id INTEGER PRIMARY KEY AUTOINCREMENT,
+     name TEXT NOT NULL,
+     decision TEXT NOT NULL,
+     at INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX decisions_by_name ON decisions (name, id);
+   CREATE INDEX decisions_at ON decisions (at);`,
+  // 3: authentic deliveries no retry can make usable (answered 200), one per webhook-id, 30 days.
+  `CREATE TABLE unprocessable (
+     webhook_id TEXT PRIMARY KEY,
+     received_at TEXT NOT NULL,
+     entry TEXT NOT NULL,
+     at INTEGER NOT NULL
+   ) STRICT;
+   CREATE INDEX unprocessable_recent ON unprocessable (received_at, webhook_id);`,
+  // 4: each effect message's operation and its last failed attempt in words: a failing receiver shows at once;
+  // the ledger keeps on which attempt a delivery succeeded and what failed before it.
+  `ALTER TABLE effect_messages ADD COLUMN name TEXT;
+   ALTER TABLE effect_messages ADD COLUMN last_error TEXT;
+   ALTER TABLE effect_ledger ADD COLUMN attempts INTEGER;
+   ALTER TABLE effect_ledger ADD COLUMN earlier_failure TEXT;
+   UPDATE effect_messages SET name = json_extract(body, '$.dynamodb.Keys.name.S');
+   CREATE INDEX effect_messages_retrying ON effect_messages (name) WHERE receive_count > 0;
+   CREATE INDEX operations_due_at ON operations (next_poll_at) WHERE next_poll_at IS NOT NULL;`,
+];
+
+export const SCHEMA_VERSION = MIGRATIONS.length;
+
+export class SchemaError extends Error {
+  override name = 'SchemaError';
+}
+
+/** The schema version a file carries (0: new), read without changing anything. */
+export function schemaVersionOf(db: Sqlite): number {
+  return db.get<{ user_version: number }>('PRAGMA user_version')?.user_version ?? 0;
+}
+
+/** Refuses a file written by a newer Ratchet, before anything (even the journal mode) is changed in it. */
+export function checkNotNewer(db: Sqlite, known = MIGRATIONS.length): void {
+  const found = schemaVersionOf(db);
+  if (found > known) {
+    throw new SchemaError(
+      `${db.path} has schema version ${found}, written by a newer Ratchet (this one knows up to ${known}); run that version, or set DATA_DIR to another folder`,
+    );
+  }
+}
+
+/** Brings the file to SCHEMA_VERSION, each step in its own transaction; returns the version it had (0: new). */
+export function migrate(db: Sqlite, migrations: readonly string[] = MIGRATIONS): number {
+  checkNotNewer(db, migrations.length);
+  const found = schemaVersionOf(db);
+  for (let version = found + 1; version <= migrations.length; version++) {
+    db.write(() => {
+      db.connection.exec(migrations[version - 1] as string);
+      db.connection.exec(`PRAGMA user_version = ${version}`);
+    });
+  }
+  return found;
+}

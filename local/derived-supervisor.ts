@@ -1,0 +1,127 @@
+/**
+ * The runtime's side of its derived-work process (derived-work.ts,
+ * derived-process.ts): forks it, wakes it after commits, asks it to redrive,
+ * and starts it again when it dies (`kill -9` included: what it had not
+ * committed waits in the outbox and the effects queue, and is done then,
+ * once, in order). The runtime does not wait for it to be up: it listens at
+ * once, and the first drain takes whatever was committed meanwhile.
+ */
+import { type ChildProcess, fork } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import type { Config } from '../app/config.ts';
+import type { RedriveOptions } from '../app/effects/redrive.ts';
+import type { DerivedWork, RedriveResult } from './derived-work.ts';
+
+/** Messages between the runtime and its derived-work process. */
+export type ToChild =
+  | { type: 'start'; dbFile: string; config: Config }
+  | { type: 'wake' }
+  | { type: 'redrive'; id: number; options: RedriveOptions }
+  | { type: 'stop' };
+export type ToParent =
+  | { type: 'ready' }
+  | { type: 'redriven'; id: number; result: RedriveResult }
+  | { type: 'redrive-failed'; id: number; message: string };
+
+const RESTART_MS = 500;
+const RESTART_CAP_MS = 30_000;
+
+/** The derived work in a child process on `dbFile`, restarted when it dies (after 0.5 s, doubling to 30 s while it keeps dying at start). */
+export function startDerivedProcess(dbFile: string, config: Config, logger: Logger): DerivedWork {
+  const script = derivedProcessScript();
+  // In a checkout the script is TypeScript: run through the checkout's tsx, whatever the working directory.
+  const execArgv = script.pathname.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [];
+  let child: ChildProcess | undefined;
+  let stopping = false;
+  let restartMs = RESTART_MS;
+  let wakePending = false;
+  let nextId = 0;
+  const waiting = new Map<number, { resolve: (r: RedriveResult) => void; reject: (e: Error) => void }>();
+
+  const spawnChild = () =>
+    new Promise<void>((ready, failed) => {
+      const started = Date.now();
+      const one = fork(fileURLToPath(script), [], {
+        execArgv,
+        stdio: ['ignore', 'inherit', 'inherit', 'ipc'],
+        serialization: 'json',
+      });
+      child = one;
+      // The configuration travels by the channel, not the environment: it holds the effects secret.
+      one.send({ type: 'start', dbFile, config });
+      one.on('message', (message: ToParent) => {
+        if (message.type === 'ready') {
+          ready();
+          // A change committed while it was starting: its first drain takes it anyway, but wake it to be sure.
+          one.send({ type: 'wake' } satisfies ToChild);
+          return;
+        }
+        const request = waiting.get(message.id);
+        waiting.delete(message.id);
+        if (message.type === 'redriven') request?.resolve(message.result);
+        else request?.reject(new Error(message.message));
+      });
+      one.once('exit', (code, signal) => {
+        if (child === one) child = undefined;
+        for (const [id, request] of waiting) {
+          waiting.delete(id);
+          request.reject(new Error('the effects process stopped before it answered'));
+        }
+        if (stopping) return;
+        failed(new Error(`the effects process exited (${signal ?? code}) before it was ready`));
+        // 0.5 s, then doubling while it keeps dying soon after its start; 0.5 s again after a long life.
+        const delayMs = Date.now() - started > RESTART_CAP_MS ? RESTART_MS : restartMs;
+        restartMs = Math.min(RESTART_CAP_MS, delayMs * 2);
+        logger.error('effects process exited; restarting it (its work waits in the outbox and the effects queue)', {
+          code,
+          signal,
+          restartInMs: delayMs,
+        });
+        setTimeout(() => {
+          if (!stopping) spawnChild().catch(() => undefined);
+        }, delayMs).unref();
+      });
+    });
+
+  spawnChild().catch(() => undefined); // its exit handler restarts it
+  return {
+    wake: () => {
+      // One message per turn of the event loop, however many commits it saw.
+      if (wakePending) return;
+      wakePending = true;
+      setImmediate(() => {
+        wakePending = false;
+        if (child?.connected) child.send({ type: 'wake' } satisfies ToChild);
+      });
+    },
+    redrive: (options) =>
+      new Promise((resolve, reject) => {
+        if (!child?.connected) return reject(new Error('the effects process is restarting; try again in a moment'));
+        const id = ++nextId;
+        waiting.set(id, { resolve, reject });
+        child.send({ type: 'redrive', id, options } satisfies ToChild);
+      }),
+    stop: async () => {
+      stopping = true;
+      const last = child;
+      if (!last || last.exitCode !== null) return;
+      const exited = new Promise((resolve) => last.once('exit', resolve));
+      if (last.connected) last.send({ type: 'stop' } satisfies ToChild);
+      const killer = setTimeout(() => last.kill('SIGKILL'), 10_000);
+      await exited;
+      clearTimeout(killer);
+    },
+  };
+}
+
+/** derived-process.ts beside this file in a checkout; the package's own `derived-process.js` entry once built. */
+function derivedProcessScript(): URL {
+  if (import.meta.url.endsWith('.ts')) return new URL('./derived-process.ts', import.meta.url);
+  for (const candidate of ['./derived-process.js', '../derived-process.js']) {
+    const url = new URL(candidate, import.meta.url);
+    if (existsSync(url)) return url;
+  }
+  throw new Error('derived-process.js is missing from this installation');
+}
