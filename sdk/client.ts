@@ -14,64 +14,23 @@
  * Errors are RatchetError, whose `code` is the API's error code. A 503 (the
  * store briefly unavailable), API Gateway's 429, 502 and 504, and a failed
  * connection are retried with backoff.
+ *
+ * This file is the API (track, get, list, history, waitFor, changes, watch);
+ * client/transport.ts the requests and their retries, client/sigv4.ts the
+ * signing, client/errors.ts the errors, client/waiting.ts what waitFor decides.
  */
 import { changeOf, LONG_POLL_HEADER, type OperationChange } from '../core/change.ts';
-import type { Failure } from '../core/failures.ts';
-import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState, rankOf } from '../core/lifecycle.ts';
-import { networkCodeOf, networkFailureInWords } from '../core/network.ts';
+import { isTerminal, type OperationKind, type OperationState } from '../core/lifecycle.ts';
 import type { OperationRecord, OperationResult } from '../core/reducer.ts';
 import type { HistoryEntry, OperationView } from '../core/views.ts';
+import { RatchetError } from './client/errors.ts';
+import type { RequestSigner } from './client/sigv4.ts';
+import { backoff, encodeName, sleep, Transport, withQuery } from './client/transport.ts';
+import { checkWaitOptions, pollingStopped, reached } from './client/waiting.ts';
 
+export { RatchetError, type RatchetErrorCode } from './client/errors.ts';
+export { type AwsCredentials, type RequestSigner, SIGV4_PACKAGES, sigV4Signer } from './client/sigv4.ts';
 export type { HistoryEntry, OperationChange, OperationKind, OperationRecord, OperationResult, OperationState, OperationView };
-
-/**
- * The API's error codes, and the client's own: `timeout` (waitFor ran out of
- * time), `unreachable` (see waitFor), `invalid-argument` (an option no call
- * can honour, thrown at once), `polling-stopped` (waitFor: reconcile
- * stopped polling the job for good; `not-found` when Gemini no longer knows
- * it), `network`, `unexpected-response`,
- * `invalid-url` (the client's `url` is not an http(s) URL) and
- * `missing-dependency` (SigV4 signing needs packages that are not installed).
- */
-export type RatchetErrorCode =
-  | Failure
-  | 'timeout'
-  | 'unreachable'
-  | 'network'
-  | 'unexpected-response'
-  | 'invalid-url'
-  | 'missing-dependency'
-  | 'polling-stopped'
-  | 'invalid-argument';
-
-export class RatchetError extends Error {
-  override name = 'RatchetError';
-  constructor(
-    readonly code: RatchetErrorCode,
-    message: string,
-    /** The HTTP status, when the API answered. */
-    readonly status?: number,
-    /** The operation as last read, for `timeout`, `unreachable`, `not-found` and `polling-stopped`. */
-    readonly operation?: OperationView,
-    /** What failed underneath: for `network`, the error fetch threw (its `code`, e.g. ECONNREFUSED, is `causeCode`). */
-    options?: { cause?: unknown },
-  ) {
-    super(message, options);
-  }
-
-  /** The system error code under a `network` error (`ECONNREFUSED`, `ENOTFOUND`, `ETIMEDOUT`, …). */
-  get causeCode(): string | undefined {
-    return networkCodeOf(this.cause);
-  }
-}
-
-/** Signs one request; see `sigV4Signer`. */
-export type RequestSigner = (request: {
-  method: string;
-  url: URL;
-  headers: Record<string, string>;
-  body?: string;
-}) => Promise<Record<string, string>>;
 
 export interface RatchetClientOptions {
   /** The API's base URL: `http://127.0.0.1:3000` locally, the stack's `ApiUrl` output when deployed. */
@@ -143,9 +102,6 @@ export interface ChangePage {
   cursor: string;
 }
 
-/** A deployed API's own host name, `<id>.execute-api.<region>.amazonaws.com`; the region is its group. */
-const EXECUTE_API_HOST = /\.execute-api\.([a-z0-9-]+)\.amazonaws\.com$/;
-
 /** Waits between reads in waitFor: 1 s, doubling to at most a minute. */
 export const WAIT_FIRST_MS = 1_000;
 export const WAIT_MAX_MS = 60_000;
@@ -155,22 +111,14 @@ export const LONG_POLL_SECONDS = 25;
 const RECONNECT_MAX_MS = 5_000;
 
 export class RatchetClient {
-  private readonly base: string;
-  private readonly signer?: RequestSigner;
-  private readonly token?: string;
-  private readonly retries: number;
-  private readonly fetch: typeof fetch;
+  private readonly transport: Transport;
 
   constructor(options: RatchetClientOptions) {
-    const url = httpUrl(options?.url);
-    this.base = url.href.replace(/\/+$/, '');
-    this.retries = options.retries ?? 4;
-    this.fetch = options.fetch ?? globalThis.fetch;
-    if (options.signer === 'none') this.signer = undefined;
-    else if (options.signer) this.signer = options.signer;
-    else if (EXECUTE_API_HOST.test(url.hostname)) this.signer = sigV4Signer();
-    const token = options.token ?? globalThis.process?.env?.RATCHET_API_TOKEN?.split(/[\s,]+/).find(Boolean);
-    if (!this.signer && token) this.token = token;
+    this.transport = new Transport({ ...options, url: options?.url });
+  }
+
+  private request(method: 'GET' | 'POST', path: string, json?: unknown, signal?: AbortSignal) {
+    return this.transport.request(method, path, json, signal);
   }
 
   /** Starts tracking a job (reconcile polls it before any webhook arrives). `created` is false when Ratchet already knew it. */
@@ -218,7 +166,7 @@ export class RatchetClient {
     checkWaitOptions(until, timeoutMs);
     const deadline = timeoutMs === undefined ? Number.POSITIVE_INFINITY : Date.now() + timeoutMs;
     // A deployed stack (SigV4) has no long poll: no request is spent finding that out.
-    let longPoll = (options.longPoll ?? true) && !this.signer;
+    let longPoll = (options.longPoll ?? true) && !this.transport.signer;
     let delay = WAIT_FIRST_MS;
     let seen = 0;
     for (;;) {
@@ -377,250 +325,4 @@ export class RatchetClient {
       .map((change) => ({ ...change, cursor }));
     return { changes, cursor };
   }
-
-  private async request(
-    method: 'GET' | 'POST',
-    path: string,
-    json?: unknown,
-    signal?: AbortSignal,
-  ): Promise<{ status: number; body: unknown; headers: Headers }> {
-    const url = new URL(`${this.base}${path}`);
-    const body = json === undefined ? undefined : JSON.stringify(json);
-    for (let attempt = 0; ; attempt++) {
-      let headers: Record<string, string> = {
-        accept: 'application/json',
-        ...(body !== undefined && { 'content-type': 'application/json' }),
-        ...(this.token && { authorization: `Bearer ${this.token}` }),
-      };
-      if (this.signer) headers = { ...headers, ...(await this.signer({ method, url, headers, ...(body !== undefined && { body }) })) };
-      let response: Response;
-      try {
-        response = await this.fetch(url, { method, headers, ...(body !== undefined && { body }), ...(signal && { signal }) });
-      } catch (error) {
-        signal?.throwIfAborted();
-        if (attempt < this.retries) {
-          await sleep(backoff(attempt), signal);
-          continue;
-        }
-        throw new RatchetError(
-          'network',
-          `${method} ${url.origin}${url.pathname}: ${networkFailureInWords(error)}, after ${attempt + 1} attempts`,
-          undefined,
-          undefined,
-          { cause: error },
-        );
-      }
-      if (RETRIED.has(response.status) && attempt < this.retries) {
-        await response.body?.cancel();
-        await sleep(backoff(attempt), signal);
-        continue;
-      }
-      const text = await response.text();
-      let parsed: unknown;
-      try {
-        parsed = JSON.parse(text);
-      } catch {
-        throw new RatchetError(
-          'unexpected-response',
-          `${method} ${url.pathname}: HTTP ${response.status}, not JSON: ${text.slice(0, 200)}`,
-          response.status,
-        );
-      }
-      if (response.ok) return { status: response.status, body: parsed, headers: response.headers };
-      const { error, message } = (parsed ?? {}) as { error?: string; message?: string };
-      // API Gateway's own refusals (a missing or bad signature: 403 {"message": …}) carry no code of ours.
-      const code = (error ?? (response.status === 403 ? 'invalid-signature' : 'unexpected-response')) as RatchetErrorCode;
-      throw new RatchetError(code, `${method} ${url.pathname}: HTTP ${response.status}: ${message ?? text.slice(0, 200)}`, response.status);
-    }
-  }
 }
-
-/**
- * Answers that pass: 503 (Ratchet's store briefly unavailable), and API
- * Gateway's 429 (its throttle), 502 and 504 (the function failed or timed
- * out). Every call is safe to repeat: reads, and tracking (a known job is 200).
- */
-const RETRIED = new Set([429, 502, 503, 504]);
-
-/** The API's base URL, or a RatchetError naming what was given instead. */
-function httpUrl(given: unknown): URL {
-  let url: URL | undefined;
-  try {
-    url = new URL(String(given));
-  } catch {
-    // not a URL at all: said below
-  }
-  if (typeof given !== 'string' || !url || (url.protocol !== 'http:' && url.protocol !== 'https:'))
-    throw new RatchetError(
-      'invalid-url',
-      `RatchetClient: url must be an http:// or https:// URL, got ${JSON.stringify(given) ?? String(given)}`,
-    );
-  return url;
-}
-
-/** `path`, with the parameters that are set as its query. */
-function withQuery(path: string, parameters: Record<string, string | number | undefined>): string {
-  const query = new URLSearchParams();
-  for (const [key, value] of Object.entries(parameters)) if (value !== undefined) query.set(key, String(value));
-  return query.size > 0 ? `${path}?${query}` : path;
-}
-
-/** Names keep their slashes (`batches/123`); each segment is escaped. */
-function encodeName(name: string): string {
-  return name.split('/').map(encodeURIComponent).join('/');
-}
-
-/**
- * Reconcile stopped polling an open operation for good: Gemini no longer knows
- * it (`not-found`: a 404 never becomes a terminal state), or the name can never
- * be polled here (`polling-stopped`). Only a webhook could still move it, so a
- * wait for it ends at once.
- */
-function pollingStopped(operation: OperationView): RatchetError | undefined {
-  const polling = operation.polling;
-  if (!polling || polling.nextPollAt !== null || !polling.note || isTerminal(operation.state)) return undefined;
-  const state = operation.state ?? 'unobserved';
-  if (polling.note === 'not-found') {
-    return new RatchetError(
-      'not-found',
-      `${operation.name}: Gemini no longer knows it (404 ${polling.notFoundPolls} times in a row); polling stopped with it ${state}`,
-      404,
-      operation,
-    );
-  }
-  if (!STOPPED_NOTES.has(polling.note)) return undefined;
-  return new RatchetError('polling-stopped', `${operation.name}: polling stopped (${polling.note}) with it ${state}`, undefined, operation);
-}
-
-/** Why reconcile stops polling an open operation for good (besides not-found). */
-const STOPPED_NOTES = new Set(['invalid-name', 'other-project', 'expired-unseen']);
-
-/** `until` and `timeoutMs` as waitFor takes them, or a RatchetError at once: a wait for a state that cannot come never ends. */
-function checkWaitOptions(until: unknown, timeoutMs: unknown): void {
-  if (until !== 'terminal' && !(OPERATION_STATES as readonly unknown[]).includes(until)) {
-    const upper = typeof until === 'string' ? until.toUpperCase() : '';
-    const hint =
-      (OPERATION_STATES as readonly string[]).includes(upper) || upper === 'TERMINAL'
-        ? ` (did you mean '${upper === 'TERMINAL' ? 'terminal' : upper}'?)`
-        : '';
-    throw new RatchetError(
-      'invalid-argument',
-      `waitFor: until must be 'terminal' or one of ${OPERATION_STATES.join(', ')}, not ${JSON.stringify(until)}${hint}`,
-    );
-  }
-  if (timeoutMs !== undefined && !(typeof timeoutMs === 'number' && timeoutMs >= 0))
-    throw new RatchetError(
-      'invalid-argument',
-      `waitFor: timeoutMs must be a number of milliseconds, 0 or more, not ${JSON.stringify(timeoutMs)}`,
-    );
-}
-
-function reached(state: OperationState | null, until: 'terminal' | OperationState): boolean {
-  if (until === 'terminal') return isTerminal(state);
-  if (state === until) return true;
-  return !isTerminal(until) && rankOf(state) > rankOf(until);
-}
-
-function backoff(attempt: number): number {
-  return 200 * 2 ** attempt * (0.75 + Math.random() / 2);
-}
-
-function sleep(ms: number, signal?: AbortSignal): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const timer = setTimeout(() => {
-      signal?.removeEventListener('abort', abort);
-      resolve();
-    }, ms);
-    const abort = () => {
-      clearTimeout(timer);
-      reject(signal?.reason);
-    };
-    signal?.addEventListener('abort', abort, { once: true });
-  });
-}
-
-/**
- * SigV4 for API Gateway (`execute-api`) with the SDK's own signer and, unless
- * given, the default credential chain (environment, SSO, profiles, the
- * Lambda or container role…). The region is read from the API's host name
- * unless given (a custom domain needs it). Loaded on first use only, from
- * the client's optional peer dependencies (SIGV4_PACKAGES): an app that never
- * talks to a deployed stack installs none of the AWS SDK.
- */
-export function sigV4Signer(
-  options: { region?: string; credentials?: AwsCredentials | (() => Promise<AwsCredentials>) } = {},
-): RequestSigner {
-  let signer: Promise<Signer> | undefined;
-  return async ({ method, url, headers, body }) => {
-    const region = options.region ?? url.hostname.match(EXECUTE_API_HOST)?.[1] ?? process.env.AWS_REGION;
-    if (!region) throw new RatchetError('invalid-signature', `cannot tell the region of ${url.host}: pass sigV4Signer({ region })`);
-    signer ??= (async () => {
-      const [{ SignatureV4 }, { Sha256 }, credentials] = await Promise.all([
-        optionalPeer(() => import('@smithy/signature-v4'), '@smithy/signature-v4'),
-        optionalPeer(() => import('@smithy/core/checksum'), '@smithy/core'),
-        options.credentials ??
-          optionalPeer(() => import('@aws-sdk/credential-provider-node'), '@aws-sdk/credential-provider-node').then((m) =>
-            m.defaultProvider(),
-          ),
-      ]);
-      return new SignatureV4({ service: 'execute-api', region, sha256: Sha256, credentials });
-    })().catch((error) => {
-      signer = undefined; // a package installed meanwhile is found on the next request
-      throw error;
-    });
-    const signed = await (await signer).sign({
-      method,
-      protocol: url.protocol,
-      hostname: url.hostname,
-      ...(url.port && { port: Number(url.port) }),
-      path: url.pathname,
-      query: Object.fromEntries(url.searchParams),
-      headers: { ...headers, host: url.host },
-      ...(body !== undefined && { body }),
-    });
-    const { host: _host, ...rest } = signed.headers;
-    return rest;
-  };
-}
-
-/** AWS credentials, as the SDK's providers give them. */
-export interface AwsCredentials {
-  accessKeyId: string;
-  secretAccessKey: string;
-  sessionToken?: string;
-  expiration?: Date;
-}
-
-/** What the client needs of the SDK's SignatureV4. */
-interface Signer {
-  sign(request: {
-    method: string;
-    protocol: string;
-    hostname: string;
-    port?: number;
-    path: string;
-    query: Record<string, string>;
-    headers: Record<string, string>;
-    body?: string;
-  }): Promise<{ headers: Record<string, string> }>;
-}
-
-/**
- * The SigV4 packages are optional peer dependencies: only an app that talks
- * to a deployed stack installs them. Missing, they make one clear error.
- */
-async function optionalPeer<T>(load: () => Promise<T>, name: string): Promise<T> {
-  try {
-    return await load();
-  } catch (error) {
-    const code = (error as NodeJS.ErrnoException).code;
-    if (code !== 'ERR_MODULE_NOT_FOUND' && code !== 'MODULE_NOT_FOUND') throw error;
-    throw new RatchetError(
-      'missing-dependency',
-      `signing requests to a deployed Ratchet (SigV4) needs ${name}: npm install ${SIGV4_PACKAGES.join(' ')}`,
-    );
-  }
-}
-
-/** What an app installs beside the client to sign with SigV4 (the client's optional peer dependencies). */
-export const SIGV4_PACKAGES = ['@smithy/signature-v4', '@smithy/core', '@aws-sdk/credential-provider-node'];
