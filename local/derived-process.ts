@@ -31,7 +31,7 @@ process.on('message', async (message: ToChild) => {
     if (message.type === 'start') {
       // This connection checkpoints the WAL (SQLite's automatic checkpoint, on its commits): the runtime's does not.
       db = Sqlite.open(message.dbFile);
-      work = startDerivedWork(db, message.config, logger);
+      work = startDerivedWork(db, message.options, logger);
       send({ type: 'ready' });
     } else if (message.type === 'wake') work?.wake();
     else if (message.type === 'stop') await stop(0);

@@ -10,13 +10,12 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '@aws-lambda-powertools/logger';
-import type { Config } from '../app/config.ts';
 import type { RedriveOptions } from '../app/effects/redrive.ts';
-import type { DerivedWork, RedriveResult } from './derived-work.ts';
+import type { DerivedWork, DerivedWorkOptions, RedriveResult } from './derived-work.ts';
 
 /** Messages between the runtime and its derived-work process. */
 export type ToChild =
-  | { type: 'start'; dbFile: string; config: Config }
+  | { type: 'start'; dbFile: string; options: DerivedWorkOptions }
   | { type: 'wake' }
   | { type: 'redrive'; id: number; options: RedriveOptions }
   | { type: 'stop' };
@@ -29,7 +28,7 @@ const RESTART_MS = 500;
 const RESTART_CAP_MS = 30_000;
 
 /** The derived work in a child process on `dbFile`, restarted when it dies (after 0.5 s, doubling to 30 s while it keeps dying at start). */
-export function startDerivedProcess(dbFile: string, config: Config, logger: Logger): DerivedWork {
+export function startDerivedProcess(dbFile: string, options: DerivedWorkOptions, logger: Logger): DerivedWork {
   const script = derivedProcessScript();
   // In a checkout the script is TypeScript: run through the checkout's tsx, whatever the working directory.
   const execArgv = script.pathname.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [];
@@ -50,7 +49,7 @@ export function startDerivedProcess(dbFile: string, config: Config, logger: Logg
       });
       child = one;
       // The configuration travels by the channel, not the environment: it holds the effects secret.
-      one.send({ type: 'start', dbFile, config });
+      one.send({ type: 'start', dbFile, options });
       one.on('message', (message: ToParent) => {
         if (message.type === 'ready') {
           ready();

@@ -15,10 +15,9 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Config } from '../app/config.ts';
 import { ConfigError } from '../app/config.ts';
 import { deliverEffect } from '../app/effects/deliver.ts';
-import { retrySettings } from '../app/effects/queue.ts';
+import { type RetrySettings, retrySettings } from '../app/effects/queue.ts';
 import { type RedriveOptions, redrive } from '../app/effects/redrive.ts';
-import { WebhookSink } from '../app/effects/webhook-sink.ts';
-import { parseSigningSecrets } from '../app/http/webhook-signature.ts';
+import { WebhookSink, type WebhookSinkSettings } from '../app/effects/webhook-sink.ts';
 import { SqliteEffectsQueue } from '../engines/sqlite/effects-queue.ts';
 import { pruneEffectRecords, SqliteDeadLetters, SqliteEffectLedger } from '../engines/sqlite/effects-records.ts';
 import { SqliteHistory } from '../engines/sqlite/history.ts';
@@ -37,11 +36,27 @@ export interface DerivedWork {
   stop(): Promise<void>;
 }
 
-/** The feed, history and (with EFFECTS_WEBHOOK_URL) the effects path, on `db`, in this process. */
-export function startDerivedWork(db: Sqlite, config: Config, logger: Logger): DerivedWork {
-  const history = new SqliteHistory(db, logger, config.HISTORY_RETENTION_DAYS);
-  const effects = effectsPath(config, db, logger);
-  const feed = new OutboxFeed(db, [history, ...(effects ? [effects.queue] : [])], logger, config.CHANGES_RETENTION_HOURS * 3_600_000);
+/** What the derived work needs of the configuration, resolved once by the runtime (and sent as it is to its process). */
+export interface DerivedWorkOptions {
+  historyRetentionDays: number;
+  changesRetentionMs: number;
+  /** The outbound webhook and its retry policy; absent, the effects path is off. */
+  effects?: { sink: WebhookSinkSettings; retry: RetrySettings };
+}
+
+export function derivedWorkOptionsOf(config: Config, sink: WebhookSinkSettings | undefined): DerivedWorkOptions {
+  return {
+    historyRetentionDays: config.HISTORY_RETENTION_DAYS,
+    changesRetentionMs: config.CHANGES_RETENTION_HOURS * 3_600_000,
+    ...(sink && { effects: { sink, retry: retrySettings(config) } }),
+  };
+}
+
+/** The feed, history and (with an outbound webhook) the effects path, on `db`, in this process. */
+export function startDerivedWork(db: Sqlite, options: DerivedWorkOptions, logger: Logger): DerivedWork {
+  const history = new SqliteHistory(db, logger, options.historyRetentionDays);
+  const effects = options.effects && effectsPath(options.effects, db, logger);
+  const feed = new OutboxFeed(db, [history, ...(effects ? [effects.queue] : [])], logger, options.changesRetentionMs);
   feed.start();
   effects?.queue.start(effects.deliver);
   const maintenance = everyHour(logger, [() => feed.prune(), () => history.prune(), () => pruneEffectRecords(db)]);
@@ -64,20 +79,17 @@ export function startDerivedWork(db: Sqlite, config: Config, logger: Logger): De
  * per-operation effects queue -> the application's delivery -> the outbound
  * webhook. Off without EFFECTS_WEBHOOK_URL.
  */
-function effectsPath(config: Config, db: Sqlite, logger: Logger) {
-  if (!config.EFFECTS_WEBHOOK_URL) return undefined;
-  // The runtime checked both before it started this (effectsRecords in local/runtime.ts).
-  const [secret] = parseSigningSecrets(config.EFFECTS_SIGNING_SECRET as string);
+function effectsPath({ sink: settings, retry }: NonNullable<DerivedWorkOptions['effects']>, db: Sqlite, logger: Logger) {
   const ledger = new SqliteEffectLedger(db);
   const deadLetters = new SqliteDeadLetters(db);
   const queue = new SqliteEffectsQueue(db, {
     logger,
     parkUndecodable: (undecodable, reason) => deadLetters.parkUndecodable(undecodable, reason),
   });
-  const sink = new WebhookSink(config.EFFECTS_WEBHOOK_URL, secret as string, {
-    timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS,
-    post: pooledPost(config.EFFECTS_WEBHOOK_URL, config.EFFECTS_WEBHOOK_CONNECTIONS),
+  const sink = new WebhookSink(settings.url, settings.secret, {
+    timeoutMs: settings.timeoutMs,
+    post: pooledPost(settings.url, settings.connections),
   });
-  const deps = { sinks: [sink], ledger, deadLetters, retry: retrySettings(config), logger };
+  const deps = { sinks: [sink], ledger, deadLetters, retry, logger };
   return { queue, deadLetters, deliver: (effect: Parameters<typeof deliverEffect>[0]) => deliverEffect(effect, deps) };
 }

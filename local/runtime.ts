@@ -15,6 +15,7 @@ import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { Config } from '../app/config.ts';
 import { agentPlatformOf, publicUrls } from '../app/config.ts';
+import { webhookSinkSettingsOf } from '../app/effects/webhook-sink.ts';
 import { createApp } from '../app/http/app.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
@@ -25,20 +26,17 @@ import { reconcile } from '../app/reconcile/reconcile.ts';
 import { WebhookHealth } from '../app/reconcile/webhook-health.ts';
 import type { Failure } from '../core/failures.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
-import { ChangeFeed } from '../engines/sqlite/change-feed.ts';
-import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, openDataFolder } from '../engines/sqlite/data-folder.ts';
+import { DEFAULT_DATA_DIR, DEV_SECRET_FILE } from '../engines/sqlite/data-folder.ts';
 import { pendingEffects, retryingOperations } from '../engines/sqlite/effects-queue.ts';
-import { SqliteDeadLetters, SqliteEffectLedger } from '../engines/sqlite/effects-records.ts';
-import { writeProbe } from '../engines/sqlite/health.ts';
-import { SqliteHistory } from '../engines/sqlite/history.ts';
-import { SqliteOperationStore } from '../engines/sqlite/operation-store.ts';
+import type { SqliteDeadLetters, SqliteEffectLedger } from '../engines/sqlite/effects-records.ts';
+import { openSqliteEngine, type SqliteEngine } from '../engines/sqlite/index.ts';
+import type { SqliteOperationStore } from '../engines/sqlite/operation-store.ts';
 import { backlogOf } from '../engines/sqlite/outbox.ts';
-import type { Sqlite } from '../engines/sqlite/sqlite.ts';
 import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
 import { startDerivedProcess } from './derived-supervisor.ts';
-import type { DerivedWork } from './derived-work.ts';
+import { type DerivedWork, type DerivedWorkOptions, derivedWorkOptionsOf } from './derived-work.ts';
 import { feedRoutes } from './feed/routes.ts';
 import { listen } from './http-server.ts';
 import { everyHour, LocalSchedule } from './schedule.ts';
@@ -68,8 +66,17 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   const dataDir = config.DATA_DIR ?? DEFAULT_DATA_DIR;
   // Refused before anything is opened or written: each setting, and a host others can reach with no token.
   checkStartConfig(config);
+  // Resolved once, here: what the derived work and the effects records need (the effects secret parsed in this one place).
+  const derivedOptions = derivedWorkOptionsOf(config, webhookSinkSettingsOf(config));
   resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST, { generate: false });
-  const data = openDataFolder(dataDir);
+  let derived: DerivedWork | undefined;
+  const engine = openSqliteEngine({
+    dataDir,
+    historyRetentionDays: config.HISTORY_RETENTION_DAYS,
+    logger,
+    onCommit: () => derived?.wake(),
+  });
+  const { data, store, feed, history } = engine;
   let ready = false;
   // A start that fails closes what it opened and removes a data folder it created; a running one only closes.
   const stopped: Array<() => unknown> = [() => (ready ? data.close() : data.discard())];
@@ -95,18 +102,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     }
     const { db } = data;
     // Reads only, here: history and the effects' records are written by the derived work (derived-work.ts).
-    const history = new SqliteHistory(db, logger, config.HISTORY_RETENTION_DAYS);
-    const effects = effectsRecords(config, db, logger);
-    let derived: DerivedWork | undefined;
-    const feed = new ChangeFeed(db);
-    const store = new SqliteOperationStore(
-      db,
-      () => {
-        derived?.wake();
-        feed.notify();
-      },
-      (name) => feed.wake(name),
-    );
+    const effects = effectsRecords(derivedOptions, engine, logger);
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
     let schedule: LocalSchedule | undefined;
@@ -130,7 +126,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       receive,
       queries: store,
       history,
-      health: writeProbe(db),
+      health: engine.health,
       waitForVersion: (name, afterVersion, waitMs, signal) => feed.versionPast(name, afterVersion, waitMs, signal),
       guard: (routes) => guard.install(routes),
       // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
@@ -153,8 +149,8 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     // History, the effects queue and the outbound webhook: a process of their own on a data file.
     derived =
       db.path === IN_MEMORY
-        ? (await import('./derived-work.ts')).startDerivedWork(db, config, logger)
-        : startDerivedProcess(resolve(db.path), config, logger);
+        ? (await import('./derived-work.ts')).startDerivedWork(db, derivedOptions, logger)
+        : startDerivedProcess(resolve(db.path), derivedOptions, logger);
     stopped.push(() => derived?.stop());
     const maintenance = everyHour(logger, [
       () => store.pruneDecisions(),
@@ -283,17 +279,16 @@ export interface EffectsRecords {
   retrying: () => string[];
 }
 
-function effectsRecords(config: Config, db: Sqlite, logger: Logger): EffectsRecords | undefined {
-  if (!config.EFFECTS_WEBHOOK_URL) {
+function effectsRecords(options: DerivedWorkOptions, engine: SqliteEngine, logger: Logger): EffectsRecords | undefined {
+  if (!options.effects) {
     logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
     return undefined;
   }
-  // checkStartConfig has checked EFFECTS_SIGNING_SECRET beside it.
   return {
-    ledger: new SqliteEffectLedger(db),
-    deadLetters: new SqliteDeadLetters(db),
-    pending: (name) => pendingEffects(db, name),
-    retrying: () => retryingOperations(db),
+    ledger: engine.ledger,
+    deadLetters: engine.deadLetters,
+    pending: (name) => pendingEffects(engine.data.db, name),
+    retrying: () => retryingOperations(engine.data.db),
   };
 }
 

@@ -8,25 +8,21 @@
  */
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { type Config, ConfigError } from '../app/config.ts';
+import { effectsSigningSecretOf } from '../app/effects/webhook-sink.ts';
 import { InvalidSecretError, parseSigningSecrets } from '../app/http/webhook-signature.ts';
 import { parseTokens, TokenConfigError } from './access/api-token.ts';
 
 export function checkStartConfig(config: Config): void {
-  for (const variable of ['WEBHOOK_SIGNING_SECRETS', 'EFFECTS_SIGNING_SECRET'] as const) {
-    const value = config[variable];
-    if (value === undefined) continue;
+  if (config.WEBHOOK_SIGNING_SECRETS !== undefined) {
     try {
-      parseSigningSecrets(value, { variable });
+      parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS, { variable: 'WEBHOOK_SIGNING_SECRETS' });
     } catch (error) {
-      if (error instanceof InvalidSecretError) throw new ConfigError(error.message, variable);
+      if (error instanceof InvalidSecretError) throw new ConfigError(error.message, 'WEBHOOK_SIGNING_SECRETS');
       throw error;
     }
   }
-  if (config.EFFECTS_WEBHOOK_URL && !config.EFFECTS_SIGNING_SECRET)
-    throw new ConfigError(
-      'EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET: the whsec_<base64> secret the receiver verifies effects with',
-      'EFFECTS_SIGNING_SECRET',
-    );
+  // Beside EFFECTS_WEBHOOK_URL the effects secret is resolved with the sink (webhookSinkSettingsOf, by the runtime); set alone, checked here.
+  if (config.EFFECTS_SIGNING_SECRET !== undefined && !config.EFFECTS_WEBHOOK_URL) effectsSigningSecretOf(config.EFFECTS_SIGNING_SECRET);
   if (config.RATCHET_API_TOKEN !== undefined) {
     try {
       parseTokens(config.RATCHET_API_TOKEN, 'RATCHET_API_TOKEN');

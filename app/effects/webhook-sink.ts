@@ -2,6 +2,8 @@
 import { STATUS_CODES } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { networkFailureInWords } from '../../core/network.ts';
+import { type Config, ConfigError } from '../config.ts';
+import { InvalidSecretError, parseSigningSecrets } from '../http/webhook-signature.ts';
 import { type EffectSink, SinkError } from './sinks.ts';
 import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
 
@@ -62,4 +64,49 @@ export class WebhookSink implements EffectSink {
     await response.arrayBuffer().catch(() => undefined);
     return { status: response.status };
   };
+}
+
+/** The outbound webhook as configured, resolved once at a composition root: its URL and the secret it signs with, decoded. */
+export interface WebhookSinkSettings {
+  url: string;
+  /** The first of EFFECTS_SIGNING_SECRET's secrets (during a rotation the receiver accepts both). */
+  secret: string;
+  timeoutMs: number;
+  connections: number;
+}
+
+/**
+ * EFFECTS_WEBHOOK_URL and EFFECTS_SIGNING_SECRET, resolved: undefined when the
+ * sink is off (no URL), else its settings, or ConfigError naming the variable
+ * (never the value). The one place the effects secret is parsed. `skipInvalid`
+ * (AWS, where the value is read at run time from Secrets Manager) signs with
+ * the first secret that decodes rather than refusing the whole value.
+ */
+export function webhookSinkSettingsOf(
+  config: Pick<Config, 'EFFECTS_WEBHOOK_URL' | 'EFFECTS_SIGNING_SECRET' | 'EFFECTS_WEBHOOK_TIMEOUT_MS' | 'EFFECTS_WEBHOOK_CONNECTIONS'>,
+  options: { skipInvalid?: boolean } = {},
+): WebhookSinkSettings | undefined {
+  const url = config.EFFECTS_WEBHOOK_URL;
+  if (!url) return undefined;
+  if (!config.EFFECTS_SIGNING_SECRET)
+    throw new ConfigError(
+      'EFFECTS_WEBHOOK_URL needs EFFECTS_SIGNING_SECRET: the whsec_<base64> secret the receiver verifies effects with',
+      'EFFECTS_SIGNING_SECRET',
+    );
+  const secret = effectsSigningSecretOf(config.EFFECTS_SIGNING_SECRET, options);
+  return { url, secret, timeoutMs: config.EFFECTS_WEBHOOK_TIMEOUT_MS, connections: config.EFFECTS_WEBHOOK_CONNECTIONS };
+}
+
+/** EFFECTS_SIGNING_SECRET's value decoded: the secret the sink signs with, or ConfigError naming the variable. */
+export function effectsSigningSecretOf(value: string, options: { skipInvalid?: boolean } = {}): string {
+  try {
+    const [secret] = parseSigningSecrets(value, {
+      variable: 'EFFECTS_SIGNING_SECRET',
+      ...(options.skipInvalid && { onInvalid: () => {} }),
+    });
+    return secret as string;
+  } catch (error) {
+    if (error instanceof InvalidSecretError) throw new ConfigError(error.message, 'EFFECTS_SIGNING_SECRET');
+    throw error;
+  }
 }

@@ -32,10 +32,9 @@ async function webhookSettings(): Promise<{ url: string; secret: string } | unde
   if (!url) return undefined;
   if (!/^https?:\/\//.test(url) || !URL.canParse(url)) throw new ConfigError('EFFECTS_WEBHOOK_URL is not an http(s) URL');
   const value = await secretSetting(config, 'EFFECTS_SIGNING_SECRET');
-  const { parseSigningSecrets } = await import('../../app/http/webhook-signature.ts');
-  const [secret] = value ? parseSigningSecrets(value, { onInvalid: () => {} }) : [];
-  if (!secret) throw new ConfigError('EFFECTS_SIGNING_SECRET is not configured: set the EffectsSigningSecret secret to a whsec_ value');
-  return { url, secret };
+  if (!value) throw new ConfigError('EFFECTS_SIGNING_SECRET is not configured: set the EffectsSigningSecret secret to a whsec_ value');
+  const { effectsSigningSecretOf } = await import('../../app/effects/webhook-sink.ts');
+  return { url, secret: effectsSigningSecretOf(value, { skipInvalid: true }) };
 }
 
 async function compose(webhook: { url: string; secret: string } | undefined): Promise<EffectsHandler> {

@@ -23,10 +23,7 @@ import { DynamoDbHistory, historyTableInput } from '../../engines/dynamodb/histo
 import { DynamoDbEffectLedger, keyedTableInput } from '../../engines/dynamodb/ledger.ts';
 import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
 import { createTableInput } from '../../engines/dynamodb/table.ts';
-import { openDataFolder } from '../../engines/sqlite/data-folder.ts';
-import { SqliteDeadLetters, SqliteEffectLedger } from '../../engines/sqlite/effects-records.ts';
-import { SqliteHistory } from '../../engines/sqlite/history.ts';
-import { SqliteOperationStore } from '../../engines/sqlite/operation-store.ts';
+import { openSqliteEngine } from '../../engines/sqlite/index.ts';
 import { ensureTable } from './aws/tables.ts';
 import { silentLogger } from './silent-logger.ts';
 import { readStream } from './stream-records.ts';
@@ -54,12 +51,16 @@ export const sqliteEngine: Engine = {
   label: 'SQLite',
   open: async () => {
     const dir = mkdtempSync(join(tmpdir(), 'ratchet-store-'));
-    const data = openDataFolder(dir);
+    const { data, store, history, ledger, deadLetters } = openSqliteEngine({
+      dataDir: dir,
+      historyRetentionDays: 30,
+      logger: silentLogger,
+    });
     return {
-      store: new SqliteOperationStore(data.db),
-      history: new SqliteHistory(data.db, silentLogger, 30),
-      ledger: new SqliteEffectLedger(data.db),
-      deadLetters: new SqliteDeadLetters(data.db),
+      store,
+      history,
+      ledger,
+      deadLetters,
       changes: async () =>
         data.db
           .all<{ new_record: string }>('SELECT new_record FROM changes ORDER BY seq')
