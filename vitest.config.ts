@@ -18,8 +18,9 @@ export default defineConfig({
         test: {
           name: 'integration',
           include: ['test/integration/**/*.test.ts', 'test/e2e/**/*.test.ts'],
-          // One moto server for the run (test/support/dynamodb-global-setup.ts); tests keep apart by key or by table.
-          globalSetup: ['test/support/dynamodb-global-setup.ts'],
+          // One moto server and one PostgreSQL server for the run (test/support/*-global-setup.ts); tests keep apart
+          // by key, table or schema.
+          globalSetup: ['test/support/dynamodb-global-setup.ts', 'test/support/postgres-global-setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },

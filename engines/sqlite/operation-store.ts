@@ -9,25 +9,25 @@
  * held to the same contract tests.
  */
 
-import {
-  type ApplyOutcome,
-  type Decision,
-  type DecisionLog,
-  type DeliveryReceipts,
-  InvalidCursorError,
-  type ListFilter,
-  type OperationQueries,
-  type OperationStore,
-  type OperationView,
-  type PollCandidate,
-  type PollRequests,
-  type PollSchedule,
-  type PollState,
-  type UnmappedDelivery,
-  type UnprocessableDelivery,
-  type UnprocessableLog,
-  type WriteOutcome,
+import type {
+  ApplyOutcome,
+  Decision,
+  DecisionLog,
+  DeliveryReceipts,
+  ListFilter,
+  OperationQueries,
+  OperationStore,
+  OperationView,
+  PollCandidate,
+  PollRequests,
+  PollSchedule,
+  PollState,
+  UnmappedDelivery,
+  UnprocessableDelivery,
+  UnprocessableLog,
+  WriteOutcome,
 } from '../../app/ports.ts';
+import { decisionOf, type OperationRow, pageCursorOf, pageKeyOf, pollOf, viewOf } from '../../app/sql-rows.ts';
 import { writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
@@ -40,17 +40,6 @@ const UNMAPPED_NOTE = 'unmapped-delivery';
 /** Decisions kept per operation (and 30 days, see pruneDecisions). */
 export const DECISIONS_KEPT = 200;
 export const DECISION_RETENTION_DAYS = 30;
-
-interface OperationRow {
-  record: string;
-  next_poll_at: string | null;
-  unchanged_polls: number;
-  failed_polls: number;
-  not_found_polls: number;
-  poll_note: string | null;
-  recorded_at: string;
-  name: string;
-}
 
 export class SqliteOperationStore
   implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
@@ -240,7 +229,7 @@ export class SqliteOperationStore
 
   /** Newest first; the cursor is the last row's key, as the list's. */
   async listUnprocessable(page: { limit: number; cursor?: string }): Promise<{ decisions: UnprocessableDelivery[]; nextCursor?: string }> {
-    const after = page.cursor === undefined ? undefined : cursorKey(page.cursor, 'unprocessable');
+    const after = page.cursor === undefined ? undefined : pageKeyOf(page.cursor, 'unprocessable');
     const rows = this.db.all<{ received_at: string; webhook_id: string; entry: string }>(
       `SELECT received_at, webhook_id, entry FROM unprocessable ${after ? 'WHERE (received_at, webhook_id) < (?, ?)' : ''}
        ORDER BY received_at DESC, webhook_id DESC LIMIT ?`,
@@ -251,7 +240,7 @@ export class SqliteOperationStore
     const last = taken.at(-1);
     return {
       decisions: taken.map((row) => JSON.parse(row.entry) as UnprocessableDelivery),
-      ...(rows.length > page.limit && last && { nextCursor: cursorOf(last.received_at, last.webhook_id, 'unprocessable') }),
+      ...(rows.length > page.limit && last && { nextCursor: pageCursorOf(last.received_at, last.webhook_id, 'unprocessable') }),
     };
   }
 
@@ -262,7 +251,7 @@ export class SqliteOperationStore
 
   /** Newest first, from the recent index (by state or kind when filtered); the cursor is the last row's key. */
   async list(filter: ListFilter): Promise<{ operations: OperationView[]; nextCursor?: string }> {
-    const after = filter.cursor === undefined ? undefined : cursorKey(filter.cursor);
+    const after = filter.cursor === undefined ? undefined : pageKeyOf(filter.cursor);
     const where: string[] = [];
     const params: unknown[] = [];
     if (filter.state) {
@@ -290,7 +279,7 @@ export class SqliteOperationStore
     const last = page.at(-1);
     return {
       operations: page.map(viewOf),
-      ...(rows.length > filter.limit && last && { nextCursor: cursorOf(last.recorded_at, last.name) }),
+      ...(rows.length > filter.limit && last && { nextCursor: pageCursorOf(last.recorded_at, last.name) }),
     };
   }
 
@@ -418,59 +407,4 @@ export class SqliteOperationStore
   private noteValue(key: string): string | undefined {
     return this.db.get<{ value: string }>('SELECT value FROM notes WHERE key = ?', key)?.value;
   }
-}
-
-function decisionOf(
-  event: OperationEvent,
-  at: string,
-  verdict: { verdict: 'applied'; version: number } | { verdict: 'discarded'; reason: DiscardReason },
-): Decision {
-  return {
-    at,
-    source: event.source,
-    eventId: event.eventId ?? null,
-    state: event.state,
-    updateTime: event.updateTime ?? null,
-    ...verdict,
-    ...(event.scheme && { scheme: event.scheme }),
-  };
-}
-
-function pollOf(row: OperationRow): PollState {
-  return {
-    nextPollAt: row.next_poll_at as string,
-    unchangedPolls: row.unchanged_polls,
-    failedPolls: row.failed_polls,
-    notFoundPolls: row.not_found_polls,
-  };
-}
-
-function viewOf(row: OperationRow): OperationView {
-  return {
-    ...(JSON.parse(row.record) as OperationRecord),
-    polling: { nextPollAt: row.next_poll_at, failedPolls: row.failed_polls, notFoundPolls: row.not_found_polls, note: row.poll_note },
-  };
-}
-
-/** A cursor is `[recordedAt, name]` of the page's last row; anything else is refused before a query. */
-/**
- * A page's opaque cursor: the last row's (time, key), read back by cursorKey;
- * the unprocessable list's carry its name first, so neither list takes the other's.
- */
-function cursorOf(time: string, key: string, list?: 'unprocessable'): string {
-  return Buffer.from(JSON.stringify(list ? [list, time, key] : [time, key])).toString('base64url');
-}
-
-function cursorKey(cursor: string, list?: 'unprocessable'): [string, string] {
-  let key: unknown;
-  try {
-    key = JSON.parse(Buffer.from(cursor, 'base64url').toString());
-  } catch {
-    throw new InvalidCursorError('cursor is not one this API handed out');
-  }
-  const parts = list ? 3 : 2;
-  if (!Array.isArray(key) || key.length !== parts || !key.every((part) => typeof part === 'string') || (list && key[0] !== list)) {
-    throw new InvalidCursorError('cursor is not one this API handed out');
-  }
-  return key.slice(-2) as [string, string];
 }

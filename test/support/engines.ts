@@ -23,6 +23,8 @@ import { DynamoDbHistory, historyTableInput } from '../../engines/dynamodb/histo
 import { DynamoDbEffectLedger, keyedTableInput } from '../../engines/dynamodb/ledger.ts';
 import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
 import { createTableInput } from '../../engines/dynamodb/table.ts';
+import { changesAfter } from '../../engines/postgres/change-log.ts';
+import { openPostgresEngine } from '../../engines/postgres/index.ts';
 import { openSqliteEngine } from '../../engines/sqlite/index.ts';
 import { ensureTable } from './aws/tables.ts';
 import { silentLogger } from './silent-logger.ts';
@@ -101,4 +103,33 @@ export const dynamoDbEngine: Engine = {
   },
 };
 
-export const ENGINES: readonly Engine[] = [sqliteEngine, dynamoDbEngine];
+/** A schema of its own on the run's PostgreSQL server, dropped at close. */
+export const postgresEngine: Engine = {
+  label: 'PostgreSQL',
+  open: async (id) => {
+    const schema = `t_${id.replace(/[^a-z0-9]/gi, '_').toLowerCase()}_${Date.now().toString(36)}`;
+    const engine = await openPostgresEngine({ url: inject('postgresUrl'), schema, historyRetentionDays: 30, effects: true });
+    return {
+      store: engine.store,
+      history: engine.history,
+      ledger: engine.ledger,
+      deadLetters: engine.deadLetters,
+      changes: async () => {
+        const all: OperationRecord[] = [];
+        let cursor: string | undefined;
+        for (;;) {
+          const page = await changesAfter(engine.db, cursor, 1000);
+          if (page.changes.length === 0) return all;
+          all.push(...page.changes.map((change) => JSON.parse(change.newRecord) as OperationRecord));
+          cursor = page.cursor;
+        }
+      },
+      close: async () => {
+        await engine.db.run('DROP SCHEMA {s} CASCADE');
+        await engine.close();
+      },
+    };
+  },
+};
+
+export const ENGINES: readonly Engine[] = [sqliteEngine, dynamoDbEngine, postgresEngine];

@@ -1,0 +1,118 @@
+/**
+ * The PostgreSQL engine's connection: a `pg` pool (Ratchet's own, from
+ * DATABASE_URL, or the application's), every table qualified by the schema
+ * (DATABASE_SCHEMA, default `ratchet`), and transactions. Nothing on the hot
+ * path leaves state on a connection (no SET, no session advisory lock, no named
+ * prepared statement), so it works through PgBouncer or Supavisor in
+ * transaction mode.
+ */
+import pg from 'pg';
+
+/** A schema name Ratchet accepts: a plain lower-case identifier, quoted where it is used. */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+export class PostgresConfigError extends Error {
+  override name = 'PostgresConfigError';
+}
+
+/** Something that runs a query: the pool, or a transaction's client. */
+export interface Queryable {
+  query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
+}
+
+/** SQLSTATEs a transaction is retried on: serialization failure, deadlock, unique violation of a racing insert. */
+export const RETRIED_STATES = new Set(['40001', '40P01']);
+
+export class Postgres {
+  private readonly quoted: string;
+
+  constructor(
+    readonly pool: pg.Pool,
+    readonly schema: string,
+    /** Whether this engine created the pool (and so ends it on close). */
+    private readonly ownsPool: boolean,
+  ) {
+    if (!SCHEMA_NAME.test(schema) || schema.startsWith('pg_'))
+      throw new PostgresConfigError(
+        `DATABASE_SCHEMA must be a lower-case identifier (letters, digits, _) not starting with pg_, not ${JSON.stringify(schema)}`,
+      );
+    this.quoted = `"${schema}"`;
+  }
+
+  /** `text` with each `{s}` replaced by the quoted schema: `SELECT … FROM {s}.operations`. */
+  sql(text: string): string {
+    return text.replaceAll('{s}', this.quoted);
+  }
+
+  async rows<R extends pg.QueryResultRow>(text: string, values: unknown[] = [], on: Queryable = this.pool): Promise<R[]> {
+    return (await on.query<R>(this.sql(text), values)).rows;
+  }
+
+  async run(text: string, values: unknown[] = [], on: Queryable = this.pool): Promise<number> {
+    return (await on.query(this.sql(text), values)).rowCount ?? 0;
+  }
+
+  /** `fn` in one transaction on one connection (READ COMMITTED): committed when it returns, rolled back when it throws. */
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+    const client = await this.pool.connect();
+    let broken: Error | undefined;
+    try {
+      await client.query('BEGIN');
+      try {
+        const result = await fn(client);
+        await client.query('COMMIT');
+        return result;
+      } catch (error) {
+        await client.query('ROLLBACK').catch((rollback: Error) => {
+          broken = rollback;
+        });
+        throw error;
+      }
+    } finally {
+      // A connection whose rollback failed is not handed out again.
+      client.release(broken);
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.ownsPool) await this.pool.end();
+  }
+}
+
+export interface PostgresOptions {
+  /** `postgres://user:password@host:port/database?sslmode=…` (DATABASE_URL). */
+  url?: string;
+  /** The application's own pool, instead of a URL (Ratchet inside an app). */
+  pool?: pg.Pool;
+  /** Where the tables live (DATABASE_SCHEMA, default `ratchet`). */
+  schema?: string;
+  /** The pool's size when Ratchet makes it (default 10). */
+  maxConnections?: number;
+}
+
+export const DEFAULT_SCHEMA = 'ratchet';
+
+/** The engine's connection, from a URL (TLS as its `sslmode` says) or the application's pool. */
+export function connect(options: PostgresOptions): Postgres {
+  const schema = options.schema ?? DEFAULT_SCHEMA;
+  if (options.pool) return new Postgres(options.pool, schema, false);
+  if (!options.url) throw new PostgresConfigError('DATABASE_URL is not set');
+  let url: URL;
+  try {
+    url = new URL(options.url);
+  } catch {
+    throw new PostgresConfigError('DATABASE_URL is not a URL (expected postgres://user:password@host:port/database)');
+  }
+  if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:')
+    throw new PostgresConfigError(`DATABASE_URL must be a postgres:// URL, not ${url.protocol}//…`);
+  const pool = new pg.Pool({ connectionString: options.url, max: options.maxConnections ?? 10 });
+  // An idle connection the server (or a pooler) dropped is an error on the pool: logged by the caller's queries, not fatal.
+  pool.on('error', () => {});
+  return new Postgres(pool, schema, true);
+}
+
+/** A SQLSTATE of a pg error, if it has one. */
+export function sqlStateOf(error: unknown): string | undefined {
+  const code = (error as { code?: unknown })?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
