@@ -270,7 +270,7 @@ export class PostgresOperationStore
     };
     if (filter.state) where.push(`state = ${param(filter.state)}`);
     if (filter.kind) where.push(`kind = ${param(filter.kind)}`);
-    if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM {s}.effects WHERE attempts > 0)');
+    if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM {s}.effects WHERE last_error IS NOT NULL)');
     if (filter.effects === 'dead-lettered')
       where.push("name IN (SELECT operation FROM {s}.dead_letters WHERE status = 'dead' AND operation NOT LIKE '#%')");
     if (after) where.push(`(recorded_at, name) < (${param(after[0])}, ${param(after[1])})`);

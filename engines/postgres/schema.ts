@@ -85,7 +85,7 @@ export const MIGRATIONS: readonly string[] = [
      PRIMARY KEY (name, version)
    );
    CREATE INDEX effects_due ON {s}.effects (next_attempt_at);
-   CREATE INDEX effects_retrying ON {s}.effects (name) WHERE attempts > 0;
+   CREATE INDEX effects_retrying ON {s}.effects (name) WHERE last_error IS NOT NULL;
    CREATE TABLE {s}.effect_ledger (
      key text PRIMARY KEY,
      delivered_at text NOT NULL,
