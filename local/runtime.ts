@@ -76,7 +76,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     logger,
     onCommit: () => derived?.wake(),
   });
-  const { data, store, feed, history } = engine;
+  const { data, store, changes, history } = engine;
   let ready = false;
   // A start that fails closes what it opened and removes a data folder it created; a running one only closes.
   const stopped: Array<() => unknown> = [() => (ready ? data.close() : data.discard())];
@@ -127,14 +127,21 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       queries: store,
       history,
       health: engine.health,
-      waitForVersion: (name, afterVersion, waitMs, signal) => feed.versionPast(name, afterVersion, waitMs, signal),
+      waitForVersion: (name, afterVersion, waitMs, signal) => changes.versionPast(name, afterVersion, waitMs, signal),
       guard: (routes) => guard.install(routes),
       // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
       originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
       extraRoutes: (routes, { sameOriginJson, fail }) => {
         effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (options) => (derived as DerivedWork).redrive(options) });
-        feedRoutes(routes, feed, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
-        consoleRoutes(routes, { store, history, feed, effects: () => effects, reconcileOn: reconcileOn(config), unprocessable: store });
+        feedRoutes(routes, changes, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
+        consoleRoutes(routes, {
+          store,
+          history,
+          feed: changes,
+          effects: () => effects,
+          reconcileOn: reconcileOn(config),
+          unprocessable: store,
+        });
       },
     });
     if (effects) {

@@ -164,7 +164,12 @@ export async function pendingEffects(
     'SELECT version, attempts, last_error, next_attempt_at FROM {s}.effects WHERE name = $1 ORDER BY version',
     [name],
   );
-  return rows.map((row) => ({ version: row.version, receiveCount: row.attempts, retryAt: Number(row.next_attempt_at), lastError: row.last_error }));
+  return rows.map((row) => ({
+    version: row.version,
+    receiveCount: row.attempts,
+    retryAt: Number(row.next_attempt_at),
+    lastError: row.last_error,
+  }));
 }
 
 /** The operations with an effect that failed at least once and waits to be tried again (`effects=retrying`). */

@@ -19,35 +19,18 @@
  * `notes`), so a cursor from another data folder is refused, not misread.
  */
 import { randomBytes } from 'node:crypto';
+import { type ChangeFeedPort, CursorExpiredError, type FeedFilter } from '../../app/feed.ts';
 import { changeOf, type OperationChange } from '../../core/change.ts';
-import type { OperationKind, OperationState } from '../../core/lifecycle.ts';
+import type { OperationKind } from '../../core/lifecycle.ts';
 import { kindOfName } from '../../core/names.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import type { Change } from './outbox.ts';
 import type { Sqlite } from './sqlite.ts';
 
-export interface FeedFilter {
-  name?: string;
-  kind?: OperationKind;
-  state?: OperationState;
-}
-
 export interface FeedPage {
   changes: OperationChange[];
   /** Where the reader is now: past every change returned, and past what it scanned without a match. */
   cursor: string;
-}
-
-/** A cursor the feed no longer holds (older than its retention, from another data folder, or ahead of it). */
-export class CursorExpiredError extends Error {
-  override name = 'CursorExpiredError';
-  constructor(
-    message: string,
-    /** The oldest cursor still good: reading after it returns every change the feed holds. */
-    readonly oldestCursor: string,
-  ) {
-    super(message);
-  }
 }
 
 /** How many rows one read looks at, at most, when a filter matches few (the reader then goes on from the cursor it is given). */
@@ -387,4 +370,25 @@ function feedIdOf(db: Sqlite): string {
   return read() ?? id;
 }
 
-export type { OperationChange };
+export type { FeedFilter, OperationChange };
+export { CursorExpiredError };
+
+/** The feed as the application's port (app/feed.ts): cursors as text, the same for every engine. */
+export function feedPort(feed: ChangeFeed): ChangeFeedPort {
+  const seqOf = (cursor: string | undefined) => {
+    if (cursor === undefined) return undefined;
+    const seq = feed.seqOf(cursor);
+    if (seq === undefined) throw new CursorExpiredError('not a cursor of this feed: read again from the start', feed.cursorOf(0));
+    return seq;
+  };
+  return {
+    headCursor: async () => feed.cursorOf(feed.head()),
+    isCursor: (text) => CURSOR.test(text),
+    check: async (cursor) => void feed.read(seqOf(cursor), {}, 1),
+    next: async (after, filter, limit, waitMs, signal) => {
+      const page = await feed.next(seqOf(after), filter, limit, waitMs, signal);
+      return { changes: page.changes, cursor: feed.cursorOf(page.cursor) };
+    },
+    versionPast: (name, afterVersion, waitMs, signal) => feed.versionPast(name, afterVersion, waitMs, signal),
+  };
+}

@@ -8,7 +8,8 @@
  * connection of its own.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { ChangeFeed } from './change-feed.ts';
+import type { ChangeFeedPort } from '../../app/feed.ts';
+import { ChangeFeed, feedPort } from './change-feed.ts';
 import { type OpenedData, openDataFolder } from './data-folder.ts';
 import { SqliteDeadLetters, SqliteEffectLedger } from './effects-records.ts';
 import { writeProbe } from './health.ts';
@@ -28,6 +29,8 @@ export interface SqliteEngine {
   data: OpenedData;
   store: SqliteOperationStore;
   feed: ChangeFeed;
+  /** The feed as the application's port (text cursors), for the routes and the console. */
+  changes: ChangeFeedPort;
   history: SqliteHistory;
   ledger: SqliteEffectLedger;
   deadLetters: SqliteDeadLetters;
@@ -50,6 +53,7 @@ export function openSqliteEngine(options: SqliteEngineOptions): SqliteEngine {
     data,
     store,
     feed,
+    changes: feedPort(feed),
     history: new SqliteHistory(db, options.logger, options.historyRetentionDays),
     ledger: new SqliteEffectLedger(db),
     deadLetters: new SqliteDeadLetters(db),

@@ -14,11 +14,11 @@
 import type { Context, Hono } from 'hono';
 import type { DeadLetter, DeadLetters } from '../../app/effects/dead-letters.ts';
 import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
+import type { ChangeFeedPort } from '../../app/feed.ts';
 import type { HistoryEntry, HistoryLog } from '../../app/history.ts';
 import { type Decision, EFFECTS_FILTERS, type EffectsFilter, type OperationView, type UnprocessableLog } from '../../app/ports.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { normalizeOperationName } from '../../core/names.ts';
-import type { ChangeFeed } from '../../engines/sqlite/change-feed.ts';
 import type { pendingEffects } from '../../engines/sqlite/effects-queue.ts';
 import type { SqliteOperationStore } from '../../engines/sqlite/operation-store.ts';
 import { escapeHtml, live, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
@@ -36,7 +36,7 @@ export interface ConsoleDeps {
       }
     | undefined;
   /** The change feed, whose stream keeps the pages live. */
-  feed: Pick<ChangeFeed, 'head' | 'cursorOf'>;
+  feed: Pick<ChangeFeedPort, 'headCursor'>;
   /** Whether reconcile polls here (a Gemini API key, or an Agent Platform project, is set). */
   reconcileOn: boolean;
   /** Authentic deliveries that could never be used. */
@@ -85,15 +85,15 @@ const refreshLink = (href: (refresh: number | undefined) => string, refresh: num
   refresh ? `<a href="${href(undefined)}">stop refreshing</a>` : `<a href="${href(5)}">refresh every 5 s</a>`;
 
 /** The change stream a page follows: from the feed's head when it was rendered, of one operation or of all. */
-function streamFrom(deps: ConsoleDeps, head: number, name?: string): string {
-  return `/changes/stream?${new URLSearchParams({ after: deps.feed.cursorOf(head), ...(name && { name }) })}`;
+function streamFrom(head: string, name?: string): string {
+  return `/changes/stream?${new URLSearchParams({ after: head, ...(name && { name }) })}`;
 }
 
 export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
   app.get('/', async (c) => {
     const now = Date.now();
     // Before anything is read: a change after it reaches the page through the stream.
-    const head = deps.feed.head();
+    const head = await deps.feed.headCursor();
     const filter = filterOf(c);
     const effects = deps.effects();
     const deadLetters = effects ? await effects.deadLetters.list() : [];
@@ -125,7 +125,7 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
         c,
         'operations',
         unusable +
-          live(streamFrom(deps, head), countsNav(deps, filter, { 'dead-lettered': deadNames.size, retrying: retrying.size }) + table) +
+          live(streamFrom(head), countsNav(deps, filter, { 'dead-lettered': deadNames.size, retrying: retrying.size }) + table) +
           footer,
         filter.refresh,
       ),
@@ -159,7 +159,7 @@ As JSON: <a href="/decisions?outcome=unprocessable">/decisions?outcome=unprocess
     } catch (error) {
       return c.html(render(c, 'not an operation', `<p>${escapeHtml((error as Error).message)}</p>`), 400);
     }
-    const head = deps.feed.head();
+    const head = await deps.feed.headCursor();
     const view = await deps.store.describe(name);
     if (!view) return c.html(render(c, 'unknown', `<p>No operation named <code>${escapeHtml(name)}</code>.</p>`), 404);
     const now = Date.now();
@@ -171,7 +171,7 @@ As JSON: <a href="/decisions?outcome=unprocessable">/decisions?outcome=unprocess
       view.userMetadata ? `\n<p id="metadata">Metadata: <code>${escapeHtml(JSON.stringify(view.userMetadata))}</code></p>` : ''
     }`;
     const body = `${live(
-      streamFrom(deps, head, name),
+      streamFrom(head, name),
       `${summary}<h2>Timeline</h2>
 <p><small>Every event this operation received, oldest first: applied writes, and refused events greyed with the reason.</small></p>
 ${await timeline(deps, view, now)}`,

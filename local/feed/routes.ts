@@ -13,11 +13,11 @@
 import type { ServerResponse } from 'node:http';
 import type { Context, Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
+import { type ChangeFeedPort, CursorExpiredError, type FeedFilter, type OperationChange } from '../../app/feed.ts';
 import { WAIT_RANGE, waitMsOf } from '../../app/http/app.ts';
 import { FAILURES, type Failure, failureBody } from '../../core/failures.ts';
 import { OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { normalizeOperationName } from '../../core/names.ts';
-import { type ChangeFeed, CursorExpiredError, type FeedFilter, type OperationChange } from '../../engines/sqlite/change-feed.ts';
 
 /** How long a stream gathers changes after a write before its next one (its lag pays it at most once). */
 const GATHER_MS = 10;
@@ -32,7 +32,7 @@ export interface FeedRouteOptions {
 }
 
 interface FeedQuery {
-  after: number | undefined;
+  after: string | undefined;
   waitMs: number;
   filter: FeedFilter;
   limit: number;
@@ -52,7 +52,7 @@ const respond = (c: Context, failure: Failure, body: Record<string, unknown>) =>
 const expiredBody = (error: CursorExpiredError) => ({ ...failureBody('cursor-expired', error.message), oldestCursor: error.oldestCursor });
 
 /** `GET /changes` and `GET /changes/stream` on `app`. */
-export function feedRoutes(app: Hono, feed: ChangeFeed, options: FeedRouteOptions): void {
+export function feedRoutes(app: Hono, feed: ChangeFeedPort, options: FeedRouteOptions): void {
   const parsed = (c: Context, fields: string[], cursor?: string): FeedQuery | Response => {
     try {
       return parseQuery(feed, c.req.query(), fields, cursor);
@@ -70,7 +70,7 @@ export function feedRoutes(app: Hono, feed: ChangeFeed, options: FeedRouteOption
     if (query instanceof Response) return query;
     try {
       const page = await feed.next(query.after, query.filter, query.limit, query.waitMs, c.req.raw.signal);
-      return c.json({ changes: page.changes, cursor: feed.cursorOf(page.cursor) });
+      return c.json({ changes: page.changes, cursor: page.cursor });
     } catch (error) {
       if (error instanceof CursorExpiredError) return expired(c, error);
       throw error;
@@ -83,7 +83,7 @@ export function feedRoutes(app: Hono, feed: ChangeFeed, options: FeedRouteOption
     if (query instanceof Response) return query;
     try {
       // Refused before the stream starts (a 410, not an event), like the long poll.
-      feed.read(query.after, query.filter, 1);
+      if (query.after !== undefined) await feed.check(query.after);
     } catch (error) {
       if (error instanceof CursorExpiredError) return expired(c, error);
       throw error;
@@ -110,7 +110,7 @@ export function feedRoutes(app: Hono, feed: ChangeFeed, options: FeedRouteOption
 
 async function serveStream(
   stream: SSEStreamingApi,
-  feed: ChangeFeed,
+  feed: ChangeFeedPort,
   query: FeedQuery,
   options: FeedRouteOptions,
   cutOff: (text: string) => void,
@@ -126,7 +126,7 @@ async function serveStream(
         resolve(true);
       });
     });
-  let cursor = query.after ?? feed.head();
+  let cursor = query.after ?? (await feed.headCursor());
   /** The stream's last event (it then closes): through the stream while the reader takes it, else past it. */
   const last = async (event: string, body: Record<string, unknown>, stalled = false) => {
     const text = `event: ${event}\ndata: ${JSON.stringify(body)}\n\n`;
@@ -139,7 +139,7 @@ async function serveStream(
   // No cursor in it: what the connection still held may or may not have reached the reader; its own last id says.
   const slowReader = (message: string) => last('dropped', { error: 'slow-reader', message }, true);
   while (!stop.signal.aborted) {
-    let page: Awaited<ReturnType<ChangeFeed['next']>>;
+    let page: Awaited<ReturnType<ChangeFeedPort['next']>>;
     try {
       page = await feed.next(cursor, query.filter, DEFAULT_LIMIT, options.keepAliveMs, stop.signal);
     } catch (error) {
@@ -180,17 +180,15 @@ function frameOf(change: OperationChange): string {
   return frame;
 }
 
-function parseQuery(feed: ChangeFeed, raw: Record<string, string>, fields: string[], lastEventId?: string): FeedQuery {
+function parseQuery(feed: ChangeFeedPort, raw: Record<string, string>, fields: string[], lastEventId?: string): FeedQuery {
   for (const key of Object.keys(raw)) {
     if (!fields.includes(key))
       throw new BadQuery(key, `unknown parameter ${JSON.stringify(key.slice(0, 40))}: expected ${fields.join(', ')}`);
   }
   const cursorText = lastEventId || raw.after;
-  let after: number | undefined;
-  if (cursorText !== undefined) {
-    after = feed.seqOf(cursorText);
-    if (after === undefined) throw new BadQuery(lastEventId ? 'Last-Event-ID' : 'after', 'after must be a cursor this feed returned');
-  }
+  if (cursorText !== undefined && !feed.isCursor(cursorText))
+    throw new BadQuery(lastEventId ? 'Last-Event-ID' : 'after', 'after must be a cursor this feed returned');
+  const after = cursorText;
   const waitMs = waitMsOf(raw.wait);
   if (waitMs === undefined) throw new BadQuery('wait', WAIT_RANGE);
   const limit = raw.limit === undefined ? DEFAULT_LIMIT : Number(raw.limit);

@@ -26,7 +26,11 @@ afterAll(async () => {
   for (const step of cleanup.reverse()) await step();
 });
 
-async function instance(schema: string, receiver: Receiver, leaseMs = 60_000): Promise<{ engine: PostgresEngine; queue: PostgresEffectsQueue }> {
+async function instance(
+  schema: string,
+  receiver: Receiver,
+  leaseMs = 60_000,
+): Promise<{ engine: PostgresEngine; queue: PostgresEffectsQueue }> {
   const engine = await openPostgresEngine({ url, schema, historyRetentionDays: 30, effects: true });
   const queue = new PostgresEffectsQueue(engine.db, { logger: silentLogger, leaseMs, pollMs: 20 });
   const sink = new WebhookSink(receiver.url, secret, { timeoutMs: 2_000 });
@@ -38,7 +42,10 @@ async function instance(schema: string, receiver: Receiver, leaseMs = 60_000): P
     logger: silentLogger,
   };
   queue.start((effect) => deliverEffect(effect, deps));
-  cleanup.push(() => engine.close(), () => queue.stop());
+  cleanup.push(
+    () => engine.close(),
+    () => queue.stop(),
+  );
   return { engine, queue };
 }
 
