@@ -150,6 +150,16 @@ const Env = z.object({
   PORT: withDefault(number(integer, z.minimum(0), z.maximum(65535)), 3000),
   HOST: withDefault(text(), '127.0.0.1'),
   DATA_DIR: optional(text()),
+  /** Ratchet on PostgreSQL (`postgres://user:password@host:port/database`): the engine instead of the data folder's SQLite file. */
+  DATABASE_URL: optional(z.url({ protocol: /^postgres(ql)?$/ })),
+  /** The schema that holds every table of Ratchet's in that database. */
+  DATABASE_SCHEMA: withDefault(z.string().check(z.regex(/^(?!pg_)[a-z_][a-z0-9_]{0,62}$/)), 'ratchet'),
+  /** A direct URL (not through a transaction pooler) for LISTEN, when DATABASE_URL is a pooler's. */
+  DATABASE_LISTEN_URL: optional(z.url({ protocol: /^postgres(ql)?$/ })),
+  /** `off`: never change the schema at start (a role that may not; run ratchet migrate with one that may). */
+  DATABASE_MIGRATE: withDefault(z.enum(['on', 'off']), 'on'),
+  /** Connections this instance opens to the database at most. */
+  DATABASE_POOL_SIZE: withDefault(number(integer, z.minimum(1), z.maximum(1000)), 10),
 });
 
 export type Config = z.infer<typeof Env>;
@@ -189,6 +199,11 @@ const EXPECTS: Partial<Record<Variable, string>> = {
   PORT: 'a whole number from 0 to 65535 (0: any free port)',
   HOST: 'a host name or address',
   DATA_DIR: 'a folder',
+  DATABASE_URL: 'a postgres:// URL (postgres://user:password@host:port/database)',
+  DATABASE_SCHEMA: 'a lower-case identifier (letters, digits, _) not starting with pg_',
+  DATABASE_LISTEN_URL: 'a postgres:// URL',
+  DATABASE_MIGRATE: 'on or off',
+  DATABASE_POOL_SIZE: 'a whole number from 1 to 1000',
 };
 
 /** Settings whose values are secrets (or hold one): a message names them, never shows the value. */
@@ -201,6 +216,9 @@ export const SECRET_VARIABLES: ReadonlySet<string> = new Set([
   'AGENT_PLATFORM_CREDENTIALS',
   // A URL may carry credentials (a token in its query, a user:password@).
   'EFFECTS_WEBHOOK_URL',
+  // A database URL carries its password.
+  'DATABASE_URL',
+  'DATABASE_LISTEN_URL',
 ]);
 
 /** `NAME must be …, not "value"` (the value left out for a secret): the one line a bad setting gets. */

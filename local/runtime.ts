@@ -9,7 +9,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import type { Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
@@ -27,27 +27,22 @@ import { WebhookHealth } from '../app/reconcile/webhook-health.ts';
 import type { Failure } from '../core/failures.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
 import { DEFAULT_DATA_DIR, DEV_SECRET_FILE } from '../engines/sqlite/data-folder.ts';
-import { pendingEffects, retryingOperations } from '../engines/sqlite/effects-queue.ts';
-import type { SqliteDeadLetters, SqliteEffectLedger } from '../engines/sqlite/effects-records.ts';
-import { openSqliteEngine, type SqliteEngine } from '../engines/sqlite/index.ts';
-import type { SqliteOperationStore } from '../engines/sqlite/operation-store.ts';
-import { backlogOf } from '../engines/sqlite/outbox.ts';
 import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
-import { startDerivedProcess } from './derived-supervisor.ts';
-import { type DerivedWork, type DerivedWorkOptions, derivedWorkOptionsOf } from './derived-work.ts';
+import { derivedWorkOptionsOf } from './derived-work.ts';
 import { feedRoutes } from './feed/routes.ts';
+import { type EffectsRecords, type Home, IN_MEMORY, openSqliteHome } from './home.ts';
 import { listen } from './http-server.ts';
 import { everyHour, LocalSchedule } from './schedule.ts';
 import { checkStartConfig } from './start-config.ts';
 
-export const IN_MEMORY = ':memory:';
-
 export interface LocalRuntime {
   url: string;
-  /** The SQLite file (or `:memory:`). */
+  /** The SQLite file (or `:memory:`), or the PostgreSQL schema in words. */
   dataFile: string;
+  /** The engine and where, in words (the console shows it). */
+  engine: string;
   /** Set when no WEBHOOK_SIGNING_SECRETS was configured: the generated development secret (never printed). */
   devSecret?: string;
   /** Where the development secret is kept (not with `:memory:`). */
@@ -67,25 +62,27 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   // Refused before anything is opened or written: each setting, and a host others can reach with no token.
   checkStartConfig(config);
   // Resolved once, here: what the derived work and the effects records need (the effects secret parsed in this one place).
-  const derivedOptions = derivedWorkOptionsOf(config, webhookSinkSettingsOf(config));
+  const sink = webhookSinkSettingsOf(config);
+  const derived = derivedWorkOptionsOf(config, sink);
   resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST, { generate: false });
-  let derived: DerivedWork | undefined;
-  const engine = openSqliteEngine({
+  const homeOptions = {
     dataDir,
     historyRetentionDays: config.HISTORY_RETENTION_DAYS,
+    trackedExpiryDays: config.TRACKED_EXPIRY_DAYS,
+    derived,
     logger,
-    onCommit: () => derived?.wake(),
-  });
-  const { data, store, changes, history } = engine;
+  };
+  const home = config.DATABASE_URL
+    ? await (await import('./home-postgres.ts')).openPostgresHome(config, homeOptions)
+    : openSqliteHome(homeOptions);
+  const { store, changes, history, effects } = home;
   let ready = false;
   // A start that fails closes what it opened and removes a data folder it created; a running one only closes.
-  const stopped: Array<() => unknown> = [() => (ready ? data.close() : data.discard())];
+  const stopped: Array<() => unknown> = [() => home.close(!ready)];
   const stop = async () => {
     for (const step of stopped.splice(0).reverse()) await step();
   };
   try {
-    if (data.tightened.length > 0)
-      logger.warn(`data folder: brought to owner-only (0700 for the folder, 0600 for its files): ${data.tightened.join(', ')}`);
     const devSecret = config.WEBHOOK_SIGNING_SECRETS ? undefined : developmentSecret(dataDir);
     const secrets = parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS ?? (devSecret as string));
     const tokens = resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST) as ApiTokens;
@@ -95,14 +92,6 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       trackRatePerMinute: config.TRACK_RATE_PER_MINUTE,
       logger,
     });
-    if (data.dynamoDbLocalLeftover) {
-      logger.warn(
-        `${data.dynamoDbLocalLeftover} holds data of the DynamoDB Local runtime (before the embedded engine); it is left as it is and not read`,
-      );
-    }
-    const { db } = data;
-    // Reads only, here: history and the effects' records are written by the derived work (derived-work.ts).
-    const effects = effectsRecords(derivedOptions, engine, logger);
     // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
     const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
     let schedule: LocalSchedule | undefined;
@@ -126,46 +115,27 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
       receive,
       queries: store,
       history,
-      health: engine.health,
+      health: () => home.health(),
       waitForVersion: (name, afterVersion, waitMs, signal) => changes.versionPast(name, afterVersion, waitMs, signal),
       guard: (routes) => guard.install(routes),
       // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
       originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
       extraRoutes: (routes, { sameOriginJson, fail }) => {
-        effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (options) => (derived as DerivedWork).redrive(options) });
+        effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (options) => home.redrive(options) });
         feedRoutes(routes, changes, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
         consoleRoutes(routes, {
           store,
           history,
           feed: changes,
           effects: () => effects,
+          engine: home.label,
           reconcileOn: reconcileOn(config),
           unprocessable: store,
         });
       },
     });
-    if (effects) {
-      const backlog = backlogOf(db, 'effects', 'state-change');
-      if (backlog !== undefined) {
-        logger.warn(
-          `outbound sink: first start: the ${backlog} state change(s) still in the outbox (it keeps a day) are delivered first, then new ones`,
-          { backlog },
-        );
-      }
-    }
-    // History, the effects queue and the outbound webhook: a process of their own on a data file.
-    derived =
-      db.path === IN_MEMORY
-        ? (await import('./derived-work.ts')).startDerivedWork(db, derivedOptions, logger)
-        : startDerivedProcess(resolve(db.path), derivedOptions, logger);
-    stopped.push(() => derived?.stop());
-    const maintenance = everyHour(logger, [
-      () => store.pruneDecisions(),
-      () => {
-        const deleted = store.deleteUnseen(config.TRACKED_EXPIRY_DAYS * 2 * 86_400_000);
-        if (deleted > 0) logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
-      },
-    ]);
+    await home.start();
+    const maintenance = everyHour(logger, home.maintenance, home.claimJob);
     stopped.push(() => clearInterval(maintenance));
     const server = await listen(
       app.fetch,
@@ -188,19 +158,20 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
           (server as Server).closeAllConnections();
         }),
     );
-    schedule = await startReconcile(config, store, logger);
+    schedule = await startReconcile(config, home, logger);
     if (schedule) stopped.push(() => schedule?.stop());
     const { port } = server.address() as AddressInfo;
     guard.listeningOn(port);
     const host = config.HOST.includes(':') ? `[${config.HOST}]` : config.HOST;
     const url = `http://${host}:${port}`;
-    data.announce(url);
+    home.announce(url);
     // The console is opened on loopback (a wildcard HOST listens there too).
     const local = /^(0\.0\.0\.0|::|\[::\])$/.test(config.HOST) ? `http://127.0.0.1:${port}` : url;
     ready = true;
     return {
       url,
-      dataFile: db.path,
+      dataFile: home.where,
+      engine: home.label,
       ...(devSecret && { devSecret }),
       ...(devSecret && dataDir !== IN_MEMORY && { devSecretFile: join(dataDir, DEV_SECRET_FILE) }),
       apiToken: tokens.tokens[0] as string,
@@ -245,7 +216,8 @@ function developmentSecret(dataDir: string): string {
  * Reconcile every RECONCILE_INTERVAL_SECONDS, as the stack's schedule does,
  * through the same ingest. The Gemini SDK is loaded only when there is a key.
  */
-async function startReconcile(config: Config, store: SqliteOperationStore, logger: Logger): Promise<LocalSchedule | undefined> {
+async function startReconcile(config: Config, home: Home, logger: Logger): Promise<LocalSchedule | undefined> {
+  const { store, claimJob } = home;
   const { GenAiPoller, pollerOptionsOf } = await import('../app/reconcile/gemini-poller.ts');
   const options = await pollerOptionsOf(config, async (name) => config[name]);
   if (!options) {
@@ -256,8 +228,9 @@ async function startReconcile(config: Config, store: SqliteOperationStore, logge
   }
   const poller = new GenAiPoller(options);
   // The webhook health check and discovery are the Gemini API's (the Agent Platform sends no webhooks and lists nothing here).
-  const health = options.gemini && new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: config.WEBHOOK_URL, logger });
-  const discovery = options.gemini && new BatchDiscovery({ lister: poller, store, logger });
+  // On several instances (PostgreSQL) each hourly chore runs on the one that claims it.
+  const health = options.gemini && new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: config.WEBHOOK_URL, logger, claimJob });
+  const discovery = options.gemini && new BatchDiscovery({ lister: poller, store, logger, claimJob });
   const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;
   const schedule = new LocalSchedule(
     periodMs,
@@ -278,27 +251,6 @@ async function startReconcile(config: Config, store: SqliteOperationStore, logge
   return schedule;
 }
 
-/** What the console and the effects admin read of the effects (written by the derived work); undefined while the sink is off. */
-export interface EffectsRecords {
-  ledger: SqliteEffectLedger;
-  deadLetters: SqliteDeadLetters;
-  pending: (name: string) => ReturnType<typeof pendingEffects>;
-  retrying: () => string[];
-}
-
-function effectsRecords(options: DerivedWorkOptions, engine: SqliteEngine, logger: Logger): EffectsRecords | undefined {
-  if (!options.effects) {
-    logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
-    return undefined;
-  }
-  return {
-    ledger: engine.ledger,
-    deadLetters: engine.deadLetters,
-    pending: (name) => pendingEffects(engine.data.db, name),
-    retrying: () => retryingOperations(engine.data.db),
-  };
-}
-
 const RedriveRequest = z.object({ name: z.optional(z.string()), skip: z.optional(z.string()) });
 
 /** The local runtime's effects admin: list the dead letters, re-drive them (what `npm run redrive` calls). */
@@ -308,7 +260,7 @@ function effectsAdminRoutes(
     sameOriginJson: MiddlewareHandler;
     fail: (failure: Failure, message: string) => Response;
     effects: EffectsRecords | undefined;
-    redrive: DerivedWork['redrive'];
+    redrive: Home['redrive'];
   },
 ): void {
   const { effects } = deps;

@@ -53,16 +53,23 @@ export class LocalSchedule {
 }
 
 /** What each part keeps past its retention goes, at start and hourly (DynamoDB's TTL, on this engine). */
-export function everyHour(logger: Logger, tasks: Array<() => unknown>): NodeJS.Timeout {
-  const run = () => {
+export function everyHour(
+  logger: Logger,
+  tasks: Array<() => unknown>,
+  /** Where several instances share the work: run only when this one claims the hour's round. */
+  claimJob?: (job: string, forMs: number) => Promise<boolean>,
+): NodeJS.Timeout {
+  const failed = (error: unknown) => logger.warn('maintenance: old rows not removed this time', { error: (error as Error).message });
+  const run = async () => {
+    if (claimJob && !(await claimJob('maintenance', 3_300_000).catch(() => false))) return;
     for (const task of tasks) {
       try {
-        task();
+        await task();
       } catch (error) {
-        logger.warn('maintenance: old rows not removed this time', { error: (error as Error).message });
+        failed(error);
       }
     }
   };
-  run();
-  return setInterval(run, 3600_000).unref();
+  void run();
+  return setInterval(() => void run(), 3600_000).unref();
 }

@@ -9,6 +9,7 @@ import { InvalidSecretError } from '../app/http/webhook-signature.ts';
 import { DataFolderError } from '../engines/sqlite/data-folder.ts';
 import { SchemaError } from '../engines/sqlite/schema.ts';
 import { TokenConfigError } from './access/api-token.ts';
+import { HomeUnavailableError } from './home.ts';
 import { startLocalRuntime } from './runtime.ts';
 
 parseCommandLine({
@@ -62,7 +63,8 @@ try {
 /**
  * A start that failed: one line, never a stack trace. A setting that cannot be
  * used exits 2 (like bad usage: change the command); a condition of this
- * machine (the port or the data folder in use, a newer schema) exits 1.
+ * machine (the port or the data folder in use, a newer schema, the database
+ * unreachable) exits 1.
  */
 function exitOnStartFailure(error: unknown): never {
   const command = { name: 'ratchet' };
@@ -76,6 +78,7 @@ function exitOnStartFailure(error: unknown): never {
     const why = code === 'EADDRINUSE' ? 'is in use' : code === 'EACCES' ? 'is not allowed' : 'is not an address of this machine';
     failure(command, `${address ?? 'the address'}:${port ?? '?'} ${why}; set PORT (and HOST) to another one, or PORT=0 for any free port`);
   }
-  if ([DataFolderError, SchemaError].some((type) => error instanceof type)) failure(command, (error as Error).message);
+  if ([DataFolderError, SchemaError, HomeUnavailableError].some((type) => error instanceof type))
+    failure(command, (error as Error).message);
   unexpected(command, error);
 }

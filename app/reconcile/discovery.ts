@@ -16,7 +16,7 @@ import { isNameOfKind } from '../../core/names.ts';
 import { applyEvent } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
 import { type OperationStore, StoreRejectedError } from '../ports.ts';
-import { AtMostEvery } from './at-most-every.ts';
+import { AtMostEvery, type ClaimJob } from './at-most-every.ts';
 
 export const DISCOVERY_INTERVAL_MS = 60 * 60_000;
 /** After a failed sweep, the next try. */
@@ -42,6 +42,8 @@ export interface DiscoveryDeps {
   intervalMs?: number;
   maxPages?: number;
   pageSize?: number;
+  /** Several instances: the sweep runs on the one that claims it. */
+  claimJob?: ClaimJob;
 }
 
 export interface SweepResult {
@@ -56,7 +58,12 @@ export class BatchDiscovery {
   private readonly schedule: AtMostEvery;
 
   constructor(private readonly deps: DiscoveryDeps) {
-    this.schedule = new AtMostEvery(deps.intervalMs ?? DISCOVERY_INTERVAL_MS, DISCOVERY_RETRY_MS, deps.clock);
+    this.schedule = new AtMostEvery(
+      deps.intervalMs ?? DISCOVERY_INTERVAL_MS,
+      DISCOVERY_RETRY_MS,
+      deps.clock,
+      deps.claimJob && { job: 'discovery', claimJob: deps.claimJob },
+    );
   }
 
   /** Sweeps if the last sweep is an interval old; undefined when it was not due or failed (logged, retried later, never thrown). */

@@ -6,7 +6,7 @@
  * between checks the last count is reported again, so an alarm on it holds.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { AtMostEvery } from './at-most-every.ts';
+import { AtMostEvery, type ClaimJob } from './at-most-every.ts';
 
 export const DISABLED_STATE = 'disabled_due_to_failed_deliveries';
 export const HEALTH_CHECK_INTERVAL_MS = 60 * 60_000;
@@ -28,6 +28,8 @@ export interface WebhookHealthDeps {
   logger: Logger;
   clock?: () => number;
   intervalMs?: number;
+  /** Several instances: the check runs on the one that claims it. */
+  claimJob?: ClaimJob;
 }
 
 export class WebhookHealth {
@@ -35,7 +37,12 @@ export class WebhookHealth {
   private disabled?: number;
 
   constructor(private readonly deps: WebhookHealthDeps) {
-    this.schedule = new AtMostEvery(deps.intervalMs ?? HEALTH_CHECK_INTERVAL_MS, HEALTH_CHECK_RETRY_MS, deps.clock);
+    this.schedule = new AtMostEvery(
+      deps.intervalMs ?? HEALTH_CHECK_INTERVAL_MS,
+      HEALTH_CHECK_RETRY_MS,
+      deps.clock,
+      deps.claimJob && { job: 'webhook-health', claimJob: deps.claimJob },
+    );
   }
 
   /**

@@ -28,29 +28,33 @@ export class InvalidChangeCursorError extends Error {
   override name = 'InvalidChangeCursorError';
 }
 
-const CURSOR = /^(\d{1,20})\.(\d{1,20})$/;
+/** A cursor's form: `<order key>.<seq>`. */
+export const CHANGE_CURSOR = /^(\d{1,20})\.(\d{1,20})$/;
+/** The note holding the cursor of the last change pruned: a cursor before it is expired. */
+export const PRUNED_NOTE = 'changes-pruned-through';
 
 function cursorOf(tx: string, seq: string): string {
   return `${tx}.${seq}`;
 }
 
-/** Up to `limit` changes after `cursor` (from the start without one), and the cursor to read on from. */
+/** Up to `limit` changes after `cursor` (from the start without one), only `name`'s when given, and the cursor to read on from. */
 export async function changesAfter(
   db: Postgres,
   cursor: string | undefined,
   limit: number,
+  name?: string,
 ): Promise<{ changes: LoggedChange[]; cursor: string | undefined }> {
   let after: [string, string] = ['0', '0'];
   if (cursor !== undefined) {
-    const match = CURSOR.exec(cursor);
+    const match = CHANGE_CURSOR.exec(cursor);
     if (!match) throw new InvalidChangeCursorError('cursor is not one this feed handed out');
     after = [match[1] as string, match[2] as string];
   }
   const rows = await db.rows<{ tx: string; seq: string; name: string; version: number; write_kind: string; new_record: string; at: Date }>(
     `SELECT tx, seq, name, version, write_kind, new_record, at FROM {s}.changes
-     WHERE (tx, seq) > ($1::xid8, $2::bigint) AND tx < pg_snapshot_xmin(pg_current_snapshot())
+     WHERE (tx, seq) > ($1::xid8, $2::bigint) AND tx < pg_snapshot_xmin(pg_current_snapshot())${name === undefined ? '' : ' AND name = $4'}
      ORDER BY tx, seq LIMIT $3`,
-    [after[0], after[1], limit],
+    [after[0], after[1], limit, ...(name === undefined ? [] : [name])],
   );
   const changes = rows.map((row) => ({
     cursor: cursorOf(row.tx, row.seq),
@@ -63,7 +67,34 @@ export async function changesAfter(
   return { changes, cursor: changes.at(-1)?.cursor ?? cursor };
 }
 
-/** Removes changes older than `retentionMs` (the feed keeps a day by default, as SQLite's outbox and DynamoDB's stream). */
+/** The cursor of the last settled change (`0.0` before any): reading after it returns what changes from now on. */
+export async function headCursor(db: Postgres): Promise<string> {
+  const [row] = await db.rows<{ tx: string; seq: string }>(
+    'SELECT tx, seq FROM {s}.changes WHERE tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx DESC, seq DESC LIMIT 1',
+  );
+  return row ? cursorOf(row.tx, row.seq) : '0.0';
+}
+
+/**
+ * Removes settled changes older than `retentionMs` (the feed keeps a day by
+ * default, as SQLite's outbox and DynamoDB's stream), and notes the last one
+ * removed: a cursor before it is answered as expired, never read past.
+ */
 export async function pruneChanges(db: Postgres, retentionMs: number): Promise<void> {
-  await db.run("DELETE FROM {s}.changes WHERE at < now() - ($1::bigint * interval '1 millisecond')", [retentionMs]);
+  await db.transaction(async (tx) => {
+    const [last] = await db.rows<{ tx: string; seq: string }>(
+      `WITH gone AS (
+         DELETE FROM {s}.changes WHERE at < now() - ($1::bigint * interval '1 millisecond')
+           AND tx < pg_snapshot_xmin(pg_current_snapshot()) RETURNING tx, seq)
+       SELECT tx, seq FROM gone ORDER BY tx DESC, seq DESC LIMIT 1`,
+      [retentionMs],
+      tx,
+    );
+    if (last)
+      await db.run(
+        'INSERT INTO {s}.notes (key, value) VALUES ($1, $2) ON CONFLICT (key) DO UPDATE SET value = excluded.value',
+        [PRUNED_NOTE, cursorOf(last.tx, last.seq)],
+        tx,
+      );
+  });
 }

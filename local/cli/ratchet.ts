@@ -16,6 +16,7 @@ await runProgram({
     redrive: { about: 'list or re-drive dead-lettered effects of the running Ratchet', load: () => import('./redrive.ts') },
     backup: { about: 'a consistent copy of the data folder while Ratchet runs', load: () => import('./backup.ts') },
     login: { about: 'a new one-time link that signs the console in', load: () => import('./login.ts') },
+    migrate: { about: 'bring the PostgreSQL schema (DATABASE_URL) to this version, then exit', load: () => import('./migrate.ts') },
   },
   footer: `ratchet <command> --help says more about each; ratchet --version says which Ratchet this is.
 Configuration is by environment variable (docs/contract.md). A stack on AWS: npx ratchet-aws (@ratchet/cdk).`,

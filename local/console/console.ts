@@ -19,22 +19,49 @@ import type { HistoryEntry, HistoryLog } from '../../app/history.ts';
 import { type Decision, EFFECTS_FILTERS, type EffectsFilter, type OperationView, type UnprocessableLog } from '../../app/ports.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { normalizeOperationName } from '../../core/names.ts';
-import type { pendingEffects } from '../../engines/sqlite/effects-queue.ts';
-import type { SqliteOperationStore } from '../../engines/sqlite/operation-store.ts';
 import { escapeHtml, live, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
 
+/** An engine's answer, at once (SQLite) or later (PostgreSQL). */
+type Awaitable<T> = T | Promise<T>;
+
+/** One effect waiting in an operation's queue: its version, failed attempts so far, when it is tried next, the last failure. */
+export interface PendingEffectView {
+  version: number | undefined;
+  receiveCount: number;
+  retryAt: number;
+  lastError: string | null;
+}
+
+/** What the console reads of an engine beside the ports: counts per state and kind, and its own list. */
+export interface ConsoleStore {
+  counts(): Awaitable<Array<{ state: OperationState | null; kind: OperationKind; count: number }>>;
+  consoleList(filter: {
+    state?: OperationState | null;
+    open?: boolean;
+    kind?: OperationKind;
+    names?: string[];
+    limit: number;
+    offset: number;
+  }): Awaitable<OperationView[]>;
+  describe(name: string): Promise<OperationView | undefined>;
+  decisions(name: string): Promise<Decision[]>;
+}
+
+/** What the console reads of the effects path; undefined while the outbound sink is off. */
+export interface ConsoleEffects {
+  deadLetters: DeadLetters;
+  pending: (name: string) => Awaitable<PendingEffectView[]>;
+  ledger: { delivery(sink: string, key: string): Awaitable<DeliveryAttempts | undefined> };
+  /** The operations whose effect failed at least once and waits to be tried again. */
+  retrying: () => Awaitable<string[]>;
+}
+
 export interface ConsoleDeps {
-  store: Pick<SqliteOperationStore, 'counts' | 'consoleList' | 'describe' | 'decisions'>;
+  store: ConsoleStore;
   history: Pick<HistoryLog, 'list'>;
-  effects: () =>
-    | {
-        deadLetters: DeadLetters;
-        pending: (name: string) => ReturnType<typeof pendingEffects>;
-        ledger: { delivery(sink: string, key: string): DeliveryAttempts | undefined };
-        /** The operations whose effect failed at least once and waits to be tried again. */
-        retrying: () => string[];
-      }
-    | undefined;
+  effects: () => ConsoleEffects | undefined;
+  /** Which engine this Ratchet runs on, and where (shown in the footer). */
+  engine?: string;
   /** The change feed, whose stream keeps the pages live. */
   feed: Pick<ChangeFeedPort, 'headCursor'>;
   /** Whether reconcile polls here (a Gemini API key, or an Agent Platform project, is set). */
@@ -98,8 +125,8 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     const effects = deps.effects();
     const deadLetters = effects ? await effects.deadLetters.list() : [];
     const deadNames = new Set(deadLetters.filter((letter) => letter.status !== 'redriving').map((letter) => letter.name));
-    const retrying = new Set(effects?.retrying() ?? []);
-    const operations = deps.store.consoleList({
+    const retrying = new Set((await effects?.retrying()) ?? []);
+    const operations = await deps.store.consoleList({
       ...(filter.state === 'open' ? { open: true } : filter.state === 'tracked' ? { state: null } : { state: filter.state }),
       kind: filter.kind,
       ...(filter.effects && { names: [...(filter.effects === 'dead-lettered' ? deadNames : retrying)] }),
@@ -111,21 +138,22 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     const table = rows.length
       ? `<div class="scroll"><table id="operations"><thead><tr><th>operation</th><th class="wide">kind</th><th>state</th><th class="wide">version</th>
 <th>last write</th><th>polling</th><th>effects</th></tr></thead><tbody>${rows.join('')}</tbody></table></div>`
-      : deps.store.counts().length
+      : (await deps.store.counts()).length
         ? '<p>No operation matches this filter.</p>'
         : '<p>No operations yet: send a webhook (<code>npm run webhook</code>) or track one (<code>POST /operations</code>).</p>';
     const pages = [
       filter.page > 0 && `<a href="${linkTo(filter, { page: filter.page - 1 })}">newer</a>`,
       operations.length > PAGE_SIZE && `<a href="${linkTo(filter, { page: filter.page + 1 })}">more</a>`,
     ].filter(Boolean);
-    const footer = `<p>${pages.join(' · ')}${pages.length ? ' · ' : ''}${refreshLink((refresh) => linkTo(filter, { refresh, page: filter.page }), filter.refresh)}</p>`;
+    const engine = deps.engine ? ` · <span id="engine">on ${escapeHtml(deps.engine)}</span>` : '';
+    const footer = `<p>${pages.join(' · ')}${pages.length ? ' · ' : ''}${refreshLink((refresh) => linkTo(filter, { refresh, page: filter.page }), filter.refresh)}${engine}</p>`;
     const unusable = await unprocessableNote(deps, now);
     return c.html(
       render(
         c,
         'operations',
         unusable +
-          live(streamFrom(head), countsNav(deps, filter, { 'dead-lettered': deadNames.size, retrying: retrying.size }) + table) +
+          live(streamFrom(head), (await countsNav(deps, filter, { 'dead-lettered': deadNames.size, retrying: retrying.size })) + table) +
           footer,
         filter.refresh,
       ),
@@ -210,8 +238,8 @@ function operationRow(o: OperationView, now: number, reconcileOn: boolean, effec
 }
 
 /** Counts per state and per kind, each a link that filters the list (the other filter kept). */
-function countsNav(deps: ConsoleDeps, filter: Filter, troubled: Record<EffectsFilter, number>): string {
-  const counts = deps.store.counts();
+async function countsNav(deps: ConsoleDeps, filter: Filter, troubled: Record<EffectsFilter, number>): Promise<string> {
+  const counts = await deps.store.counts();
   const sum = (rows: typeof counts) => rows.reduce((total, row) => total + row.count, 0);
   const inKind = counts.filter((row) => !filter.kind || row.kind === filter.kind);
   const inState = counts.filter((row) =>
@@ -332,7 +360,7 @@ export interface EffectFacts {
   deadLetters: DeadLetter[];
   /** Versions the ledger has as delivered, with how their delivery went. */
   delivered: Map<number, DeliveryAttempts>;
-  pending: ReturnType<typeof pendingEffects>;
+  pending: PendingEffectView[];
   /** Each state change's write time, by version. */
   recordedAt: Map<number, string>;
 }
@@ -343,12 +371,12 @@ async function effectStatuses(deps: ConsoleDeps, name: string, history: HistoryE
   const facts: EffectFacts = {
     deadLetters: (await effects.deadLetters.list()).filter((letter) => letter.name === name),
     delivered: new Map(),
-    pending: effects.pending(name),
+    pending: await effects.pending(name),
     recordedAt: new Map(),
   };
   for (const { version, recordedAt } of history.filter((entry) => entry.stateChanged)) {
     facts.recordedAt.set(version, recordedAt);
-    const delivery = effects.ledger.delivery('webhook', `${name}#${version}`);
+    const delivery = await effects.ledger.delivery('webhook', `${name}#${version}`);
     if (delivery) facts.delivered.set(version, delivery);
   }
   return { deadLetters: facts.deadLetters, status: (version) => effectStatus(version, facts, Date.now()) };

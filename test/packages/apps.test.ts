@@ -102,7 +102,7 @@ describe('@ratchet/server, installed', () => {
         ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
         (error: { code: number; stdout: string; stderr: string }) => error,
       );
-    for (const command of ['start', 'demo', 'webhook', 'redrive', 'backup', 'login']) {
+    for (const command of ['start', 'demo', 'webhook', 'redrive', 'backup', 'login', 'migrate']) {
       const help = await ratchetBin([command, '--help']);
       expect({ command, code: help.code }).toEqual({ command, code: 0 });
       expect(help.stdout).toMatch(new RegExp(`^usage: .*ratchet ${command}`));

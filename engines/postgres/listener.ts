@@ -1,0 +1,79 @@
+/**
+ * Wake-ups between instances: after its commits an instance sends one
+ * `NOTIFY` (at most every few milliseconds, outside the write's transaction,
+ * so writes never queue on the notify lock), and each instance `LISTEN`s on a
+ * connection of its own, when it has one that keeps session state: a direct
+ * URL (DATABASE_LISTEN_URL, else DATABASE_URL). Through a transaction pooler a
+ * LISTEN hears nothing, and the feed's and the effects queue's short polls are
+ * what wake them; a listener that loses its connection connects again.
+ */
+import pg from 'pg';
+import type { Postgres } from './database.ts';
+
+/** The notify channel of a schema's instances. */
+export const channelOf = (schema: string) => `ratchet_${schema}`;
+
+/** Sends one NOTIFY after a burst of commits (at most every `everyMs`). */
+export function notifier(db: Postgres, everyMs = 5): () => void {
+  let pending = false;
+  return () => {
+    if (pending) return;
+    pending = true;
+    setTimeout(() => {
+      pending = false;
+      db.run('SELECT pg_notify($1, $2)', [channelOf(db.schema), '']).catch(() => undefined);
+    }, everyMs).unref();
+  };
+}
+
+export interface Listener {
+  close(): Promise<void>;
+}
+
+/** Calls `onNotice` on each NOTIFY of the schema's channel, from a connection of its own to `url`. */
+export function listen(url: string, schema: string, onNotice: () => void, onError: (error: Error) => void): Listener {
+  let client: pg.Client | undefined;
+  let closed = false;
+  let retryMs = 500;
+  let timer: NodeJS.Timeout | undefined;
+  const connect = async () => {
+    if (closed) return;
+    const next = new pg.Client({ connectionString: url });
+    next.on('notification', () => onNotice());
+    next.on('error', (error) => {
+      onError(error);
+      reconnect();
+    });
+    try {
+      await next.connect();
+      await next.query(`LISTEN "${channelOf(schema)}"`);
+      client = next;
+      retryMs = 500;
+      // Whatever was committed while it was away: the waiters read again.
+      onNotice();
+    } catch (error) {
+      onError(error as Error);
+      await next.end().catch(() => undefined);
+      reconnect();
+    }
+  };
+  const reconnect = () => {
+    client?.end().catch(() => undefined);
+    client = undefined;
+    if (closed || timer) return;
+    timer = setTimeout(() => {
+      timer = undefined;
+      void connect();
+    }, retryMs);
+    timer.unref();
+    retryMs = Math.min(retryMs * 2, 30_000);
+  };
+  void connect();
+  return {
+    close: async () => {
+      closed = true;
+      clearTimeout(timer);
+      await client?.end().catch(() => undefined);
+    },
+  };
+}

@@ -1,0 +1,45 @@
+/**
+ * `ratchet migrate`: brings Ratchet's PostgreSQL schema (DATABASE_URL,
+ * DATABASE_SCHEMA) to this version and exits, for a deployment whose running
+ * role may not change the schema (start those with DATABASE_MIGRATE=off).
+ * Safe beside running instances and beside another migrate: the steps run in
+ * one transaction under a lock, and a schema already current is left as it is.
+ */
+import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
+import { ConfigError, loadConfig } from '../../app/config.ts';
+import { networkCodeOf, networkFailureInWords } from '../../core/network.ts';
+
+const command = {
+  name: 'ratchet migrate',
+  usage: `usage: DATABASE_URL=postgres://… [DATABASE_SCHEMA=ratchet] ratchet migrate
+  Brings the schema to this Ratchet's version (creating it when it is new), then exits.
+  A schema migrated by a newer Ratchet is refused, changed in nothing.`,
+  options: {},
+} as const;
+
+parseCommandLine(command);
+let config: ReturnType<typeof loadConfig>;
+try {
+  config = loadConfig();
+} catch (error) {
+  if (error instanceof ConfigError) usageError(command, error.message);
+  throw error;
+}
+if (!config.DATABASE_URL) usageError(command, 'DATABASE_URL is not set (the SQLite file of ratchet start migrates itself at start)');
+const { connect } = await import('../../engines/postgres/database.ts');
+const { migrate, SCHEMA_VERSION, SchemaError } = await import('../../engines/postgres/schema.ts');
+const db = connect({ url: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, maxConnections: 1 });
+try {
+  const before = await migrate(db);
+  console.log(
+    before === SCHEMA_VERSION
+      ? `schema ${config.DATABASE_SCHEMA} is at version ${SCHEMA_VERSION} already: nothing to do`
+      : `schema ${config.DATABASE_SCHEMA} migrated from version ${before} to ${SCHEMA_VERSION}`,
+  );
+} catch (error) {
+  if (error instanceof SchemaError) failure(command, error.message);
+  if (networkCodeOf(error)) failure(command, `cannot reach the database: ${networkFailureInWords(error)}`);
+  failure(command, (error as Error).message.split('\n')[0] as string);
+} finally {
+  await db.close();
+}

@@ -1,0 +1,149 @@
+/**
+ * `ratchet start` on PostgreSQL (DATABASE_URL): the engine on one schema that
+ * any number of instances share (engines/postgres), with what runs beside the
+ * API in each of them: the change feed woken by this instance's commits, by
+ * other instances' NOTIFY (LISTEN on DATABASE_LISTEN_URL, else DATABASE_URL)
+ * and by a short poll; the effects queue, delivered by whichever instance
+ * claims an effect; the hourly chores on one instance at a time. History needs
+ * nothing here: it is written with each change.
+ */
+
+import type { Config } from '../app/config.ts';
+import { deliverEffect } from '../app/effects/deliver.ts';
+import { redrive } from '../app/effects/redrive.ts';
+import { WebhookSink } from '../app/effects/webhook-sink.ts';
+import { networkCodeOf, networkFailureInWords } from '../core/network.ts';
+import { PostgresChangeFeed } from '../engines/postgres/change-feed.ts';
+import { pruneChanges } from '../engines/postgres/change-log.ts';
+import { sqlStateOf } from '../engines/postgres/database.ts';
+import { PostgresEffectsQueue, pendingEffects, retryingOperations } from '../engines/postgres/effects-queue.ts';
+import { openPostgresEngine, type PostgresEngine } from '../engines/postgres/index.ts';
+import { claimJob } from '../engines/postgres/leases.ts';
+import { type Listener, listen, notifier } from '../engines/postgres/listener.ts';
+import { pruneEffectRecords } from '../engines/postgres/records.ts';
+import { SchemaError } from '../engines/postgres/schema.ts';
+import { type EffectsRecords, type Home, type HomeOptions, HomeUnavailableError } from './home.ts';
+import { pooledPost } from './outbound-pool.ts';
+
+export async function openPostgresHome(config: Config, options: HomeOptions): Promise<Home> {
+  const { logger } = options;
+  const url = config.DATABASE_URL as string;
+  const where = databaseInWords(url, config.DATABASE_SCHEMA);
+  const label = `PostgreSQL (schema ${config.DATABASE_SCHEMA} of ${where.replace(/\?.*$/, '')})`;
+  let feed: PostgresChangeFeed | undefined;
+  let queue: PostgresEffectsQueue | undefined;
+  let announce: () => void = () => {};
+  let engine: PostgresEngine;
+  try {
+    engine = await openPostgresEngine({
+      url,
+      schema: config.DATABASE_SCHEMA,
+      maxConnections: config.DATABASE_POOL_SIZE,
+      migrate: config.DATABASE_MIGRATE === 'on',
+      historyRetentionDays: options.historyRetentionDays,
+      effects: Boolean(options.derived.effects),
+      onChange: () => {
+        feed?.notify();
+        queue?.wake();
+        announce();
+      },
+      onPollingStopped: () => feed?.notify(),
+    });
+  } catch (error) {
+    throw unavailable(error, where);
+  }
+  const { db, store } = engine;
+  announce = notifier(db);
+  feed = new PostgresChangeFeed(db);
+  const changesRetentionMs = options.derived.changesRetentionMs;
+  const instance = `${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
+  const sinkSettings = options.derived.effects;
+  const effects: EffectsRecords | undefined = sinkSettings && {
+    ledger: engine.ledger,
+    deadLetters: engine.deadLetters,
+    pending: (name) => pendingEffects(db, name),
+    retrying: () => retryingOperations(db),
+  };
+  if (!effects) logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
+  let listener: Listener | undefined;
+  return {
+    label,
+    where,
+    store,
+    history: engine.history,
+    changes: feed,
+    health: async () => {
+      try {
+        await db.rows('SELECT 1');
+        return 'ok';
+      } catch {
+        return 'unavailable';
+      }
+    },
+    effects,
+    redrive: async (redriveOptions) => {
+      if (!queue) throw new Error('effects are off (EFFECTS_WEBHOOK_URL is not set)');
+      const active = queue;
+      return redrive(engine.deadLetters, (letter) => active.send([letter.transition], { redriven: true }), redriveOptions);
+    },
+    claimJob: (job, forMs) => claimJob(db, job, instance, forMs),
+    maintenance: [
+      () => store.pruneDecisions(),
+      async () => {
+        const deleted = await store.deleteUnseen(options.trackedExpiryDays * 2 * 86_400_000);
+        if (deleted > 0) logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
+      },
+      () => engine.history.prune(),
+      () => pruneChanges(db, changesRetentionMs),
+      () => pruneEffectRecords(db),
+    ],
+    start: async () => {
+      listener = listen(
+        config.DATABASE_LISTEN_URL ?? url,
+        config.DATABASE_SCHEMA,
+        () => {
+          feed?.notify();
+          queue?.wake();
+        },
+        (error) => logger.warn('database: LISTEN connection lost; polling meanwhile', { detail: networkFailureInWords(error) }),
+      );
+      if (sinkSettings) {
+        const sink = new WebhookSink(sinkSettings.sink.url, sinkSettings.sink.secret, {
+          timeoutMs: sinkSettings.sink.timeoutMs,
+          post: pooledPost(sinkSettings.sink.url, sinkSettings.sink.connections),
+        });
+        const deps = { sinks: [sink], ledger: engine.ledger, deadLetters: engine.deadLetters, retry: sinkSettings.retry, logger };
+        queue = new PostgresEffectsQueue(db, { logger });
+        queue.start((effect) => deliverEffect(effect, deps));
+      }
+    },
+    announce: () => {},
+    close: async () => {
+      await queue?.stop();
+      feed?.close();
+      await listener?.close();
+      await engine.close();
+    },
+  };
+}
+
+/** The database as a URL without its user or password, the schema as its parameter: `postgres://host:5432/db?schema=ratchet`. */
+function databaseInWords(url: string, schema: string): string {
+  const parsed = new URL(url);
+  return `postgres://${parsed.hostname}:${parsed.port || 5432}${parsed.pathname || '/'}?schema=${schema}`;
+}
+
+/** Why the database cannot be used, in one line that names it (never its password). */
+function unavailable(error: unknown, where: string): Error {
+  if (error instanceof SchemaError) return new HomeUnavailableError(error.message);
+  const state = sqlStateOf(error);
+  const reasons: Record<string, string> = {
+    '28P01': 'the password was refused',
+    '28000': 'the role may not connect',
+    '3D000': 'the database does not exist',
+    '42501': 'the role lacks a privilege it needs (docs/operations.md lists them; or run ratchet migrate with one that has them)',
+  };
+  if (state && reasons[state]) return new HomeUnavailableError(`the database (${where}): ${reasons[state]}`);
+  if (networkCodeOf(error)) return new HomeUnavailableError(`cannot reach the database (${where}): ${networkFailureInWords(error)}`);
+  return error as Error;
+}
