@@ -10,6 +10,9 @@
  *   answer counted as 200, 503 or other, and a connection reset or refused as
  *   such; the 200s with the time they came (for effect lag).
  *
+ * `url` may be several, comma-separated: the requests go to each in turn (a
+ * round-robin front before several instances).
+ *
  * Requests go through undici's Pool (one per target, up to 1,024 connections),
  * cheaper per request than fetch, so the generator is not what caps the floor.
  */
@@ -45,8 +48,10 @@ export interface Offered {
 }
 
 const pools = new Map<string, Pool>();
-const send: Send = (url, body, headers) => {
-  const target = new URL(url);
+let turn = 0;
+const send: Send = (urls, body, headers) => {
+  const list = urls.split(',');
+  const target = new URL(list[turn++ % list.length] as string);
   let pool = pools.get(target.origin);
   if (!pool) {
     pool = new Pool(target.origin, { connections: 1_024, pipelining: 1 });

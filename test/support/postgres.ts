@@ -19,6 +19,8 @@ export interface TestPostgres {
   url: string;
   /** The server's folder and port, for tools that start beside it (PgBouncer). */
   dir: string;
+  /** The cluster's data folder (its postmaster.pid names the server's process). */
+  dataDir?: string;
   port: number;
   stop(): Promise<void>;
 }
@@ -51,7 +53,8 @@ export function asOwner(command: string, args: string[]): [string, string[]] {
   return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
 }
 
-export async function startPostgres(): Promise<TestPostgres> {
+/** `durable`: the server's defaults (fsync on), for the bench; the tests run it without fsync. */
+export async function startPostgres(options: { durable?: boolean } = {}): Promise<TestPostgres> {
   const given = process.env.RATCHET_TEST_DATABASE_URL;
   if (given) return { url: given, dir: '', port: Number(new URL(given).port || 5432), stop: async () => {} };
   const bin = postgresBin();
@@ -66,10 +69,11 @@ export async function startPostgres(): Promise<TestPostgres> {
   await run(...asOwner(join(bin, 'initdb'), ['-D', data, '-U', 'ratchet', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']));
   const port = await freePort();
   // fsync off: the tests kill Ratchet's processes, never the server; the bench runs its own with the defaults.
-  const options = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=300 -c fsync=off -c full_page_writes=off`;
-  await run(...asOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', options, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start']));
+  const settings = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=300${options.durable ? '' : ' -c fsync=off -c full_page_writes=off'}`;
+  await run(...asOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', settings, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start']));
   return {
     url: `postgres://ratchet@127.0.0.1:${port}/postgres`,
+    dataDir: data,
     dir,
     port,
     stop: async () => {
