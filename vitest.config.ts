@@ -30,8 +30,9 @@ export default defineConfig({
         test: {
           name: 'packages',
           include: ['test/packages/**/*.test.ts'],
-          // Builds and packs every package once (packages/build.ts); the tests install the tarballs into fresh apps.
-          globalSetup: ['test/support/packages-global-setup.ts'],
+          // Builds and packs every package once (packages/build.ts); the tests install the tarballs into fresh apps
+          // (the Next.js app on a PostgreSQL server of this project's own).
+          globalSetup: ['test/support/packages-global-setup.ts', 'test/support/postgres-global-setup.ts'],
           testTimeout: 240_000,
           hookTimeout: 240_000,
         },

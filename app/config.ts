@@ -115,6 +115,12 @@ const Env = z.object({
   EFFECTS_RETRY_MAX_MS: withDefault(number(integer, z.positive()), 900_000),
   /** Effects: how long after its first attempt a transition is retried before it is dead-lettered (at most 13 days: SQS keeps 14). */
   EFFECTS_RETRY_FOR_SECONDS: withDefault(number(z.positive(), z.maximum(13 * 86_400)), 86_400),
+  /**
+   * PostgreSQL: how long an instance's claim on an effect holds: one killed in
+   * the middle of a delivery leaves it to another instance after this. Above
+   * the longest delivery (EFFECTS_WEBHOOK_TIMEOUT_MS, or an onChange handler).
+   */
+  EFFECTS_LEASE_SECONDS: withDefault(number(z.positive(), z.maximum(3_600)), 60),
   /** In AWS: the effects FIFO queue (the handler sets its messages' visibility as the backoff). */
   EFFECTS_QUEUE_URL: optional(text()),
   /** Every applied write of every operation, from the stream; locally `<TABLE_NAME>-history`. */
@@ -184,6 +190,7 @@ const EXPECTS: Partial<Record<Variable, string>> = {
   EFFECTS_RETRY_BASE_MS: 'a whole number of milliseconds above 0',
   EFFECTS_RETRY_MAX_MS: 'a whole number of milliseconds above 0',
   EFFECTS_RETRY_FOR_SECONDS: 'a number of seconds above 0, at most 1123200 (13 days)',
+  EFFECTS_LEASE_SECONDS: 'a number of seconds above 0, at most 3600',
   HISTORY_RETENTION_DAYS: 'a number of days above 0',
   CHANGES_RETENTION_HOURS: 'a number of hours above 0',
   PUBLIC_URL: 'one or more http(s) URLs, separated by spaces or commas',

@@ -4,6 +4,7 @@
  * lines in Lambda; the local runtime turns them off unless asked.
  */
 import { LogFormatter, Logger, LogItem } from '@aws-lambda-powertools/logger';
+import type { LogLevel } from '@aws-lambda-powertools/logger/types';
 import { Metrics } from '@aws-lambda-powertools/metrics';
 
 type FormatterInput = Parameters<LogFormatter['formatAttributes']>[0];
@@ -30,8 +31,13 @@ class RatchetLogFormatter extends LogFormatter {
   }
 }
 
-export function createLogger(serviceName = 'ratchet'): Logger {
-  return new Logger({ serviceName, logFormatter: new RatchetLogFormatter() });
+/** `logLevel`: where it is not the process's own POWERTOOLS_LOG_LEVEL (the library's `env`). */
+export function createLogger(serviceName = 'ratchet', logLevel?: string): Logger {
+  return new Logger({
+    serviceName,
+    logFormatter: new RatchetLogFormatter(),
+    ...(logLevel && { logLevel: logLevel.toUpperCase() as LogLevel }),
+  });
 }
 
 export function createMetrics(serviceName = 'ratchet'): Metrics {

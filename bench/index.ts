@@ -16,11 +16,15 @@
  *    then each Lambda bundle's size and cold start.
  * 5. Inline answers (bench/inline-answers.ts): one poll of an Omni video
  *    interaction whose video comes back inline, by its size.
+ * 6. PostgreSQL (bench/postgres.ts): one and three instances beside SQLite
+ *    and the seed; effect and watch lag across instances.
+ * 7. Inside your app (bench/library.ts): createRatchet's cold start beside a
+ *    hello-world handler; the webhook's answer time in library mode.
  *
- * BENCH_SECTIONS (embedded,postgres,feed,packages,gemini,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
+ * BENCH_SECTIONS (embedded,postgres,library,feed,packages,gemini,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
  * BENCH_ROUNDS (3), BENCH_LAG_RATE (1000), BENCH_LAG_COUNT (2000), BENCH_RSS_COUNT (100000),
  * BENCH_OVERLOAD_SECONDS (5),
- * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset), BENCH_PG_LAG_RATE (500),
+ * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset), BENCH_PG_LAG_RATE (500), BENCH_LIBRARY_RUNS (7), BENCH_LIBRARY_COUNT (2000),
  * BENCH_DYNAMODB_LATENCY_MS (0; e.g. 4 models DynamoDB's network round trip).
  */
 // Set before anything logs: the bench prints its own tables only.
@@ -30,7 +34,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { resolve } from 'node:path';
 import { benchEmbedded } from './embedded.ts';
 
-const sections = (process.env.BENCH_SECTIONS ?? 'embedded,postgres,feed,packages,gemini,aws').split(',');
+const sections = (process.env.BENCH_SECTIONS ?? 'embedded,postgres,library,feed,packages,gemini,aws').split(',');
 if (sections.includes('embedded')) {
   await benchEmbedded({
     root: resolve(import.meta.dirname, '..'),
@@ -51,6 +55,14 @@ if (sections.includes('postgres')) {
     rounds: Number(process.env.BENCH_ROUNDS ?? 3),
     lagRate: Number(process.env.BENCH_PG_LAG_RATE ?? 500),
     lagCount: Number(process.env.BENCH_LAG_COUNT ?? 2000),
+  });
+}
+if (sections.includes('library')) {
+  const { benchLibrary } = await import('./library.ts');
+  await benchLibrary({
+    root: resolve(import.meta.dirname, '..'),
+    runs: Number(process.env.BENCH_LIBRARY_RUNS ?? 7),
+    count: Number(process.env.BENCH_LIBRARY_COUNT ?? 2000),
   });
 }
 if (sections.includes('feed')) {

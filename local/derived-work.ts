@@ -17,13 +17,14 @@ import { ConfigError } from '../app/config.ts';
 import { deliverEffect } from '../app/effects/deliver.ts';
 import { type RetrySettings, retrySettings } from '../app/effects/queue.ts';
 import { type RedriveOptions, redrive } from '../app/effects/redrive.ts';
-import { WebhookSink, type WebhookSinkSettings } from '../app/effects/webhook-sink.ts';
+import type { EffectSink } from '../app/effects/sinks.ts';
+import type { WebhookSinkSettings } from '../app/effects/webhook-sink.ts';
 import { SqliteEffectsQueue } from '../engines/sqlite/effects-queue.ts';
 import { pruneEffectRecords, SqliteDeadLetters, SqliteEffectLedger } from '../engines/sqlite/effects-records.ts';
 import { SqliteHistory } from '../engines/sqlite/history.ts';
 import { OutboxFeed } from '../engines/sqlite/outbox.ts';
 import type { Sqlite } from '../engines/sqlite/sqlite.ts';
-import { pooledPost } from './outbound-pool.ts';
+import { webhookSinkOf } from './outbound-pool.ts';
 import { everyHour } from './schedule.ts';
 
 export type RedriveResult = Awaited<ReturnType<typeof redrive>>;
@@ -40,22 +41,33 @@ export interface DerivedWork {
 export interface DerivedWorkOptions {
   historyRetentionDays: number;
   changesRetentionMs: number;
-  /** The outbound webhook and its retry policy; absent, the effects path is off. */
-  effects?: { sink: WebhookSinkSettings; retry: RetrySettings };
+  /**
+   * The effects path's retry policy and its outbound webhook; absent, the
+   * effects path is off. Without `sink`, only the application's `onChange`
+   * takes effects (the library, in its own process).
+   */
+  effects?: { sink?: WebhookSinkSettings; retry: RetrySettings };
 }
 
-export function derivedWorkOptionsOf(config: Config, sink: WebhookSinkSettings | undefined): DerivedWorkOptions {
+export function derivedWorkOptionsOf(
+  config: Config,
+  sink: WebhookSinkSettings | undefined,
+  options: { onChange?: boolean } = {},
+): DerivedWorkOptions {
   return {
     historyRetentionDays: config.HISTORY_RETENTION_DAYS,
     changesRetentionMs: config.CHANGES_RETENTION_HOURS * 3_600_000,
-    ...(sink && { effects: { sink, retry: retrySettings(config) } }),
+    ...((sink || options.onChange) && { effects: { ...(sink && { sink }), retry: retrySettings(config) } }),
   };
 }
 
-/** The feed, history and (with an outbound webhook) the effects path, on `db`, in this process. */
-export function startDerivedWork(db: Sqlite, options: DerivedWorkOptions, logger: Logger): DerivedWork {
+/**
+ * The feed, history and (with an outbound webhook, or the application's
+ * `onChange` in `sinks`) the effects path, on `db`, in this process.
+ */
+export function startDerivedWork(db: Sqlite, options: DerivedWorkOptions, logger: Logger, sinks: EffectSink[] = []): DerivedWork {
   const history = new SqliteHistory(db, logger, options.historyRetentionDays);
-  const effects = options.effects && effectsPath(options.effects, db, logger);
+  const effects = options.effects && effectsPath(options.effects, db, logger, sinks);
   const feed = new OutboxFeed(db, [history, ...(effects ? [effects.queue] : [])], logger, options.changesRetentionMs);
   feed.start();
   effects?.queue.start(effects.deliver);
@@ -79,17 +91,19 @@ export function startDerivedWork(db: Sqlite, options: DerivedWorkOptions, logger
  * per-operation effects queue -> the application's delivery -> the outbound
  * webhook. Off without EFFECTS_WEBHOOK_URL.
  */
-function effectsPath({ sink: settings, retry }: NonNullable<DerivedWorkOptions['effects']>, db: Sqlite, logger: Logger) {
+function effectsPath(
+  { sink: settings, retry }: NonNullable<DerivedWorkOptions['effects']>,
+  db: Sqlite,
+  logger: Logger,
+  others: EffectSink[],
+) {
   const ledger = new SqliteEffectLedger(db);
   const deadLetters = new SqliteDeadLetters(db);
   const queue = new SqliteEffectsQueue(db, {
     logger,
     parkUndecodable: (undecodable, reason) => deadLetters.parkUndecodable(undecodable, reason),
   });
-  const sink = new WebhookSink(settings.url, settings.secret, {
-    timeoutMs: settings.timeoutMs,
-    post: pooledPost(settings.url, settings.connections),
-  });
-  const deps = { sinks: [sink], ledger, deadLetters, retry, logger };
+  const sinks = [...(settings ? [webhookSinkOf(settings)] : []), ...others];
+  const deps = { sinks, ledger, deadLetters, retry, logger };
   return { queue, deadLetters, deliver: (effect: Parameters<typeof deliverEffect>[0]) => deliverEffect(effect, deps) };
 }

@@ -11,32 +11,32 @@
 import type { Config } from '../app/config.ts';
 import { deliverEffect } from '../app/effects/deliver.ts';
 import { redrive } from '../app/effects/redrive.ts';
-import { WebhookSink } from '../app/effects/webhook-sink.ts';
 import { networkCodeOf, networkFailureInWords } from '../core/network.ts';
+import { PostgresAppSink } from '../engines/postgres/app-sink.ts';
 import { PostgresChangeFeed } from '../engines/postgres/change-feed.ts';
 import { pruneChanges } from '../engines/postgres/change-log.ts';
 import { sqlStateOf } from '../engines/postgres/database.ts';
-import { PostgresEffectsQueue, pendingEffects, retryingOperations } from '../engines/postgres/effects-queue.ts';
+import { type Deliver, PostgresEffectsQueue, pendingEffects, retryingOperations } from '../engines/postgres/effects-queue.ts';
 import { openPostgresEngine, type PostgresEngine } from '../engines/postgres/index.ts';
 import { claimJob } from '../engines/postgres/leases.ts';
 import { type Listener, listen, notifier } from '../engines/postgres/listener.ts';
 import { pruneEffectRecords } from '../engines/postgres/records.ts';
 import { SchemaError } from '../engines/postgres/schema.ts';
 import { type EffectsRecords, type Home, type HomeOptions, HomeUnavailableError } from './home.ts';
-import { pooledPost } from './outbound-pool.ts';
+import { webhookSinkOf } from './outbound-pool.ts';
 
 export async function openPostgresHome(config: Config, options: HomeOptions): Promise<Home> {
   const { logger } = options;
-  const url = config.DATABASE_URL as string;
-  const where = databaseInWords(url, config.DATABASE_SCHEMA);
-  const label = `PostgreSQL (schema ${config.DATABASE_SCHEMA} of ${where.replace(/\?.*$/, '')})`;
+  const url = config.DATABASE_URL;
+  const where = url ? databaseInWords(url, config.DATABASE_SCHEMA) : `the application's pool, schema ${config.DATABASE_SCHEMA}`;
+  const label = `PostgreSQL (schema ${config.DATABASE_SCHEMA} of ${url ? where.replace(/\?.*$/, '') : "the application's pool"})`;
   let feed: PostgresChangeFeed | undefined;
   let queue: PostgresEffectsQueue | undefined;
   let announce: () => void = () => {};
   let engine: PostgresEngine;
   try {
     engine = await openPostgresEngine({
-      url,
+      ...(options.pool ? { pool: options.pool } : { url }),
       schema: config.DATABASE_SCHEMA,
       maxConnections: config.DATABASE_POOL_SIZE,
       migrate: config.DATABASE_MIGRATE === 'on',
@@ -57,14 +57,25 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
   feed = new PostgresChangeFeed(db);
   const changesRetentionMs = options.derived.changesRetentionMs;
   const instance = `${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-  const sinkSettings = options.derived.effects;
-  const effects: EffectsRecords | undefined = sinkSettings && {
+  const effectsSettings = options.derived.effects;
+  const effects: EffectsRecords | undefined = effectsSettings && {
     ledger: engine.ledger,
     deadLetters: engine.deadLetters,
     pending: (name) => pendingEffects(db, name),
     retrying: () => retryingOperations(db),
   };
   if (!effects) logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
+  // The queue and its delivery exist from the start (a tick drains them, redrive refills them); its timers only with start().
+  let deliver: Deliver | undefined;
+  if (effectsSettings) {
+    const sinks = [
+      ...(effectsSettings.sink ? [webhookSinkOf(effectsSettings.sink)] : []),
+      ...(options.onChange ? [new PostgresAppSink(db, options.onChange)] : []),
+    ];
+    const deps = { sinks, ledger: engine.ledger, deadLetters: engine.deadLetters, retry: effectsSettings.retry, logger };
+    queue = new PostgresEffectsQueue(db, { logger, leaseMs: config.EFFECTS_LEASE_SECONDS * 1000 });
+    deliver = (effect) => deliverEffect(effect, deps);
+  }
   let listener: Listener | undefined;
   return {
     label,
@@ -97,25 +108,21 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
       () => pruneChanges(db, changesRetentionMs),
       () => pruneEffectRecords(db),
     ],
+    drainEffects: async (budgetMs) => (queue && deliver ? queue.drain(deliver, Date.now() + budgetMs) : 0),
     start: async () => {
-      listener = listen(
-        config.DATABASE_LISTEN_URL ?? url,
-        config.DATABASE_SCHEMA,
-        () => {
-          feed?.notify();
-          queue?.wake();
-        },
-        (error) => logger.warn('database: LISTEN connection lost; polling meanwhile', { detail: networkFailureInWords(error) }),
-      );
-      if (sinkSettings) {
-        const sink = new WebhookSink(sinkSettings.sink.url, sinkSettings.sink.secret, {
-          timeoutMs: sinkSettings.sink.timeoutMs,
-          post: pooledPost(sinkSettings.sink.url, sinkSettings.sink.connections),
-        });
-        const deps = { sinks: [sink], ledger: engine.ledger, deadLetters: engine.deadLetters, retry: sinkSettings.retry, logger };
-        queue = new PostgresEffectsQueue(db, { logger });
-        queue.start((effect) => deliverEffect(effect, deps));
-      }
+      // LISTEN needs a session of its own: DATABASE_LISTEN_URL, else DATABASE_URL; with only the application's pool, polling.
+      const listenUrl = config.DATABASE_LISTEN_URL ?? url;
+      if (listenUrl)
+        listener = listen(
+          listenUrl,
+          config.DATABASE_SCHEMA,
+          () => {
+            feed?.notify();
+            queue?.wake();
+          },
+          (error) => logger.warn('database: LISTEN connection lost; polling meanwhile', { detail: networkFailureInWords(error) }),
+        );
+      if (queue && deliver) queue.start(deliver);
     },
     announce: () => {},
     close: async () => {

@@ -10,6 +10,7 @@
  */
 import { resolve } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
+import { CallbackSink, type OnChange } from '../app/effects/app-sink.ts';
 import type { DeadLetters } from '../app/effects/dead-letters.ts';
 import type { RedriveOptions } from '../app/effects/redrive.ts';
 import type { ChangeFeedPort } from '../app/feed.ts';
@@ -23,6 +24,7 @@ import type {
   PollSchedule,
   UnprocessableLog,
 } from '../app/ports.ts';
+import type { PoolLike } from '../engines/postgres/database.ts';
 import { pendingEffects, retryingOperations } from '../engines/sqlite/effects-queue.ts';
 import { openSqliteEngine } from '../engines/sqlite/index.ts';
 import { backlogOf } from '../engines/sqlite/outbox.ts';
@@ -72,6 +74,12 @@ export interface Home {
   claimJob?: (job: string, forMs: number) => Promise<boolean>;
   /** The hourly pruning this engine needs. */
   maintenance: Array<() => unknown>;
+  /**
+   * Delivers the effects that are due, within `budgetMs`, without timers (a
+   * cron's tick): how many deliveries were settled. Absent where the effects
+   * run on their own from the start (SQLite).
+   */
+  drainEffects?: (budgetMs: number) => Promise<number>;
   /** Starts the work beside the API (history, the effects queue). */
   start(): Promise<void>;
   /** The server listens: say so where the engine keeps such notes (the data folder's `url`). */
@@ -86,6 +94,12 @@ export interface HomeOptions {
   trackedExpiryDays: number;
   derived: DerivedWorkOptions;
   logger: Logger;
+  /** SQLite: history and the effects in this process, not a process of their own (the library, inside an application). */
+  inProcess?: boolean;
+  /** The application's own function for each change (the library, in this process). */
+  onChange?: OnChange;
+  /** PostgreSQL: the application's own pool, instead of DATABASE_URL. */
+  pool?: PoolLike;
 }
 
 /** The data folder's SQLite file, its derived work in a process of its own (in this one with `:memory:`). */
@@ -144,8 +158,13 @@ export function openSqliteHome(options: HomeOptions): Home {
       }
       // History, the effects queue and the outbound webhook: a process of their own on a data file.
       derived =
-        db.path === IN_MEMORY
-          ? (await import('./derived-work.ts')).startDerivedWork(db, options.derived, logger)
+        db.path === IN_MEMORY || options.inProcess
+          ? (await import('./derived-work.ts')).startDerivedWork(
+              db,
+              options.derived,
+              logger,
+              options.onChange ? [new CallbackSink(options.onChange)] : [],
+            )
           : startDerivedProcess(resolve(db.path), options.derived, logger);
     },
     announce: (url) => data.announce(url),

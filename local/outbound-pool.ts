@@ -6,7 +6,7 @@
  * far less, and the cap is what a receiver can count on.
  */
 import { Pool } from 'undici';
-import type { Post } from '../app/effects/webhook-sink.ts';
+import { type Post, WebhookSink, type WebhookSinkSettings } from '../app/effects/webhook-sink.ts';
 
 export function pooledPost(url: string, connections: number): Post {
   const target = new URL(url);
@@ -25,4 +25,12 @@ export function pooledPost(url: string, connections: number): Post {
     await response.body.dump();
     return { status: response.statusCode };
   };
+}
+
+/** The outbound webhook, on a pool of its own connections. */
+export function webhookSinkOf(settings: WebhookSinkSettings): WebhookSink {
+  return new WebhookSink(settings.url, settings.secret, {
+    timeoutMs: settings.timeoutMs,
+    post: pooledPost(settings.url, settings.connections),
+  });
 }

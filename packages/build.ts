@@ -44,6 +44,8 @@ interface PackageSpec {
   types: boolean;
   /** Programs (a manifest's bin) → source file: bundled like entries, without declarations. */
   programs?: Record<string, string>;
+  /** Modules the package runs itself (a forked process) → source file: bundled like entries, neither exported nor a bin. */
+  internal?: Record<string, string>;
   /** Third-party packages compiled into the bundle instead of depended on. */
   bundled?: string[];
   /** Packages a bundled one requires only if installed (inside a try): left out, and allowed to be missing. */
@@ -69,14 +71,18 @@ export const PACKAGES: Record<string, PackageSpec> = {
     programs: { 'ratchet-aws': 'lib/cli/ratchet-aws.ts' },
     functions: ['lambda/handlers/api.ts', 'lambda/handlers/effects.ts', 'lambda/handlers/reconcile.ts', 'lambda/handlers/history.ts'],
   },
-  // derived-process: the embedded engine's second process (history, effects), forked by the runtime.
+  // index: createRatchet, Ratchet inside an app. derived-process: the embedded engine's second process (history, effects),
+  // forked by the runtime.
   server: {
-    entries: { ratchet: 'local/cli/ratchet.ts', 'derived-process': 'local/derived-process.ts' },
-    types: false,
+    entries: { index: 'local/library.ts' },
+    programs: { ratchet: 'local/cli/ratchet.ts' },
+    internal: { 'derived-process': 'local/derived-process.ts' },
+    types: true,
     // The SDK and its dependencies (google-auth-library, gaxios, ws…) are 30 of the 70 MB an install took, for the
     // few hundred KB reconcile runs; zod is 8 MB for a few KB of checks (docs/benchmarks.md, "Packages").
     bundled: ['zod', '@google/genai'],
-    optional: ['bufferutil', 'utf-8-validate'],
+    // ws's optional helpers; the client's SigV4 signer, loaded only for a deployed stack's URL (never by ratchet.client).
+    optional: ['bufferutil', 'utf-8-validate', '@smithy/signature-v4', '@smithy/core', '@aws-sdk/credential-provider-node'],
   },
 };
 
@@ -139,7 +145,7 @@ async function buildJavaScript(name: string, spec: PackageSpec, dir: string): Pr
   const manifest = manifestOf(name);
   const result = await build({
     entryPoints: Object.fromEntries(
-      Object.entries({ ...spec.entries, ...spec.programs }).map(([entry, source]) => [entry, join(ROOT, source)]),
+      Object.entries({ ...spec.entries, ...spec.programs, ...spec.internal }).map(([entry, source]) => [entry, join(ROOT, source)]),
     ),
     outdir: join(dir, 'dist'),
     bundle: true,

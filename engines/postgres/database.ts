@@ -79,11 +79,21 @@ export class Postgres {
   }
 }
 
+/**
+ * The application's `pg` Pool, as far as Ratchet's public types name it: no
+ * dependency on `pg`'s type declarations for an application that passes one.
+ */
+export interface PoolLike {
+  connect(): Promise<unknown>;
+  query(text: string, values?: unknown[]): Promise<unknown>;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+}
+
 export interface PostgresOptions {
   /** `postgres://user:password@host:port/database?sslmode=…` (DATABASE_URL). */
   url?: string;
   /** The application's own pool, instead of a URL (Ratchet inside an app). */
-  pool?: pg.Pool;
+  pool?: PoolLike;
   /** Where the tables live (DATABASE_SCHEMA, default `ratchet`). */
   schema?: string;
   /** The pool's size when Ratchet makes it (default 10). */
@@ -95,7 +105,7 @@ export const DEFAULT_SCHEMA = 'ratchet';
 /** The engine's connection, from a URL (TLS as its `sslmode` says) or the application's pool. */
 export function connect(options: PostgresOptions): Postgres {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  if (options.pool) return new Postgres(options.pool, schema, false);
+  if (options.pool) return new Postgres(options.pool as unknown as pg.Pool, schema, false);
   if (!options.url) throw new PostgresConfigError('DATABASE_URL is not set');
   let url: URL;
   try {
@@ -105,7 +115,8 @@ export function connect(options: PostgresOptions): Postgres {
   }
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:')
     throw new PostgresConfigError(`DATABASE_URL must be a postgres:// URL, not ${url.protocol}//…`);
-  const pool = new pg.Pool({ connectionString: options.url, max: options.maxConnections ?? 10 });
+  // Idle connections do not hold a process open whose work is done (a serverless function, a script).
+  const pool = new pg.Pool({ connectionString: options.url, max: options.maxConnections ?? 10, allowExitOnIdle: true });
   // An idle connection the server (or a pooler) dropped is an error on the pool: logged by the caller's queries, not fatal.
   pool.on('error', () => {});
   return new Postgres(pool, schema, true);

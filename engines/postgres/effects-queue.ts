@@ -86,12 +86,24 @@ export class PostgresEffectsQueue {
 
   /** Claims and delivers until nothing is ready. */
   private async round(): Promise<void> {
-    for (;;) {
+    await this.drain(this.deliver as Deliver, Number.POSITIVE_INFINITY);
+  }
+
+  /**
+   * Claims and delivers until nothing is ready or `deadlineMs` (epoch ms)
+   * has passed, with no timer of its own (a cron's tick): how many deliveries
+   * were settled. Beside a running queue, or another instance's, each effect
+   * still goes to one of them only (its claim).
+   */
+  async drain(deliver: Deliver, deadlineMs: number): Promise<number> {
+    let settled = 0;
+    while (Date.now() < deadlineMs && !this.stopped) {
       const claimed = await this.claim(this.concurrency);
-      if (claimed.length === 0) return;
-      await Promise.all(claimed.map((row) => this.offer(row)));
-      if (this.stopped) return;
+      if (claimed.length === 0) break;
+      await Promise.all(claimed.map((row) => this.offer(row, deliver)));
+      settled += claimed.length;
     }
+    return settled;
   }
 
   /** Up to `limit` effects, each its operation's lowest version, ready and unclaimed, claimed for the lease. */
@@ -113,10 +125,10 @@ export class PostgresEffectsQueue {
     );
   }
 
-  private async offer(row: EffectRow): Promise<void> {
+  private async offer(row: EffectRow, deliver: Deliver): Promise<void> {
     let outcome: EffectOutcome;
     try {
-      outcome = await (this.deliver as Deliver)({
+      outcome = await deliver({
         transition: JSON.parse(row.transition) as Transition,
         attempt: row.attempts,
         firstAttemptAtMs: Number(row.first_attempt_at),

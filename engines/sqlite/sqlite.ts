@@ -10,7 +10,8 @@
  * leaves nothing behind. Reads use `all()`, which steps a statement to its
  * end (libsql's `get()` adds a `_metadata` field to the row).
  */
-import Database from 'libsql';
+import { createRequire } from 'node:module';
+import type Database from 'libsql';
 import { StoreRejectedError } from '../../app/ports.ts';
 
 type Connection = InstanceType<typeof Database>;
@@ -93,7 +94,7 @@ export class Sqlite {
     const engine = !options.readonly && !options.plain;
     // The engine's connections wait for locks in whileBusy, not in SQLite's busy handler.
     const timeout = engine ? 0 : (options.timeoutMs ?? BUSY_TIMEOUT_MS);
-    const connection = new Database(path, { timeout, readonly: options.readonly ?? false });
+    const connection = new (libsql())(path, { timeout, readonly: options.readonly ?? false });
     const db = new Sqlite(connection, path);
     if (engine) {
       db.busyTimeoutMs = options.timeoutMs ?? BUSY_TIMEOUT_MS;
@@ -240,4 +241,14 @@ export function classified(error: unknown): unknown {
     return new StoreRejectedError(`SQLite refused the record: ${(error as Error).message}`, { cause: error });
   }
   return error;
+}
+
+/**
+ * libsql's native module, loaded when a file is first opened: an application
+ * that runs Ratchet on PostgreSQL (the library) never loads it.
+ */
+let loaded: typeof Database | undefined;
+function libsql(): typeof Database {
+  loaded ??= createRequire(import.meta.url)('libsql') as typeof Database;
+  return loaded;
 }

@@ -86,6 +86,8 @@ export class AccessGuard {
     this.digests = options.tokens.map(digest);
     this.tracking = new TokenBucket(options.trackRatePerMinute, 60_000, this.clock);
     this.allowedHosts = new Set([...LOOPBACK_HOSTS, ...options.publicUrls.map((url) => url.hostname)]);
+    // Inside an application (the library) there is no port of Ratchet's own: PUBLIC_URL's origins are the pages.
+    this.allowedOrigins = new Set(options.publicUrls.map((url) => url.origin));
   }
 
   /** Once listening: the loopback origins on this port, beside PUBLIC_URL's. */

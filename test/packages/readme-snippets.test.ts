@@ -4,14 +4,17 @@
  * tarballs: `app.mjs` creates a batch through `@google/genai` (pointed at the
  * fake Gemini by the SDK's own GOOGLE_GEMINI_BASE_URL) and waits for it;
  * `app.cjs` waits for it from CommonJS. Ratchet is the packed server, run
- * with `npx ratchet start`.
+ * with `npx ratchet start`. `server.mjs` mounts the packed server's
+ * `createRatchet` in an Express app and hears a signed webhook's change.
  */
 import { spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { FakeGemini } from '../../local/fake-gemini.ts';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { type FreshApp, freshApp, locked } from '../support/fresh-app.ts';
+import { freePort } from '../support/postgres.ts';
 import { PROJECT_ROOT, type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -95,5 +98,55 @@ describe("the README's app snippets, as they stand", () => {
     expect(esm.output().trim()).toBe(`${name} SUCCEEDED`);
     expect(await cjs.exited).toBe(0);
     expect(cjs.output().trim()).toBe(`${name} SUCCEEDED`);
+  });
+
+  it('server.mjs mounts Ratchet in an Express app: a signed webhook in, the change handed to onChange', async () => {
+    await server.exec('npm', [
+      'install',
+      '--no-audit',
+      '--no-fund',
+      '--prefer-offline',
+      '--loglevel=error',
+      locked('express'),
+      locked('@hono/node-server'),
+    ]);
+    server.write('server.mjs', snippet('server.mjs'));
+    const secret = newSecret();
+    const port = await freePort();
+    const child = spawn(process.execPath, ['server.mjs'], {
+      cwd: server.dir,
+      // In memory: the folder's .ratchet-data belongs to the ratchet start above.
+      env: {
+        PATH: process.env.PATH,
+        PORT: String(port),
+        WEBHOOK_SIGNING_SECRETS: secret,
+        DATA_DIR: ':memory:',
+        POWERTOOLS_LOG_LEVEL: 'ERROR',
+      },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let output = '';
+    child.stdout.on('data', (chunk) => {
+      output += chunk;
+    });
+    child.stderr.on('data', (chunk) => {
+      output += chunk;
+    });
+    try {
+      const { body, headers } = signedDelivery(secret, envelope('batch.succeeded', { id: 'batches/readme-mounted' }));
+      await eventually(
+        async () => {
+          const answer = await fetch(`http://127.0.0.1:${port}/ratchet/webhooks/gemini`, { method: 'POST', headers, body }).catch(
+            () => undefined,
+          );
+          return answer?.status === 200;
+        },
+        30_000,
+        `the webhook answered 200 (${output.slice(-300)})`,
+      );
+      await eventually(() => output.includes('changed batches/readme-mounted#1 SUCCEEDED'), 10_000, 'onChange');
+    } finally {
+      child.kill();
+    }
   });
 });

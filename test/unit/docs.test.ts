@@ -92,7 +92,7 @@ describe('the documentation', () => {
       }
       return help.get(commandLine) as string;
     };
-    const ratchetBin = `tsx ${PACKAGES.server?.entries.ratchet}`;
+    const ratchetBin = `tsx ${PACKAGES.server?.programs?.ratchet}`;
     const problems: string[] = [];
     let commands = 0;
     for (const block of ['README.md', ...markdownFiles().filter((f) => f.startsWith('docs/'))].flatMap((f) => codeBlocks(read(f), 'sh'))) {

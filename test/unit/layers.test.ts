@@ -20,7 +20,7 @@ const MAY_IMPORT: Record<Ring, Ring[]> = {
   'engines/sqlite': ['core', 'app'],
   'engines/postgres': ['core', 'app'],
   lambda: ['core', 'app', 'engines/dynamodb'],
-  local: ['core', 'app', 'engines/sqlite', 'engines/postgres'],
+  local: ['core', 'app', 'engines/sqlite', 'engines/postgres', 'sdk'],
   lib: ['core', 'app', 'engines/dynamodb', 'lambda'],
   bin: ['core', 'app', 'lib'],
   sdk: ['core'],

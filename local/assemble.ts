@@ -1,0 +1,209 @@
+/**
+ * Ratchet's HTTP face and its reconcile, wired to a home (home.ts): what
+ * `ratchet start` serves on its port (runtime.ts) and what the library hands
+ * an application as one fetch handler (library.ts). The access guard in front,
+ * the shared app (app/http/app.ts) with the webhook, the API, the change feed,
+ * the console and the effects admin; reconcile with the Gemini SDK loaded only
+ * where something is to be polled.
+ */
+import { randomBytes } from 'node:crypto';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Logger } from '@aws-lambda-powertools/logger';
+import type { Hono, MiddlewareHandler } from 'hono';
+import * as z from 'zod/mini';
+import type { Config } from '../app/config.ts';
+import { agentPlatformOf, publicUrls } from '../app/config.ts';
+import { createApp } from '../app/http/app.ts';
+import { receiveWebhook } from '../app/http/webhook.ts';
+import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
+import { createMetrics } from '../app/logger.ts';
+import { BatchDiscovery } from '../app/reconcile/discovery.ts';
+import { pollNow } from '../app/reconcile/poll-now.ts';
+import { type ReconcileStats, reconcile } from '../app/reconcile/reconcile.ts';
+import { WebhookHealth } from '../app/reconcile/webhook-health.ts';
+import type { Failure } from '../core/failures.ts';
+import type { OperationKind } from '../core/lifecycle.ts';
+import { DEV_SECRET_FILE } from '../engines/sqlite/data-folder.ts';
+import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
+import { AccessGuard } from './access/guard.ts';
+import { consoleRoutes } from './console/console.ts';
+import { feedRoutes } from './feed/routes.ts';
+import { type EffectsRecords, type Home, IN_MEMORY } from './home.ts';
+
+export interface Assembled {
+  app: Hono;
+  /** The webhook's receiver (the server also calls it outside the app, on its hot path). */
+  receive: ReturnType<typeof receiveWebhook>;
+  guard: AccessGuard;
+  tokens: ApiTokens;
+  /** Set when no WEBHOOK_SIGNING_SECRETS was configured: the generated development secret (never printed). */
+  devSecret?: string;
+  devSecretFile?: string;
+  /** Called when a webhook asks for a poll now (a dynamic webhook's JWT): the resident schedule's extra run, if any. */
+  onPollSoon(wake: () => void): void;
+}
+
+export interface AssembleOptions {
+  dataDir: string;
+  logger: Logger;
+}
+
+export function assemble(config: Config, home: Home, options: AssembleOptions): Assembled {
+  const { dataDir, logger } = options;
+  const { store, changes, history, effects } = home;
+  const devSecret = config.WEBHOOK_SIGNING_SECRETS ? undefined : developmentSecret(dataDir);
+  const secrets = parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS ?? (devSecret as string));
+  const tokens = resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST) as ApiTokens;
+  const guard = new AccessGuard({
+    tokens: tokens.tokens,
+    publicUrls: publicUrls(config.PUBLIC_URL),
+    trackRatePerMinute: config.TRACK_RATE_PER_MINUTE,
+    logger,
+  });
+  // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
+  const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
+  let pollSoon: () => void = () => {};
+  const webhookDeps = {
+    store,
+    decisions: store,
+    receipts: store,
+    unprocessable: store,
+    verifier: new WebhookSignatureVerifier(async () => secrets, dynamicWebhooks(config)),
+    pollNow: reconcileOn(config)
+      ? (operation: { name: string; kind: OperationKind }) => pollNow(operation, { store, wake: async () => pollSoon() })
+      : undefined,
+    jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
+    logger,
+    metrics,
+  };
+  const receive = receiveWebhook(webhookDeps);
+  const app = createApp({
+    ...webhookDeps,
+    receive,
+    queries: store,
+    history,
+    health: () => home.health(),
+    waitForVersion: (name, afterVersion, waitMs, signal) => changes.versionPast(name, afterVersion, waitMs, signal),
+    guard: (routes) => guard.install(routes),
+    // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
+    originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
+    extraRoutes: (routes, { sameOriginJson, fail }) => {
+      effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (redriveOptions) => home.redrive(redriveOptions) });
+      feedRoutes(routes, changes, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
+      consoleRoutes(routes, {
+        store,
+        history,
+        feed: changes,
+        effects: () => effects,
+        engine: home.label,
+        reconcileOn: reconcileOn(config),
+        unprocessable: store,
+      });
+    },
+  });
+  return {
+    app,
+    receive,
+    guard,
+    tokens,
+    ...(devSecret && { devSecret }),
+    ...(devSecret && dataDir !== IN_MEMORY && { devSecretFile: join(dataDir, DEV_SECRET_FILE) }),
+    onPollSoon: (wake) => {
+      pollSoon = wake;
+    },
+  };
+}
+
+/** Whether reconcile polls anything: a Gemini API key, or an Agent Platform project and location. */
+export function reconcileOn(config: Config): boolean {
+  return Boolean(config.GEMINI_API_KEY || agentPlatformOf(config));
+}
+
+/** One reconcile run within `budgetMs`, through the same ingest: the due polls, and discovery and the webhook health check when due. */
+export type Reconciler = (budgetMs: number) => Promise<ReconcileStats>;
+
+/**
+ * Reconcile as the stack's schedule runs it. The Gemini SDK is loaded only
+ * when there is something to poll; undefined (and said once) when there is not.
+ */
+export async function reconcilerOf(config: Config, home: Home, logger: Logger): Promise<Reconciler | undefined> {
+  const { store, claimJob } = home;
+  const off = () =>
+    logger.warn(
+      'reconcile off: neither GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are set (webhooks still work; nothing is polled)',
+    );
+  // Without credentials the SDK is not even loaded (a library's cold start pays for it only where it polls).
+  if (!reconcileOn(config)) return void off();
+  const { GenAiPoller, pollerOptionsOf } = await import('../app/reconcile/gemini-poller.ts');
+  const options = await pollerOptionsOf(config, async (name) => config[name]);
+  if (!options) return void off();
+  const poller = new GenAiPoller(options);
+  // The webhook health check and discovery are the Gemini API's (the Agent Platform sends no webhooks and lists nothing here).
+  // On several instances (PostgreSQL) each hourly chore runs on the one that claims it.
+  const health = options.gemini && new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: config.WEBHOOK_URL, logger, claimJob });
+  const discovery = options.gemini && new BatchDiscovery({ lister: poller, store, logger, claimJob });
+  return (budgetMs) =>
+    reconcile({
+      store,
+      poller,
+      health,
+      discovery,
+      logger,
+      intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
+      budgetMs,
+      unseenExpiryMs: config.TRACKED_EXPIRY_DAYS * 86_400_000,
+    });
+}
+
+/**
+ * The development secret, kept beside the data it signs for (`DATA_DIR`, owner
+ * read-only), so the one exported a minute ago still works after a restart. A
+ * new one each start with `:memory:`, or if the file does not hold one.
+ */
+function developmentSecret(dataDir: string): string {
+  const fresh = `whsec_${randomBytes(24).toString('base64')}`;
+  if (dataDir === IN_MEMORY) return fresh;
+  const file = join(dataDir, DEV_SECRET_FILE);
+  if (existsSync(file)) {
+    const kept = readFileSync(file, 'utf8').trim();
+    try {
+      parseSigningSecrets(kept);
+      return kept;
+    } catch {
+      // not a secret (edited by hand?): replaced below
+    }
+  }
+  writeFileSync(file, `${fresh}\n`, { mode: 0o600 });
+  return fresh;
+}
+
+const RedriveRequest = z.object({ name: z.optional(z.string()), skip: z.optional(z.string()) });
+
+/** The effects admin: list the dead letters, re-drive them (what `ratchet redrive` and the console's button call). */
+function effectsAdminRoutes(
+  app: Hono,
+  deps: {
+    sameOriginJson: MiddlewareHandler;
+    fail: (failure: Failure, message: string) => Response;
+    effects: EffectsRecords | undefined;
+    redrive: Home['redrive'];
+  },
+): void {
+  const { effects } = deps;
+  app.get('/effects/dead-letters', async (c) => {
+    if (!effects) return deps.fail('not-found', 'effects are off (EFFECTS_WEBHOOK_URL is not set)');
+    return c.json({ deadLetters: await effects.deadLetters.list(), undecodable: await effects.deadLetters.listUndecodable() });
+  });
+  app.post('/effects/redrive', deps.sameOriginJson, async (c) => {
+    if (!effects) return deps.fail('not-found', 'effects are off (EFFECTS_WEBHOOK_URL is not set)');
+    const request = RedriveRequest.safeParse(await c.req.json().catch(() => undefined));
+    if (!request.success) return deps.fail('malformed-request', 'body must be {"name"?: "<operation>", "skip"?: "<name>#<version>"}');
+    try {
+      return c.json(await deps.redrive(request.data));
+    } catch (error) {
+      // The derived-work process is restarting, or stopped before it answered: try again (a repeat is harmless, the ledger delivers each effect once).
+      return deps.fail('not-recorded', (error as Error).message);
+    }
+  });
+}

@@ -1,0 +1,304 @@
+/**
+ * Ratchet inside an application: `createRatchet(options)`, what `@ratchet/server`
+ * exports (docs/apps.md). The same engines, API, console and reconcile as
+ * `ratchet start`, handed over instead of served on a port:
+ * - `fetch(request)`: the webhook, the API, the change feed and the console as
+ *   one standard fetch handler, mountable under `basePath`;
+ * - `tick({ budgetMs })`: one bounded round of what a resident server does on
+ *   timers (reconcile's due polls with discovery and the webhook health check,
+ *   the effects that are due, the hourly pruning), for a cron to call; every
+ *   piece is claimed, so ticks at once, or beside `start()` on another
+ *   instance, do nothing twice;
+ * - `start()` / `close()`: the same work on timers where the process stays up;
+ * - `onChange(change, { sql })`: the application's function for each applied
+ *   change, with the outbound webhook's guarantees (on PostgreSQL in the
+ *   transaction that records the delivery);
+ * - `client`: the `RatchetClient` API (get, waitFor, watch, track, list…) on
+ *   `fetch`, in this process, without a socket.
+ *
+ * Nothing is opened until first used (`fetch`, `tick`, `start`, `ready`); on
+ * PostgreSQL no timer runs and no connection stays in use between calls
+ * unless `start()` was called. On SQLite (an application with a disk that stays
+ * up), history and the effects run from first use until `close()`.
+ */
+import { ConfigError, loadConfig } from '../app/config.ts';
+import type { OnChange } from '../app/effects/app-sink.ts';
+import { webhookSinkSettingsOf } from '../app/effects/webhook-sink.ts';
+import { createLogger } from '../app/logger.ts';
+import type { ReconcileStats } from '../app/reconcile/reconcile.ts';
+import type { PoolLike } from '../engines/postgres/database.ts';
+import { DEFAULT_DATA_DIR } from '../engines/sqlite/data-folder.ts';
+import { RatchetClient } from '../sdk/client.ts';
+import { type Assembled, assemble, type Reconciler, reconcilerOf } from './assemble.ts';
+import { derivedWorkOptionsOf } from './derived-work.ts';
+import { type Home, IN_MEMORY, openSqliteHome } from './home.ts';
+import { everyHour, LocalSchedule } from './schedule.ts';
+import { checkStartConfig } from './start-config.ts';
+
+export { ConfigError } from '../app/config.ts';
+export type { ChangeContext, OnChange, StateChange } from '../app/effects/app-sink.ts';
+export type { PoolLike } from '../engines/postgres/database.ts';
+export { RatchetClient, RatchetError } from '../sdk/client.ts';
+
+export interface RatchetOptions {
+  /** PostgreSQL by URL (`DATABASE_URL`): `postgres://user:password@host:5432/db`. */
+  databaseUrl?: string;
+  /** PostgreSQL on the application's own `pg` pool (Ratchet does not end it). */
+  pool?: PoolLike;
+  /** The schema Ratchet's tables live in (`DATABASE_SCHEMA`, default `ratchet`). */
+  schema?: string;
+  /** SQLite in a data folder (`DATA_DIR`, default `./.ratchet-data`) where there is no database; `':memory:'` for tests. */
+  dataDir?: string;
+  /** Gemini's webhook signing secrets, comma-separated (`WEBHOOK_SIGNING_SECRETS`). */
+  webhookSigningSecrets?: string;
+  /** The API's bearer tokens, comma-separated (`RATCHET_API_TOKEN`); without one, a token kept in this process only. */
+  apiToken?: string;
+  /** What reconcile polls with (`GEMINI_API_KEY`); the Agent Platform's are read from `env`. */
+  geminiApiKey?: string;
+  /** The signed outbound webhook (`EFFECTS_WEBHOOK_URL`, `EFFECTS_SIGNING_SECRET`), beside or instead of `onChange`. */
+  effectsWebhookUrl?: string;
+  effectsSigningSecret?: string;
+  /** Where browsers reach the application (`PUBLIC_URL`): the console and API answer to its host only (and loopback). */
+  publicUrl?: string;
+  /** Where `fetch` is mounted: `/api/ratchet` serves `/api/ratchet/webhooks/gemini`, `/api/ratchet/operations`… */
+  basePath?: string;
+  /** The application's function for each applied state change. */
+  onChange?: OnChange;
+  /** Every other documented variable (docs/contract.md), and these when not given above; default `process.env`. */
+  env?: Record<string, string | undefined>;
+}
+
+export interface TickOptions {
+  /** How long the round may take (default 10 s): reconcile stops taking new polls at half of it, the effects at the end. */
+  budgetMs?: number;
+}
+
+export interface TickResult {
+  /** Reconcile's run (absent when nothing is polled: no Gemini credentials). */
+  reconcile?: ReconcileStats;
+  /** Effects settled this round (delivered, retried later or dead-lettered). */
+  effects: number;
+  /** Whether this round ran the hourly pruning (one instance an hour does). */
+  maintenance: boolean;
+  /** How long the round took, ms. */
+  tookMs: number;
+}
+
+export interface Ratchet {
+  /** The webhook, the API, the change feed and the console, for any framework's route. */
+  fetch(request: Request): Promise<Response>;
+  tick(options?: TickOptions): Promise<TickResult>;
+  /** Runs the tick's work on timers, for a process that stays up (and wakes the change feed and effects at once on PostgreSQL). */
+  start(): Promise<void>;
+  /** Stops the timers and closes the engine (never the application's pool). */
+  close(): Promise<void>;
+  /** Resolves once the engine is open (and migrated): rejects with why it cannot be, in one line. */
+  ready(): Promise<void>;
+  /** The HTTP API as `RatchetClient` has it, in this process: `get`, `waitFor`, `watch`, `track`, `list`, `history`, `changes`. */
+  readonly client: RatchetClient;
+  /** The engine and where, in words. */
+  readonly engine: string;
+}
+
+const DEFAULT_TICK_BUDGET_MS = 10_000;
+const HOUR_MS = 3_600_000;
+
+const OPTION_VARIABLES = {
+  databaseUrl: 'DATABASE_URL',
+  schema: 'DATABASE_SCHEMA',
+  dataDir: 'DATA_DIR',
+  webhookSigningSecrets: 'WEBHOOK_SIGNING_SECRETS',
+  apiToken: 'RATCHET_API_TOKEN',
+  geminiApiKey: 'GEMINI_API_KEY',
+  effectsWebhookUrl: 'EFFECTS_WEBHOOK_URL',
+  effectsSigningSecret: 'EFFECTS_SIGNING_SECRET',
+  publicUrl: 'PUBLIC_URL',
+} as const satisfies Partial<Record<keyof RatchetOptions, string>>;
+
+/**
+ * A Ratchet for this application. Every setting is checked here, before
+ * anything is opened (a ConfigError naming the option's variable); the engine
+ * opens on first use.
+ */
+export function createRatchet(options: RatchetOptions = {}): Ratchet {
+  const env: Record<string, string | undefined> = { ...(options.env ?? process.env) };
+  for (const [option, variable] of Object.entries(OPTION_VARIABLES)) {
+    const value = options[option as keyof typeof OPTION_VARIABLES];
+    if (value !== undefined) env[variable] = value;
+  }
+  const config = loadConfig(env);
+  checkStartConfig(config);
+  const basePath = basePathOf(options.basePath);
+  const onPostgres = Boolean(options.pool || config.DATABASE_URL);
+  if (options.pool && options.databaseUrl) throw new ConfigError('give pool or databaseUrl (DATABASE_URL), not both', 'DATABASE_URL');
+  const dataDir = onPostgres ? IN_MEMORY : (config.DATA_DIR ?? DEFAULT_DATA_DIR);
+  const sink = webhookSinkSettingsOf(config);
+  const derived = derivedWorkOptionsOf(config, sink, { onChange: Boolean(options.onChange) });
+  const logger = createLogger('ratchet', env.POWERTOOLS_LOG_LEVEL);
+  let opened: Promise<Opened> | undefined;
+  let closed = false;
+
+  interface Opened {
+    home: Home;
+    assembled: Assembled;
+    reconciler: Reconciler | undefined;
+  }
+  const open = (): Promise<Opened> => {
+    if (closed) return Promise.reject(new Error('this Ratchet is closed'));
+    opened ??= (async () => {
+      const homeOptions = {
+        dataDir,
+        historyRetentionDays: config.HISTORY_RETENTION_DAYS,
+        trackedExpiryDays: config.TRACKED_EXPIRY_DAYS,
+        derived,
+        logger,
+        inProcess: true,
+        ...(options.onChange && { onChange: options.onChange }),
+        ...(options.pool && { pool: options.pool }),
+      };
+      const home = onPostgres
+        ? await (await import('./home-postgres.ts')).openPostgresHome(config, homeOptions)
+        : openSqliteHome(homeOptions);
+      try {
+        const assembled = assemble(config, home, { dataDir, logger });
+        // SQLite derives history and the effects from its outbox in this process, from now on.
+        if (!onPostgres) await home.start();
+        return { home, assembled, reconciler: await reconcilerOf(config, home, logger) };
+      } catch (error) {
+        await home.close(true);
+        throw error;
+      }
+    })();
+    // A database that could not be reached is tried again on the next call.
+    opened.catch(() => {
+      opened = undefined;
+    });
+    return opened;
+  };
+
+  // The hourly pruning: on PostgreSQL claimed across instances, here at most once an hour.
+  let maintainedAt = Number.NEGATIVE_INFINITY;
+  const maintain = async ({ home }: Opened): Promise<boolean> => {
+    if (Date.now() - maintainedAt < HOUR_MS) return false;
+    if (home.claimJob && !(await home.claimJob('maintenance', HOUR_MS - 300_000))) return false;
+    maintainedAt = Date.now();
+    for (const task of home.maintenance) {
+      try {
+        await task();
+      } catch (error) {
+        logger.warn('maintenance: old rows not removed this time', { error: (error as Error).message });
+      }
+    }
+    return true;
+  };
+
+  const timers: Array<() => unknown> = [];
+  const ratchet: Ratchet = {
+    engine: onPostgres ? 'PostgreSQL' : dataDir === IN_MEMORY ? 'SQLite (in memory)' : 'SQLite',
+    async fetch(request) {
+      let ready: Opened;
+      try {
+        ready = await open();
+      } catch (error) {
+        logger.error('ratchet: the engine could not be opened', { detail: (error as Error).message });
+        return Response.json(
+          { error: 'unavailable', message: 'Ratchet cannot reach its database; try again' },
+          { status: 503, headers: { 'retry-after': '5', 'cache-control': 'no-store' } },
+        );
+      }
+      const url = new URL(request.url);
+      if (basePath && url.pathname !== basePath && !url.pathname.startsWith(`${basePath}/`))
+        return Response.json({ error: 'not-found', message: `not under ${basePath}` }, { status: 404 });
+      url.pathname = url.pathname.slice(basePath.length) || '/';
+      // A Request made in code (not read off a socket) has no Host header: its URL's host is the one asked for.
+      const headers = new Headers(request.headers);
+      if (!headers.has('host')) headers.set('host', url.host);
+      const inner = new Request(url, {
+        method: request.method,
+        headers,
+        body: request.body,
+        signal: request.signal,
+        duplex: 'half',
+      } as RequestInit);
+      const answer = await ready.assembled.app.fetch(inner);
+      return basePath ? underBasePath(answer, basePath) : answer;
+    },
+    async tick(tickOptions = {}) {
+      const started = Date.now();
+      const budgetMs = tickOptions.budgetMs ?? DEFAULT_TICK_BUDGET_MS;
+      const ready = await open();
+      const reconcile = ready.reconciler && (await ready.reconciler(budgetMs / 2));
+      const effects = (await ready.home.drainEffects?.(Math.max(0, started + budgetMs - Date.now()))) ?? 0;
+      const maintenance = await maintain(ready);
+      return { ...(reconcile && { reconcile }), effects, maintenance, tookMs: Date.now() - started };
+    },
+    async start() {
+      if (timers.length > 0) return;
+      const ready = await open();
+      if (onPostgres) await ready.home.start();
+      const hourly = everyHour(logger, [() => maintain(ready)]);
+      timers.push(() => clearInterval(hourly));
+      if (ready.reconciler) {
+        const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;
+        const run = ready.reconciler;
+        const schedule = new LocalSchedule(periodMs, () => run(periodMs * 0.8), logger);
+        schedule.start();
+        ready.assembled.onPollSoon(() => schedule.runSoon());
+        timers.push(() => schedule.stop());
+      }
+    },
+    async close() {
+      if (closed) return;
+      closed = true;
+      for (const stop of timers.splice(0).reverse()) await stop();
+      const ready = await opened?.catch(() => undefined);
+      await ready?.home.close(false);
+    },
+    async ready() {
+      await open();
+    },
+    client: undefined as unknown as RatchetClient,
+  };
+  // The client's token is the API's own: known once the engine opened (a generated one lives in this process only).
+  const inProcess = async (input: string | URL | Request, init?: RequestInit) => {
+    const { assembled } = await open();
+    const request = new Request(input, init);
+    request.headers.set('authorization', `Bearer ${assembled.tokens.tokens[0]}`);
+    return ratchet.fetch(request);
+  };
+  Object.defineProperty(ratchet, 'client', {
+    value: new RatchetClient({
+      url: `http://127.0.0.1${basePath}`,
+      signer: 'none',
+      token: 'in-process',
+      retries: 0,
+      fetch: inProcess as typeof fetch,
+    }),
+  });
+  return ratchet;
+}
+
+/** `/api/ratchet/` → `/api/ratchet`; refused unless a path of plain segments. */
+function basePathOf(value: string | undefined): string {
+  if (value === undefined || value === '' || value === '/') return '';
+  const trimmed = value.replace(/\/+$/, '');
+  if (!/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed))
+    throw new ConfigError(`basePath must be a path such as /api/ratchet, not ${JSON.stringify(value)}`, 'basePath');
+  return trimmed;
+}
+
+/**
+ * An answer of the app as seen under `basePath`: its redirects and the
+ * console's links (`href="/…"`, `action="/…"`, `data-post="/…"`: the console
+ * writes every link of its own absolute) moved under the prefix.
+ */
+async function underBasePath(response: Response, basePath: string): Promise<Response> {
+  const location = response.headers.get('location');
+  const html = response.headers.get('content-type')?.startsWith('text/html');
+  if (!html && !location?.startsWith('/')) return response;
+  const headers = new Headers(response.headers);
+  if (location?.startsWith('/') && !location.startsWith('//')) headers.set('location', `${basePath}${location}`);
+  const body = html ? (await response.text()).replace(/(href|action|data-post)="\//g, `$1="${basePath}/`) : response.body;
+  if (html) headers.delete('content-length');
+  return new Response(body, { status: response.status, statusText: response.statusText, headers });
+}

@@ -1,0 +1,273 @@
+/**
+ * Ratchet inside an application (local/library.ts, docs/apps.md): one fetch
+ * handler under a prefix, `tick` for a cron, `onChange` handed the app's own
+ * function, the client in process. On SQLite in memory and on the test
+ * PostgreSQL (the application's own `pg` pool), and mounted in a real Hono app
+ * and a real Express app over HTTP.
+ */
+import type { AddressInfo } from 'node:net';
+import { getRequestListener, serve } from '@hono/node-server';
+import express from 'express';
+import { Hono } from 'hono';
+import pg from 'pg';
+import { afterAll, describe, expect, inject, it } from 'vitest';
+import { createRatchet, type Ratchet, type StateChange } from '../../local/library.ts';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { FakeGemini } from '../support/fake-gemini.ts';
+import { eventually } from '../support/receiver.ts';
+import { shuffle } from '../support/shuffle.ts';
+
+const url = inject('postgresUrl');
+const secret = newSecret();
+const TOKEN = 'library-test-token-0123456789abcdef';
+const BASE = '/api/ratchet';
+const cleanup: Array<() => unknown> = [];
+afterAll(async () => {
+  for (const step of cleanup.reverse()) await step();
+});
+
+/** Quiet, fast retries; nothing read from this process's environment. */
+const ENV = {
+  POWERTOOLS_LOG_LEVEL: 'CRITICAL',
+  EFFECTS_RETRY_BASE_MS: '20',
+  EFFECTS_RETRY_MAX_MS: '50',
+};
+
+function webhook(origin: string, type: string, id: string): Request {
+  const { body, headers } = signedDelivery(secret, envelope(type, { id }));
+  return new Request(`${origin}${BASE}/webhooks/gemini`, { method: 'POST', headers, body });
+}
+
+function open(options: Parameters<typeof createRatchet>[0]): Ratchet {
+  const ratchet = createRatchet({
+    webhookSigningSecrets: secret,
+    apiToken: TOKEN,
+    basePath: BASE,
+    ...options,
+    env: { ...ENV, ...options?.env },
+  });
+  cleanup.push(() => ratchet.close());
+  return ratchet;
+}
+
+const bearer = { authorization: `Bearer ${TOKEN}` };
+
+describe('createRatchet', () => {
+  it('serves the webhook, the API and the console under its prefix, hands each change to onChange, and reads in process (SQLite in memory)', async () => {
+    const seen: StateChange[] = [];
+    const ratchet = open({ dataDir: ':memory:', onChange: (change) => void seen.push(change) });
+    const answer = await ratchet.fetch(webhook('http://127.0.0.1', 'batch.succeeded', 'batches/lib-1'));
+    expect(answer.status).toBe(200);
+    await eventually(() => seen.length === 1, 5_000, 'onChange');
+    expect(seen[0]).toMatchObject({
+      id: 'batches/lib-1#1',
+      type: 'operation.state_changed',
+      data: { name: 'batches/lib-1', state: 'SUCCEEDED' },
+    });
+
+    expect((await ratchet.client.get('batches/lib-1'))?.state).toBe('SUCCEEDED');
+    expect((await ratchet.client.waitFor('batches/lib-1', { timeoutMs: 1_000 })).state).toBe('SUCCEEDED');
+    const tracked = await ratchet.client.track('batches/lib-2', { metadata: { user: 'u1' } });
+    expect(tracked.created).toBe(true);
+
+    const list = await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/operations`, { headers: bearer }));
+    expect(list.status).toBe(200);
+    expect(JSON.stringify(await list.json())).toContain('batches/lib-1');
+    expect((await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/operations`))).status).toBe(401);
+    expect((await ratchet.fetch(new Request('http://127.0.0.1/operations', { headers: bearer }))).status).toBe(404);
+    expect((await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/healthz`))).status).toBe(200);
+
+    // The console's links stay under the prefix; a page asked for without a session lands on the sign-in under it too.
+    const page = await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/`, { headers: { ...bearer, accept: 'text/html' } }));
+    const html = await page.text();
+    expect(html).toContain(`href="${BASE}/console/operations/batches/lib-1"`);
+    expect(html).not.toMatch(/href="\/console/);
+    const signIn = await ratchet.fetch(
+      new Request(`http://127.0.0.1${BASE}/login`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/x-www-form-urlencoded' },
+        body: `token=${TOKEN}&next=/console/operations/batches/lib-1`,
+      }),
+    );
+    expect(signIn.status).toBe(303);
+    expect(signIn.headers.get('location')).toBe(`${BASE}/console/operations/batches/lib-1`);
+  });
+
+  it('refuses a bad setting at once, in one line naming it, and opens nothing', () => {
+    expect(() => createRatchet({ dataDir: ':memory:', webhookSigningSecrets: 'topsecret', env: {} })).toThrow(/WEBHOOK_SIGNING_SECRETS/);
+    expect(() => createRatchet({ dataDir: ':memory:', basePath: 'api ratchet', env: {} })).toThrow(/basePath must be a path/);
+    expect(() => createRatchet({ databaseUrl: 'mysql://x', env: {} })).toThrow(/DATABASE_URL must be a postgres:\/\/ URL/);
+  });
+
+  it('answers 503 while its database cannot be reached, and says why once asked', async () => {
+    const ratchet = open({ databaseUrl: 'postgres://nobody@127.0.0.1:1/none', schema: 'lib_unreachable' });
+    const answer = await ratchet.fetch(webhook('http://127.0.0.1', 'batch.succeeded', 'batches/lib-x'));
+    expect(answer.status).toBe(503);
+    expect(answer.headers.get('retry-after')).toBe('5');
+    await expect(ratchet.ready()).rejects.toThrow(/cannot reach the database/);
+  });
+
+  describe('on PostgreSQL, with the application pool', () => {
+    const pool = new pg.Pool({ connectionString: url, max: 12 });
+    cleanup.push(() => pool.end());
+
+    it('ticks at once on two instances and a third started: each change once, in version order, written in its delivery transaction', async () => {
+      const schema = 'lib_ticks';
+      await pool.query('CREATE TABLE IF NOT EXISTS lib_ticks_seen (id text NOT NULL, name text NOT NULL, version int NOT NULL, at serial)');
+      const calls: string[] = [];
+      const onChange = async (change: StateChange, { sql }: { sql?: (text: string, values?: unknown[]) => Promise<unknown> }) => {
+        calls.push(change.id);
+        await sql?.('INSERT INTO lib_ticks_seen (id, name, version) VALUES ($1, $2, $3)', [
+          change.id,
+          change.data.name,
+          change.data.version,
+        ]);
+      };
+      const a = open({ pool, schema, onChange });
+      const b = open({ pool, schema, onChange });
+      const c = open({ pool, schema, onChange });
+      await c.start(); // a resident one beside the cron's
+      const names = Array.from({ length: 24 }, (_, i) => `interactions/lib-${i}`);
+      const deliveries = shuffle(
+        names.flatMap((name) => [
+          ['interaction.requires_action', name],
+          ['interaction.completed', name],
+        ]),
+        7,
+      );
+      const instances = [a, b, c];
+      await Promise.all(
+        deliveries.map(async ([type, name], i) => {
+          const answer = await (instances[i % 3] as Ratchet).fetch(webhook('http://127.0.0.1', type as string, name as string));
+          expect(answer.status).toBe(200);
+        }),
+      );
+      const expected = new Set<string>();
+      for (const name of names) {
+        const view = await a.client.get(name);
+        for (const entry of await a.client.history(name)) if (entry.stateChanged !== false) expected.add(`${name}#${entry.version}`);
+        expect(view?.state).toBe('SUCCEEDED');
+      }
+      for (let round = 0; round < 20; round++) {
+        await Promise.all([a.tick({ budgetMs: 2_000 }), b.tick({ budgetMs: 2_000 }), a.tick({ budgetMs: 2_000 })]);
+        const { rows } = await pool.query<{ n: number }>('SELECT count(*)::int AS n FROM lib_ticks_seen');
+        if ((rows[0]?.n ?? 0) >= expected.size) break;
+      }
+      const { rows } = await pool.query<{ id: string; name: string; version: number }>(
+        'SELECT id, name, version FROM lib_ticks_seen ORDER BY at',
+      );
+      expect(rows.map((r) => r.id).sort()).toEqual([...expected].sort());
+      for (const name of names) {
+        const versions = rows.filter((r) => r.name === name).map((r) => r.version);
+        expect(versions, name).toEqual([...versions].sort((x, y) => x - y));
+      }
+      // Every call committed: none repeated (a repeat would have met the ledger row and not been called).
+      expect(calls.length).toBe(expected.size);
+    });
+
+    it('keeps the other operations flowing past a handler that throws for one; it retries, dead-letters, and redrive delivers it in order', async () => {
+      const schema = 'lib_failing';
+      const delivered: string[] = [];
+      const attempts = new Map<string, number>();
+      let broken = true;
+      const ratchet = open({
+        pool,
+        schema,
+        env: { EFFECTS_RETRY_FOR_SECONDS: '1' },
+        onChange: (change) => {
+          attempts.set(change.id, (attempts.get(change.id) ?? 0) + 1);
+          if (broken && change.data.name === 'batches/lib-poison') throw new Error('the app cannot take this one');
+          delivered.push(change.id);
+        },
+      });
+      for (const name of ['batches/lib-ok-1', 'batches/lib-poison', 'batches/lib-ok-2'])
+        expect((await ratchet.fetch(webhook('http://127.0.0.1', 'batch.succeeded', name))).status).toBe(200);
+      const first = await ratchet.tick({ budgetMs: 1_000 });
+      expect(first.effects).toBeGreaterThanOrEqual(3);
+      expect(delivered.sort()).toEqual(['batches/lib-ok-1#1', 'batches/lib-ok-2#1']);
+      // Retried until its window (1 s) ends, then dead-lettered.
+      for (let i = 0; i < 30; i++) {
+        await ratchet.tick({ budgetMs: 200 });
+        const letters = await (
+          await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/effects/dead-letters`, { headers: bearer }))
+        ).json();
+        if ((letters as { deadLetters: unknown[] }).deadLetters.length > 0) break;
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
+      const { deadLetters } = (await (
+        await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/effects/dead-letters`, { headers: bearer }))
+      ).json()) as { deadLetters: Array<{ idempotencyKey: string; lastError: string }> };
+      expect(deadLetters).toMatchObject([
+        { idempotencyKey: 'batches/lib-poison#1', lastError: 'onChange threw: the app cannot take this one' },
+      ]);
+      expect(attempts.get('batches/lib-poison#1')).toBeGreaterThan(1);
+      broken = false;
+      const redriven = await ratchet.fetch(
+        new Request(`http://127.0.0.1${BASE}/effects/redrive`, {
+          method: 'POST',
+          headers: { ...bearer, 'content-type': 'application/json' },
+          body: JSON.stringify({ name: 'batches/lib-poison' }),
+        }),
+      );
+      expect(redriven.status).toBe(200);
+      await ratchet.tick({ budgetMs: 1_000 });
+      expect(delivered).toContain('batches/lib-poison#1');
+      expect(delivered.filter((id) => id === 'batches/lib-poison#1')).toHaveLength(1);
+    });
+
+    it('polls each due job once across ticks at once', async () => {
+      const gemini = await new FakeGemini().start();
+      cleanup.push(() => gemini.stop());
+      const schema = 'lib_reconcile';
+      const env = { GEMINI_API_KEY: gemini.apiKey, GEMINI_BASE_URL: gemini.baseUrl };
+      const a = open({ pool, schema, env });
+      const b = open({ pool, schema, env });
+      const jobs = Array.from({ length: 12 }, (_, i) => `batches/lib-poll-${i}`);
+      for (const job of jobs) {
+        gemini.batches.set(job, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
+        await a.client.track(job);
+      }
+      const [one, two] = await Promise.all([a.tick({ budgetMs: 4_000 }), b.tick({ budgetMs: 4_000 })]);
+      expect((one.reconcile?.polled ?? 0) + (two.reconcile?.polled ?? 0)).toBe(jobs.length);
+      for (const job of jobs) expect(gemini.requests.filter((r) => r === job).length, job).toBe(1);
+      for (const job of jobs) expect((await b.client.get(job))?.state).toBe('SUCCEEDED');
+    });
+  });
+
+  describe('mounted in a framework, over HTTP', () => {
+    async function check(origin: string): Promise<void> {
+      const answer = await fetch(webhook(origin, 'batch.succeeded', `batches/lib-http-${origin.split(':').at(-1)}`));
+      expect(answer.status).toBe(200);
+      const list = await fetch(`${origin}${BASE}/operations`, { headers: bearer });
+      expect(list.status).toBe(200);
+      expect(JSON.stringify(await list.json())).toContain('batches/lib-http-');
+      // The application's own routes are its own.
+      expect(await (await fetch(`${origin}/hello`)).text()).toBe('hello');
+    }
+
+    it('in a Hono app', async () => {
+      const ratchet = open({ dataDir: ':memory:' });
+      const app = new Hono();
+      app.get('/hello', (c) => c.text('hello'));
+      app.all(`${BASE}/*`, (c) => ratchet.fetch(c.req.raw));
+      const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
+      cleanup.push(() => new Promise((done) => server.close(done)));
+      await new Promise((resolve) => server.once('listening', resolve));
+      await check(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    });
+
+    it('in an Express app, through @hono/node-server, before the body parsers', async () => {
+      const ratchet = open({ dataDir: ':memory:' });
+      const app = express();
+      app.all(`${BASE}/{*path}`, getRequestListener(ratchet.fetch));
+      app.use(express.json());
+      app.get('/hello', (_req, res) => {
+        res.send('hello');
+      });
+      const server = app.listen(0, '127.0.0.1');
+      cleanup.push(() => new Promise((done) => server.close(done)));
+      await new Promise((resolve) => server.once('listening', resolve));
+      await check(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+    });
+  });
+});
