@@ -84,7 +84,10 @@ export interface TickResult {
   tookMs: number;
 }
 
-export interface Ratchet {
+/** The reads and the track of `RatchetClient`, the same shapes, in this process. */
+export type InProcessApi = Pick<RatchetClient, 'get' | 'list' | 'history' | 'track' | 'waitFor' | 'watch' | 'changes'>;
+
+export interface Ratchet extends InProcessApi {
   /** The webhook, the API, the change feed and the console, for any framework's route. */
   fetch(request: Request): Promise<Response>;
   tick(options?: TickOptions): Promise<TickResult>;
@@ -193,7 +196,7 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
   };
 
   const timers: Array<() => unknown> = [];
-  const ratchet: Ratchet = {
+  const ratchet: Omit<Ratchet, keyof InProcessApi | 'client'> = {
     engine: onPostgres ? 'PostgreSQL' : dataDir === IN_MEMORY ? 'SQLite (in memory)' : 'SQLite',
     async fetch(request) {
       let ready: Opened;
@@ -257,7 +260,6 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
     async ready() {
       await open();
     },
-    client: undefined as unknown as RatchetClient,
   };
   // The client's token is the API's own: known once the engine opened (a generated one lives in this process only).
   const inProcess = async (input: string | URL | Request, init?: RequestInit) => {
@@ -266,16 +268,23 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
     request.headers.set('authorization', `Bearer ${assembled.tokens.tokens[0]}`);
     return ratchet.fetch(request);
   };
-  Object.defineProperty(ratchet, 'client', {
-    value: new RatchetClient({
-      url: `http://127.0.0.1${basePath}`,
-      signer: 'none',
-      token: 'in-process',
-      retries: 0,
-      fetch: inProcess as typeof fetch,
-    }),
+  const client = new RatchetClient({
+    url: `http://127.0.0.1${basePath}`,
+    signer: 'none',
+    token: 'in-process',
+    retries: 0,
+    fetch: inProcess as typeof fetch,
   });
-  return ratchet;
+  return Object.assign(ratchet, {
+    client,
+    get: client.get.bind(client),
+    list: client.list.bind(client),
+    history: client.history.bind(client),
+    track: client.track.bind(client),
+    waitFor: client.waitFor.bind(client),
+    watch: client.watch.bind(client),
+    changes: client.changes.bind(client),
+  });
 }
 
 /** `/api/ratchet/` → `/api/ratchet`; refused unless a path of plain segments. */

@@ -5,7 +5,10 @@
  * PostgreSQL (the application's own `pg` pool), and mounted in a real Hono app
  * and a real Express app over HTTP.
  */
+import { execFile } from 'node:child_process';
 import type { AddressInfo } from 'node:net';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { getRequestListener, serve } from '@hono/node-server';
 import express from 'express';
 import { Hono } from 'hono';
@@ -14,9 +17,11 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { createRatchet, type Ratchet, type StateChange } from '../../local/library.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
+import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
 import { shuffle } from '../support/shuffle.ts';
 
+const run = promisify(execFile);
 const url = inject('postgresUrl');
 const secret = newSecret();
 const TOKEN = 'library-test-token-0123456789abcdef';
@@ -65,10 +70,22 @@ describe('createRatchet', () => {
       data: { name: 'batches/lib-1', state: 'SUCCEEDED' },
     });
 
-    expect((await ratchet.client.get('batches/lib-1'))?.state).toBe('SUCCEEDED');
+    // RatchetClient's reads and track, in process: on the Ratchet itself and as ratchet.client.
+    expect((await ratchet.get('batches/lib-1'))?.state).toBe('SUCCEEDED');
     expect((await ratchet.client.waitFor('batches/lib-1', { timeoutMs: 1_000 })).state).toBe('SUCCEEDED');
-    const tracked = await ratchet.client.track('batches/lib-2', { metadata: { user: 'u1' } });
+    const watched: string[] = [];
+    const watching = (async () => {
+      for await (const change of ratchet.watch({ kind: 'batch', signal: AbortSignal.timeout(5_000) })) {
+        watched.push(`${change.name}#${change.version}${change.snapshot ? ' (snapshot)' : ''}`);
+        if (change.name === 'batches/lib-2') return;
+      }
+    })();
+    const tracked = await ratchet.track('batches/lib-2', { metadata: { user: 'u1' } });
     expect(tracked.created).toBe(true);
+    await watching;
+    expect(watched).toEqual(['batches/lib-1#1 (snapshot)', 'batches/lib-2#1']);
+    // History is derived from the outbox on SQLite: a moment after.
+    await eventually(async () => (await ratchet.history('batches/lib-2')).length === 1, 5_000, 'history');
 
     const list = await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/operations`, { headers: bearer }));
     expect(list.status).toBe(200);
@@ -246,14 +263,21 @@ describe('createRatchet', () => {
     }
 
     it('in a Hono app', async () => {
-      const ratchet = open({ dataDir: ':memory:' });
+      const ratchet = open({ dataDir: ':memory:', onChange: () => {} });
       const app = new Hono();
       app.get('/hello', (c) => c.text('hello'));
       app.all(`${BASE}/*`, (c) => ratchet.fetch(c.req.raw));
       const server = serve({ fetch: app.fetch, hostname: '127.0.0.1', port: 0 });
       cleanup.push(() => new Promise((done) => server.close(done)));
       await new Promise((resolve) => server.once('listening', resolve));
-      await check(`http://127.0.0.1:${(server.address() as AddressInfo).port}`);
+      const origin = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+      await check(origin);
+      // The command line reaches a mounted Ratchet as it reaches ratchet start: RATCHET_URL with the prefix.
+      const { stdout } = await run(process.execPath, ['--import', 'tsx', join(PROJECT_ROOT, 'local/cli/ratchet.ts'), 'redrive', '--list'], {
+        cwd: PROJECT_ROOT,
+        env: { PATH: process.env.PATH, RATCHET_URL: `${origin}${BASE}`, RATCHET_API_TOKEN: TOKEN },
+      });
+      expect(stdout).toMatch(/dead letter/i);
     });
 
     it('in an Express app, through @hono/node-server, before the body parsers', async () => {
