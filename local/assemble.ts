@@ -29,7 +29,7 @@ import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
 import { feedRoutes } from './feed/routes.ts';
-import { type EffectsRecords, type Home, IN_MEMORY } from './home.ts';
+import { type EffectsRecords, type Home, type HomeOptions, IN_MEMORY, openSqliteHome } from './home.ts';
 
 export interface Assembled {
   app: Hono;
@@ -113,6 +113,18 @@ export function assemble(config: Config, home: Home, options: AssembleOptions): 
       pollSoon = wake;
     },
   };
+}
+
+/**
+ * The home the configuration names: PostgreSQL where there is a database
+ * (DATABASE_URL, or the application's pool; its module loaded only then),
+ * else SQLite in `dataDir`.
+ */
+export async function openHome(config: Config, options: Omit<HomeOptions, 'historyRetentionDays' | 'trackedExpiryDays'>): Promise<Home> {
+  const homeOptions = { ...options, historyRetentionDays: config.HISTORY_RETENTION_DAYS, trackedExpiryDays: config.TRACKED_EXPIRY_DAYS };
+  return config.DATABASE_URL || options.pool
+    ? (await import('./home-postgres.ts')).openPostgresHome(config, homeOptions)
+    : openSqliteHome(homeOptions);
 }
 
 /** Whether reconcile polls anything: a Gemini API key, or an Agent Platform project and location. */

@@ -29,10 +29,10 @@ import type { ReconcileStats } from '../app/reconcile/reconcile.ts';
 import type { PoolLike } from '../engines/postgres/database.ts';
 import { DEFAULT_DATA_DIR } from '../engines/sqlite/data-folder.ts';
 import { RatchetClient } from '../sdk/client.ts';
-import { type Assembled, assemble, type Reconciler, reconcilerOf } from './assemble.ts';
+import { type Assembled, assemble, openHome, type Reconciler, reconcilerOf } from './assemble.ts';
 import { derivedWorkOptionsOf } from './derived-work.ts';
-import { type Home, IN_MEMORY, openSqliteHome } from './home.ts';
-import { everyHour, LocalSchedule } from './schedule.ts';
+import { type Home, IN_MEMORY } from './home.ts';
+import { everyHour, LocalSchedule, maintain as runMaintenance } from './schedule.ts';
 import { checkStartConfig } from './start-config.ts';
 
 export { ConfigError } from '../app/config.ts';
@@ -149,19 +149,14 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
   const open = (): Promise<Opened> => {
     if (closed) return Promise.reject(new Error('this Ratchet is closed'));
     opened ??= (async () => {
-      const homeOptions = {
+      const home = await openHome(config, {
         dataDir,
-        historyRetentionDays: config.HISTORY_RETENTION_DAYS,
-        trackedExpiryDays: config.TRACKED_EXPIRY_DAYS,
         derived,
         logger,
         inProcess: true,
         ...(options.onChange && { onChange: options.onChange }),
         ...(options.pool && { pool: options.pool }),
-      };
-      const home = onPostgres
-        ? await (await import('./home-postgres.ts')).openPostgresHome(config, homeOptions)
-        : openSqliteHome(homeOptions);
+      });
       try {
         const assembled = assemble(config, home, { dataDir, logger });
         // SQLite derives history and the effects from its outbox in this process, from now on.
@@ -185,13 +180,7 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
     if (Date.now() - maintainedAt < HOUR_MS) return false;
     if (home.claimJob && !(await home.claimJob('maintenance', HOUR_MS - 300_000))) return false;
     maintainedAt = Date.now();
-    for (const task of home.maintenance) {
-      try {
-        await task();
-      } catch (error) {
-        logger.warn('maintenance: old rows not removed this time', { error: (error as Error).message });
-      }
-    }
+    await runMaintenance(home.maintenance, logger);
     return true;
   };
 
@@ -209,22 +198,7 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
           { status: 503, headers: { 'retry-after': '5', 'cache-control': 'no-store' } },
         );
       }
-      const url = new URL(request.url);
-      if (basePath && url.pathname !== basePath && !url.pathname.startsWith(`${basePath}/`))
-        return Response.json({ error: 'not-found', message: `not under ${basePath}` }, { status: 404 });
-      url.pathname = url.pathname.slice(basePath.length) || '/';
-      // A Request made in code (not read off a socket) has no Host header: its URL's host is the one asked for.
-      const headers = new Headers(request.headers);
-      if (!headers.has('host')) headers.set('host', url.host);
-      const inner = new Request(url, {
-        method: request.method,
-        headers,
-        body: request.body,
-        signal: request.signal,
-        duplex: 'half',
-      } as RequestInit);
-      const answer = await ready.assembled.app.fetch(inner);
-      return basePath ? underBasePath(answer, basePath) : answer;
+      return serveUnder(basePath, request, (inner) => ready.assembled.app.fetch(inner));
     },
     async tick(tickOptions = {}) {
       const started = Date.now();
@@ -294,6 +268,29 @@ function basePathOf(value: string | undefined): string {
   if (!/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed))
     throw new ConfigError(`basePath must be a path such as /api/ratchet, not ${JSON.stringify(value)}`, 'basePath');
   return trimmed;
+}
+
+/**
+ * `request` handed to the app with `basePath` taken off its path (404 outside
+ * it), and the answer put back under it. A Request made in code (not read off
+ * a socket) has no Host header: its URL's host is the one asked for.
+ */
+async function serveUnder(basePath: string, request: Request, app: (request: Request) => Response | Promise<Response>): Promise<Response> {
+  const url = new URL(request.url);
+  if (basePath && url.pathname !== basePath && !url.pathname.startsWith(`${basePath}/`))
+    return Response.json({ error: 'not-found', message: `not under ${basePath}` }, { status: 404 });
+  url.pathname = url.pathname.slice(basePath.length) || '/';
+  const headers = new Headers(request.headers);
+  if (!headers.has('host')) headers.set('host', url.host);
+  const inner = new Request(url, {
+    method: request.method,
+    headers,
+    body: request.body,
+    signal: request.signal,
+    duplex: 'half',
+  } as RequestInit);
+  const answer = await app(inner);
+  return basePath ? underBasePath(answer, basePath) : answer;
 }
 
 /**

@@ -12,9 +12,8 @@ import { webhookSinkSettingsOf } from '../app/effects/webhook-sink.ts';
 import { createLogger } from '../app/logger.ts';
 import { DEFAULT_DATA_DIR } from '../engines/sqlite/data-folder.ts';
 import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
-import { assemble, reconcilerOf } from './assemble.ts';
+import { assemble, openHome, reconcilerOf } from './assemble.ts';
 import { derivedWorkOptionsOf } from './derived-work.ts';
-import { openSqliteHome } from './home.ts';
 import { listen } from './http-server.ts';
 import { everyHour, LocalSchedule } from './schedule.ts';
 import { checkStartConfig } from './start-config.ts';
@@ -47,16 +46,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   const sink = webhookSinkSettingsOf(config);
   const derived = derivedWorkOptionsOf(config, sink);
   resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST, { generate: false });
-  const homeOptions = {
-    dataDir,
-    historyRetentionDays: config.HISTORY_RETENTION_DAYS,
-    trackedExpiryDays: config.TRACKED_EXPIRY_DAYS,
-    derived,
-    logger,
-  };
-  const home = config.DATABASE_URL
-    ? await (await import('./home-postgres.ts')).openPostgresHome(config, homeOptions)
-    : openSqliteHome(homeOptions);
+  const home = await openHome(config, { dataDir, derived, logger });
   let ready = false;
   // A start that fails closes what it opened and removes a data folder it created; a running one only closes.
   const stopped: Array<() => unknown> = [() => home.close(!ready)];

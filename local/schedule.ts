@@ -59,17 +59,21 @@ export function everyHour(
   /** Where several instances share the work: run only when this one claims the hour's round. */
   claimJob?: (job: string, forMs: number) => Promise<boolean>,
 ): NodeJS.Timeout {
-  const failed = (error: unknown) => logger.warn('maintenance: old rows not removed this time', { error: (error as Error).message });
   const run = async () => {
     if (claimJob && !(await claimJob('maintenance', 3_300_000).catch(() => false))) return;
-    for (const task of tasks) {
-      try {
-        await task();
-      } catch (error) {
-        failed(error);
-      }
-    }
+    await maintain(tasks, logger);
   };
   void run();
   return setInterval(() => void run(), 3600_000).unref();
+}
+
+/** Each pruning task in turn; one that fails is logged and the others still run. */
+export async function maintain(tasks: Array<() => unknown>, logger: Pick<Logger, 'warn'>): Promise<void> {
+  for (const task of tasks) {
+    try {
+      await task();
+    } catch (error) {
+      logger.warn('maintenance: old rows not removed this time', { error: (error as Error).message });
+    }
+  }
 }

@@ -197,7 +197,9 @@ describe('kill -9 of the effects process alone', () => {
     // Killed during the storm, and at least twice even where a loaded machine lets the storm end first.
     for (let kill = 0; kill < 4 && (kill < 2 || !stormOver); kill++) {
       await sleep(400);
-      await eventually(() => ![undefined, ...kills].includes(derivedProcessOf(ratchet)), 10_000, 'the effects process (re)started');
+      // The runtime waits 0.5, 1, 2, then 4 s before a restart (it doubles while the process dies young), and a loaded
+      // machine takes seconds more to start one: 10 s was too short beside the Next.js build.
+      await eventually(() => ![undefined, ...kills].includes(derivedProcessOf(ratchet)), 30_000, 'the effects process (re)started');
       const pid = derivedProcessOf(ratchet) as number;
       process.kill(pid, 'SIGKILL');
       kills.push(pid);

@@ -11,6 +11,7 @@ import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { createRatchet } from '../../local/library.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { collectOutput } from '../support/output.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -42,16 +43,12 @@ function startWorker(): Promise<ChildProcess> {
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   children.push(child);
+  const output = collectOutput(child);
   return new Promise((resolve, reject) => {
-    let output = '';
-    child.stdout?.on('data', (chunk: Buffer) => {
-      output += chunk;
-      if (output.includes('worker ready')) resolve(child);
+    child.stdout?.on('data', () => {
+      if (output().includes('worker ready')) resolve(child);
     });
-    child.stderr?.on('data', (chunk: Buffer) => {
-      output += chunk;
-    });
-    child.once('exit', (code) => reject(new Error(`worker exited ${code}: ${output.slice(-500)}`)));
+    child.once('exit', (code) => reject(new Error(`worker exited ${code}: ${output().slice(-500)}`)));
   });
 }
 

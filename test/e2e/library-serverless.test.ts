@@ -8,6 +8,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { describe, expect, inject, it } from 'vitest';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { collectOutput } from '../support/output.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 
 describe('createRatchet without start()', () => {
@@ -26,19 +27,13 @@ describe('createRatchet without start()', () => {
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    let output = '';
-    child.stdout.on('data', (chunk) => {
-      output += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      output += chunk;
-    });
+    const output = collectOutput(child);
     const ended = await Promise.race([
       new Promise<number | null>((resolve) => child.once('exit', resolve)),
       new Promise<'still running'>((resolve) => setTimeout(() => resolve('still running'), 15_000)),
     ]);
     if (ended === 'still running') child.kill('SIGKILL');
-    expect(ended, output).toBe(0);
-    expect(JSON.parse(output.trim().split('\n').at(-1) as string)).toEqual({ status: 200, effects: 1 });
+    expect(ended, output()).toBe(0);
+    expect(JSON.parse(output().trim().split('\n').at(-1) as string)).toEqual({ status: 200, effects: 1 });
   });
 });

@@ -14,6 +14,7 @@ import { FakeGemini } from '../../local/fake-gemini.ts';
 import { freePort } from '../support/aws/moto.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { type FreshApp, freshApp, locked, run } from '../support/fresh-app.ts';
+import { collectOutput } from '../support/output.ts';
 import { PROJECT_ROOT, type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -64,19 +65,13 @@ async function runApp(app: FreshApp, args: string[], env: Record<string, string>
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout.on('data', (chunk) => {
-    output += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    output += chunk;
-  });
+  const output = collectOutput(child);
   const exited = new Promise<number | null>((resolve) => child.once('exit', resolve));
   try {
-    await eventually(() => waiting.test(output) || child.exitCode !== null, 60_000, `${args.join(' ')} waiting on its job`);
-    const name = output.match(waiting)?.[1];
+    await eventually(() => waiting.test(output()) || child.exitCode !== null, 60_000, `${args.join(' ')} waiting on its job`);
+    const name = output().match(waiting)?.[1];
     if (name) gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: new Date().toISOString() });
-    return { code: await exited, output };
+    return { code: await exited, output: output() };
   } finally {
     child.kill();
   }

@@ -11,6 +11,7 @@ import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { type FreshApp, freshApp, locked } from '../support/fresh-app.ts';
+import { collectOutput } from '../support/output.ts';
 import { freePort } from '../support/postgres.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
@@ -47,19 +48,13 @@ async function nextStart(): Promise<{ child: ChildProcess; origin: string }> {
       detached: true,
     },
   );
-  let output = '';
-  child.stdout?.on('data', (chunk) => {
-    output += chunk;
-  });
-  child.stderr?.on('data', (chunk) => {
-    output += chunk;
-  });
+  const output = collectOutput(child);
   const origin = `http://127.0.0.1:${port}`;
   const server = { child, origin };
   servers.push(server);
   await eventually(
     async () => {
-      if (child.exitCode !== null) throw new Error(`next start exited: ${output.slice(-1000)}`);
+      if (child.exitCode !== null) throw new Error(`next start exited: ${output().slice(-1000)}`);
       return (await fetch(`${origin}/api/ratchet/healthz`).catch(() => undefined))?.status === 200;
     },
     60_000,

@@ -14,6 +14,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { FakeGemini } from '../../local/fake-gemini.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { type FreshApp, freshApp, locked } from '../support/fresh-app.ts';
+import { collectOutput } from '../support/output.ts';
 import { freePort } from '../support/postgres.ts';
 import { PROJECT_ROOT, type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
@@ -74,14 +75,8 @@ function runNode(args: string[]): { exited: Promise<number | null>; output: () =
     },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
-  let output = '';
-  child.stdout.on('data', (chunk) => {
-    output += chunk;
-  });
-  child.stderr.on('data', (chunk) => {
-    output += chunk;
-  });
-  return { exited: new Promise((resolve) => child.once('exit', resolve)), output: () => output };
+  const output = collectOutput(child);
+  return { exited: new Promise((resolve) => child.once('exit', resolve)), output };
 }
 
 describe("the README's app snippets, as they stand", () => {
@@ -125,13 +120,7 @@ describe("the README's app snippets, as they stand", () => {
       },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
-    let output = '';
-    child.stdout.on('data', (chunk) => {
-      output += chunk;
-    });
-    child.stderr.on('data', (chunk) => {
-      output += chunk;
-    });
+    const output = collectOutput(child);
     try {
       const { body, headers } = signedDelivery(secret, envelope('batch.succeeded', { id: 'batches/readme-mounted' }));
       await eventually(
@@ -142,9 +131,9 @@ describe("the README's app snippets, as they stand", () => {
           return answer?.status === 200;
         },
         30_000,
-        `the webhook answered 200 (${output.slice(-300)})`,
+        `the webhook answered 200 (${output().slice(-300)})`,
       );
-      await eventually(() => output.includes('changed batches/readme-mounted#1 SUCCEEDED'), 10_000, 'onChange');
+      await eventually(() => output().includes('changed batches/readme-mounted#1 SUCCEEDED'), 10_000, 'onChange');
     } finally {
       child.kill();
     }
