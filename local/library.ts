@@ -276,6 +276,8 @@ function basePathOf(value: string | undefined): string {
  * a socket) has no Host header: its URL's host is the one asked for.
  */
 async function serveUnder(basePath: string, request: Request, app: (request: Request) => Response | Promise<Response>): Promise<Response> {
+  // Mounted at the root, a request off a socket goes to the app as it is.
+  if (!basePath && request.headers.has('host')) return app(request);
   const url = new URL(request.url);
   if (basePath && url.pathname !== basePath && !url.pathname.startsWith(`${basePath}/`))
     return Response.json({ error: 'not-found', message: `not under ${basePath}` }, { status: 404 });

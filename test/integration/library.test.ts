@@ -110,6 +110,13 @@ describe('createRatchet', () => {
     expect(signIn.headers.get('location')).toBe(`${BASE}/console/operations/batches/lib-1`);
   });
 
+  it('mounted at the root, serves a request read off a socket as it is, and refuses a Host it does not serve', async () => {
+    const ratchet = open({ dataDir: ':memory:', basePath: '' });
+    const asked = (host: string) => ratchet.fetch(new Request('http://127.0.0.1/operations', { headers: { ...bearer, host } }));
+    expect((await asked('127.0.0.1:3000')).status).toBe(200);
+    expect((await asked('rebound.example')).status).toBe(421);
+  });
+
   it('refuses a bad setting at once, in one line naming it, and opens nothing', () => {
     expect(() => createRatchet({ dataDir: ':memory:', webhookSigningSecrets: 'topsecret', env: {} })).toThrow(/WEBHOOK_SIGNING_SECRETS/);
     expect(() => createRatchet({ dataDir: ':memory:', basePath: 'api ratchet', env: {} })).toThrow(/basePath must be a path/);
