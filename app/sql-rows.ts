@@ -34,6 +34,19 @@ export function decisionOf(
   };
 }
 
+/** The decision of a write the store was handed whole (`write(next, expectedVersion)`): applied, as the record says. */
+export function appliedDecisionOf(next: OperationRecord): Decision {
+  return {
+    at: next.recordedAt,
+    source: next.source,
+    eventId: next.eventId,
+    state: next.state,
+    updateTime: next.updateTime,
+    verdict: 'applied',
+    version: next.version,
+  };
+}
+
 export function pollOf(row: OperationRow): PollState {
   return {
     nextPollAt: row.next_poll_at as string,

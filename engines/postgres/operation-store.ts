@@ -32,7 +32,7 @@ import {
   WriteContentionError,
   type WriteOutcome,
 } from '../../app/ports.ts';
-import { decisionOf, type OperationRow, pageCursorOf, pageKeyOf, pollOf, viewOf } from '../../app/sql-rows.ts';
+import { appliedDecisionOf, decisionOf, type OperationRow, pageCursorOf, pageKeyOf, pollOf, viewOf } from '../../app/sql-rows.ts';
 import { writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
@@ -80,15 +80,7 @@ export class PostgresOperationStore
         const row = await this.row(next.name, tx);
         return { ok: false, current: row && (JSON.parse(row.record) as OperationRecord) };
       }
-      await this.decide(tx, next.name, {
-        at: next.recordedAt,
-        source: next.source,
-        eventId: next.eventId,
-        state: next.state,
-        updateTime: next.updateTime,
-        verdict: 'applied',
-        version: next.version,
-      });
+      await this.decide(tx, next.name, appliedDecisionOf(next));
       return { ok: true };
     });
     if (outcome.ok) this.options.onChange?.(next.name);

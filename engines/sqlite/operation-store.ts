@@ -27,7 +27,7 @@ import type {
   UnprocessableLog,
   WriteOutcome,
 } from '../../app/ports.ts';
-import { decisionOf, type OperationRow, pageCursorOf, pageKeyOf, pollOf, viewOf } from '../../app/sql-rows.ts';
+import { appliedDecisionOf, decisionOf, type OperationRow, pageCursorOf, pageKeyOf, pollOf, viewOf } from '../../app/sql-rows.ts';
 import { writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
@@ -67,15 +67,7 @@ export class SqliteOperationStore
       const current = row && (JSON.parse(row.record) as OperationRecord);
       if (current?.version !== expectedVersion) return { ok: false, current };
       this.store(current, next);
-      this.decide(next.name, {
-        at: next.recordedAt,
-        source: next.source,
-        eventId: next.eventId,
-        state: next.state,
-        updateTime: next.updateTime,
-        verdict: 'applied',
-        version: next.version,
-      });
+      this.decide(next.name, appliedDecisionOf(next));
       return { ok: true };
     });
     if (outcome.ok) this.onChange();

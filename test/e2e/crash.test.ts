@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
-import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
+import { killHard, type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
 
 const inbound = newSecret();
@@ -46,20 +46,6 @@ afterAll(async () => {
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-/** SIGKILL to the whole process group (npm, its shell, node), then wait until none of it is left. */
-async function killHard(process_: RatchetProcess): Promise<void> {
-  const group = -(process_.child.pid as number);
-  process.kill(group, 'SIGKILL');
-  for (;;) {
-    try {
-      process.kill(group, 0);
-    } catch {
-      return;
-    }
-    await sleep(20);
-  }
-}
 
 let unanswered = 0;
 /** Of those, the ones no process answered at all (a refused or dropped connection, or no answer in 5 s). */

@@ -15,7 +15,7 @@ import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { PGBOUNCER, startPgBouncer, type TestPgBouncer } from '../support/pgbouncer.ts';
-import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
+import { killHard, type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
 
 const inbound = newSecret();
@@ -55,19 +55,6 @@ afterAll(async () => {
 });
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-
-async function killHard(instance: RatchetProcess): Promise<void> {
-  const group = -(instance.child.pid as number);
-  process.kill(group, 'SIGKILL');
-  for (;;) {
-    try {
-      process.kill(group, 0);
-    } catch {
-      return;
-    }
-    await sleep(20);
-  }
-}
 
 let turn = 0;
 let resent = 0;

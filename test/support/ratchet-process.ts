@@ -130,3 +130,17 @@ function signal(pid: number, sig: NodeJS.Signals | 0): boolean {
     return false;
   }
 }
+
+/** SIGKILL to a started process's whole group (npm, its shell, node), then wait until none of it is left. */
+export async function killHard(started: RatchetProcess): Promise<void> {
+  const group = -(started.child.pid as number);
+  process.kill(group, 'SIGKILL');
+  for (;;) {
+    try {
+      process.kill(group, 0);
+    } catch {
+      return;
+    }
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
+}
