@@ -71,6 +71,21 @@ export function pageCursorOf(time: string, key: string, list?: 'unprocessable'):
   return Buffer.from(JSON.stringify(list ? [list, time, key] : [time, key])).toString('base64url');
 }
 
+/**
+ * A page of rows read with `LIMIT limit + 1`: the first `limit`, and the
+ * cursor after the last of them (its time and key) when there was more.
+ */
+export function pageOf<R>(
+  rows: R[],
+  limit: number,
+  keyOf: (row: R) => [string, string],
+  list?: 'unprocessable',
+): { taken: R[]; nextCursor?: string } {
+  const taken = rows.slice(0, limit);
+  const last = taken.at(-1);
+  return { taken, ...(rows.length > limit && last && { nextCursor: pageCursorOf(...keyOf(last), list) }) };
+}
+
 /** The (time, key) of a cursor pageCursorOf made; anything else is refused before a query. */
 export function pageKeyOf(cursor: string, list?: 'unprocessable'): [string, string] {
   let key: unknown;

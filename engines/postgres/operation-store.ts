@@ -32,7 +32,7 @@ import {
   WriteContentionError,
   type WriteOutcome,
 } from '../../app/ports.ts';
-import { appliedDecisionOf, decisionOf, type OperationRow, pageCursorOf, pageKeyOf, pollOf, viewOf } from '../../app/sql-rows.ts';
+import { appliedDecisionOf, decisionOf, type OperationRow, pageKeyOf, pageOf, pollOf, viewOf } from '../../app/sql-rows.ts';
 import { writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
@@ -239,12 +239,8 @@ export class PostgresOperationStore
        ORDER BY received_at DESC, webhook_id DESC LIMIT $1`,
       [page.limit + 1, ...(after ?? [])],
     );
-    const taken = rows.slice(0, page.limit);
-    const last = taken.at(-1);
-    return {
-      decisions: taken.map((row) => JSON.parse(row.entry) as UnprocessableDelivery),
-      ...(rows.length > page.limit && last && { nextCursor: pageCursorOf(last.received_at, last.webhook_id, 'unprocessable') }),
-    };
+    const { taken, nextCursor } = pageOf(rows, page.limit, (row) => [row.received_at, row.webhook_id], 'unprocessable');
+    return { decisions: taken.map((row) => JSON.parse(row.entry) as UnprocessableDelivery), ...(nextCursor && { nextCursor }) };
   }
 
   async describe(name: string): Promise<OperationView | undefined> {
@@ -270,12 +266,8 @@ export class PostgresOperationStore
       `SELECT * FROM {s}.operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY recorded_at DESC, name DESC LIMIT $1`,
       params,
     );
-    const page = rows.slice(0, filter.limit);
-    const last = page.at(-1);
-    return {
-      operations: page.map(viewOf),
-      ...(rows.length > filter.limit && last && { nextCursor: pageCursorOf(last.recorded_at, last.name) }),
-    };
+    const { taken, nextCursor } = pageOf(rows, filter.limit, (row) => [row.recorded_at, row.name]);
+    return { operations: taken.map(viewOf), ...(nextCursor && { nextCursor }) };
   }
 
   /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind. */

@@ -27,7 +27,7 @@ import type {
   UnprocessableLog,
   WriteOutcome,
 } from '../../app/ports.ts';
-import { appliedDecisionOf, decisionOf, type OperationRow, pageCursorOf, pageKeyOf, pollOf, viewOf } from '../../app/sql-rows.ts';
+import { appliedDecisionOf, decisionOf, type OperationRow, pageKeyOf, pageOf, pollOf, viewOf } from '../../app/sql-rows.ts';
 import { writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
@@ -228,12 +228,8 @@ export class SqliteOperationStore
       ...(after ?? []),
       page.limit + 1,
     );
-    const taken = rows.slice(0, page.limit);
-    const last = taken.at(-1);
-    return {
-      decisions: taken.map((row) => JSON.parse(row.entry) as UnprocessableDelivery),
-      ...(rows.length > page.limit && last && { nextCursor: pageCursorOf(last.received_at, last.webhook_id, 'unprocessable') }),
-    };
+    const { taken, nextCursor } = pageOf(rows, page.limit, (row) => [row.received_at, row.webhook_id], 'unprocessable');
+    return { decisions: taken.map((row) => JSON.parse(row.entry) as UnprocessableDelivery), ...(nextCursor && { nextCursor }) };
   }
 
   async describe(name: string): Promise<OperationView | undefined> {
@@ -267,12 +263,8 @@ export class SqliteOperationStore
       ...params,
       filter.limit + 1,
     );
-    const page = rows.slice(0, filter.limit);
-    const last = page.at(-1);
-    return {
-      operations: page.map(viewOf),
-      ...(rows.length > filter.limit && last && { nextCursor: pageCursorOf(last.recorded_at, last.name) }),
-    };
+    const { taken, nextCursor } = pageOf(rows, filter.limit, (row) => [row.recorded_at, row.name]);
+    return { operations: taken.map(viewOf), ...(nextCursor && { nextCursor }) };
   }
 
   /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind. */
