@@ -4,6 +4,7 @@
  */
 import * as z from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
+import { DEFAULT_OVERDUE_AFTER, OVERDUE_NAMES, type OverdueLimits, overdueLimitsOf } from '../core/overdue.ts';
 
 // zod/mini (a tenth of zod's size in the Lambda bundles), with its English messages ("Too big: expected number to be <=65535").
 z.config(en());
@@ -24,6 +25,24 @@ export const GOOGLE_WEBHOOK_ISSUER = 'https://generativelanguage.googleapis.com'
 /** A setting that holds several values (secrets, tokens, URLs, schemes): separated by spaces or commas. */
 export function listOf(value: string): string[] {
   return value.split(/[\s,]+/).filter(Boolean);
+}
+
+/** A label of GEMINI_API_KEYS: names a key in records, logs and the console (the key itself never shows). */
+export const CREDENTIAL_LABEL = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
+
+/**
+ * `GEMINI_API_KEYS` (`label=key,label=key`, commas or spaces between pairs):
+ * the keys by label, in order (the first polls jobs that name none);
+ * undefined when a pair is not `label=key`, a label is malformed or repeats.
+ */
+export function geminiKeysOf(value: string): Array<{ label: string; apiKey: string }> | undefined {
+  const pairs = listOf(value).map((pair) => {
+    const at = pair.indexOf('=');
+    return at < 0 ? { label: '', apiKey: '' } : { label: pair.slice(0, at), apiKey: pair.slice(at + 1) };
+  });
+  const labels = new Set(pairs.map((p) => p.label));
+  if (pairs.length === 0 || labels.size !== pairs.length) return undefined;
+  return pairs.every((p) => CREDENTIAL_LABEL.test(p.label) && p.apiKey.length > 0) ? pairs : undefined;
 }
 
 export const WEBHOOK_SCHEMES = ['hmac', 'v1a', 'jwt'] as const;
@@ -58,6 +77,8 @@ const Env = z.object({
   /** In AWS: a Secrets Manager secret holding WEBHOOK_SIGNING_SECRETS, so the value stays out of the function's configuration. */
   WEBHOOK_SIGNING_SECRETS_ARN: optional(z.string()),
   GEMINI_API_KEY: optional(z.string()),
+  /** Several Gemini API keys by label (`label=key,label=key`): each job is polled with its own (its `credential`). */
+  GEMINI_API_KEYS: optional(z.string().check(z.refine((value) => geminiKeysOf(value) !== undefined))),
   GEMINI_BASE_URL: optional(httpUrl()),
   /** In AWS: a Secrets Manager secret holding GEMINI_API_KEY. */
   GEMINI_API_KEY_ARN: optional(z.string()),
@@ -93,6 +114,8 @@ const Env = z.object({
   /** This deployment's webhook URL: reconcile's hourly health check looks at the Gemini webhooks pointing here (unset: all of the key's webhooks). */
   WEBHOOK_URL: optional(httpUrl()),
   RECONCILE_INTERVAL_SECONDS: withDefault(number(z.positive()), 60),
+  /** How long each kind of job may stay open before it is overdue (`batch=26h,interaction=2h,video=30m`): over the defaults. */
+  OVERDUE_AFTER: optional(z.string().check(z.refine((value) => overdueLimitsOf(value) !== undefined))),
   EFFECTS_WEBHOOK_URL: optional(httpUrl()),
   /** In AWS: a Secrets Manager secret holding EFFECTS_WEBHOOK_URL (set by `npm run connect`, so a redeploy keeps it). */
   EFFECTS_WEBHOOK_URL_ARN: optional(z.string()),
@@ -175,6 +198,8 @@ export type Variable = keyof Config;
 const EXPECTS: Partial<Record<Variable, string>> = {
   TABLE_NAME: 'a table name',
   DYNAMODB_ENDPOINT: 'an http(s) URL',
+  GEMINI_API_KEYS:
+    'label=key pairs separated by commas (a label: letters, digits, ".", "-" or "_", at most 64, each once), e.g. team-a=AIza…,team-b=AIza…',
   GEMINI_BASE_URL: 'an http(s) URL',
   GEMINI_API_VERSION: 'an API version such as v1beta',
   AGENT_PLATFORM_BASE_URL: 'an http(s) URL',
@@ -184,6 +209,7 @@ const EXPECTS: Partial<Record<Variable, string>> = {
   GEMINI_WEBHOOK_KEYS_RETRY_SECONDS: 'a number of seconds above 0',
   WEBHOOK_URL: 'an http(s) URL',
   RECONCILE_INTERVAL_SECONDS: 'a number of seconds above 0',
+  OVERDUE_AFTER: `kind=duration pairs separated by commas (units s, m, h, d, or off; kinds ${OVERDUE_NAMES.join(', ')}), e.g. batch=26h,interaction=2h,video=30m`,
   EFFECTS_WEBHOOK_URL: 'an http(s) URL',
   EFFECTS_WEBHOOK_TIMEOUT_MS: 'a whole number of milliseconds above 0',
   EFFECTS_WEBHOOK_CONNECTIONS: 'a whole number from 1 to 256',
@@ -218,6 +244,7 @@ export const SECRET_VARIABLES: ReadonlySet<string> = new Set([
   'WEBHOOK_SIGNING_SECRETS',
   'EFFECTS_SIGNING_SECRET',
   'GEMINI_API_KEY',
+  'GEMINI_API_KEYS',
   'RATCHET_API_TOKEN',
   'AGENT_PLATFORM_API_KEY',
   'AGENT_PLATFORM_CREDENTIALS',
@@ -232,6 +259,11 @@ export const SECRET_VARIABLES: ReadonlySet<string> = new Set([
 export function badSetting(variable: string, expects: string, value: unknown): ConfigError {
   const shown = SECRET_VARIABLES.has(variable) || value === undefined ? '' : `, not ${JSON.stringify(String(value).slice(0, 80))}`;
   return new ConfigError(`${variable} must be ${expects}${shown}`, variable);
+}
+
+/** Each kind's overdue limit in seconds: OVERDUE_AFTER over the defaults (core/overdue.ts). */
+export function overdueAfterOf(config: Config): OverdueLimits {
+  return (config.OVERDUE_AFTER && overdueLimitsOf(config.OVERDUE_AFTER)) || DEFAULT_OVERDUE_AFTER;
 }
 
 /** The Agent Platform project and location, when both are set (reconcile polls `projects/{p}/locations/{l}/…` there). */
@@ -256,7 +288,15 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   // An empty variable means "unset", as in most shells' habits.
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = Env.safeParse(present);
-  if (parsed.success) return parsed.data;
+  if (parsed.success) {
+    if (present.GEMINI_API_KEYS && present.GEMINI_API_KEY) {
+      throw new ConfigError(
+        'GEMINI_API_KEYS and GEMINI_API_KEY are both set: keep one (GEMINI_API_KEYS=label=key,label=key holds one key or several)',
+        'GEMINI_API_KEYS',
+      );
+    }
+    return parsed.data;
+  }
   // The first bad setting, in one line that names it and what it accepts.
   const issue = parsed.error.issues[0] as z.core.$ZodIssue;
   const variable = String(issue.path[0]);

@@ -164,6 +164,8 @@ export interface ListFilter {
   kind?: OperationKind;
   /** Throws UnsupportedFilterError where the store cannot tell (see EFFECTS_FILTERS). */
   effects?: EffectsFilter;
+  /** Only open jobs marked overdue (past their kind's limit, OVERDUE_AFTER). */
+  overdue?: boolean;
   limit: number;
   /** Opaque, from the previous page's `nextCursor`. */
   cursor?: string;

@@ -20,14 +20,19 @@ export interface OperationChange {
   previousState: OperationState | null;
   /** Whether this write moved `state` (those are the writes that send an effect). */
   stateChanged: boolean;
-  /** `track`, `state-change`, or `refresh` (a newer update time or a result, the state unchanged). */
-  writeKind: 'track' | 'state-change' | 'refresh';
+  /**
+   * `track`, `state-change`, `refresh` (a newer update time or a result, the state unchanged), or `overdue` (the
+   * job found open past its kind's limit: it sends an `operation.overdue` effect).
+   */
+  writeKind: 'track' | 'state-change' | 'refresh' | 'overdue';
   providerState: string | null;
   updateTime: string | null;
   result: OperationRecord['result'];
   /** The application's metadata (tracked with it, or the job's `user_metadata`). */
   userMetadata?: Record<string, unknown>;
-  /** What wrote it: `webhook`, `poll` or `track`. */
+  /** Once the job was found overdue: when, and its kind's limit. */
+  overdue?: { at: string; afterSeconds: number };
+  /** What wrote it: `webhook`, `poll`, `track` or `overdue`. */
   source: OperationRecord['source'];
   createdAt: string;
   recordedAt: string;
@@ -43,7 +48,13 @@ export const LONG_POLL_HEADER = 'ratchet-long-poll';
 
 /** What kind of write made this version of the record (the outbox's `write_kind`). */
 export function writeKindOf(record: Pick<OperationRecord, 'source' | 'stateChanged'>): OperationChange['writeKind'] {
-  return record.source === 'track' ? 'track' : record.stateChanged ? 'state-change' : 'refresh';
+  if (record.source === 'track' || record.source === 'overdue') return record.source;
+  return record.stateChanged ? 'state-change' : 'refresh';
+}
+
+/** The writes that send an effect: each state change, and a job found overdue. */
+export function sendsEffect(writeKind: string): boolean {
+  return writeKind === 'state-change' || writeKind === 'overdue';
 }
 
 /** The change that made `record`'s version, at `cursor` in the feed. */
@@ -61,6 +72,7 @@ export function changeOf(record: OperationRecord, cursor: string, committedAt: s
     updateTime: record.updateTime ?? null,
     result: record.result ?? null,
     ...(record.userMetadata && { userMetadata: record.userMetadata }),
+    ...(record.overdue && { overdue: record.overdue }),
     source: record.source,
     createdAt: record.createdAt,
     recordedAt: record.recordedAt,

@@ -38,9 +38,10 @@ export function isOperationState(value: unknown): value is OperationState {
 
 /**
  * Kinds of Gemini long-running work Ratchet knows how to name and poll: on the
- * Gemini API (`batch`, `video`, `interaction`, `operation`) and on the Gemini
- * Enterprise Agent Platform, formerly Vertex AI (`platform-*`: polled only, it
- * sends no webhooks).
+ * Gemini API (`batch`, `video`, `interaction`, `operation`, and `file-search`:
+ * a File Search store's import or upload, polled only) and on the Gemini
+ * Enterprise Agent Platform, formerly Vertex AI (`platform-*`, tuning jobs
+ * among them: polled only, it sends no webhooks).
  */
 export const OPERATION_KINDS = [
   'batch',
@@ -50,6 +51,8 @@ export const OPERATION_KINDS = [
   'platform-batch',
   'platform-video',
   'platform-interaction',
+  'file-search',
+  'platform-tuning',
 ] as const;
 export type OperationKind = (typeof OPERATION_KINDS)[number];
 

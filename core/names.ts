@@ -31,13 +31,17 @@ export const NAME_GRAMMAR: Readonly<Record<OperationKind, RegExp>> = {
   'platform-batch': new RegExp(`^${PLATFORM}/batchPredictionJobs/${ID}$`),
   'platform-video': new RegExp(`^${PLATFORM}/publishers/google/models/${ID}/operations/${ID}$`),
   'platform-interaction': new RegExp(`^${PLATFORM}/interactions/${ID}$`),
+  // fileSearchStores.importFile and uploadToFileSearchStore answer these long-running operations.
+  'file-search': new RegExp(`^fileSearchStores/${ID}/(upload/)?operations/${ID}$`),
+  'platform-tuning': new RegExp(`^${PLATFORM}/tuningJobs/${ID}$`),
 };
 
 /** The forms a name may take, for messages. */
 export const NAME_FORMS =
   'batches/{id}, models/{model}/operations/{id}, interactions/{id}, operations/{id}, ' +
-  'projects/{p}/locations/{l}/batchPredictionJobs/{id}, projects/{p}/locations/{l}/publishers/google/models/{model}/operations/{id} ' +
-  'or projects/{p}/locations/{l}/interactions/{id}';
+  'fileSearchStores/{store}/operations/{id}, fileSearchStores/{store}/upload/operations/{id}, ' +
+  'projects/{p}/locations/{l}/batchPredictionJobs/{id}, projects/{p}/locations/{l}/publishers/google/models/{model}/operations/{id}, ' +
+  'projects/{p}/locations/{l}/interactions/{id} or projects/{p}/locations/{l}/tuningJobs/{id}';
 
 const BARE_ID = new RegExp(`^${ID}$`);
 const KINDS = Object.keys(NAME_GRAMMAR) as OperationKind[];

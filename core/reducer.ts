@@ -4,7 +4,8 @@
  */
 import { isTerminal, type OperationKind, type OperationState, rankOf } from './lifecycle.ts';
 
-export type EventSource = 'webhook' | 'poll' | 'track';
+/** What wrote a version: a delivery, a poll, a track, or reconcile marking the job overdue (core/overdue.ts). */
+export type EventSource = 'webhook' | 'poll' | 'track' | 'overdue';
 
 export interface OperationResult {
   /** Where the output lives: a batch's output file, a generated video. */
@@ -13,6 +14,29 @@ export interface OperationResult {
   error?: { code?: string | number; message?: string; status?: string };
   /** Veo: videos the safety filters blocked (a video answer with none left is FAILED). */
   filtered?: { count: number; reasons: string[] };
+  /**
+   * What a batch cost, in requests: the Gemini API's `batchStats` under its own names (an Agent Platform job's
+   * `completionStats` read into the same fields). A count past 2^53 is kept as its text.
+   */
+  batchStats?: {
+    requestCount?: number | string;
+    successfulRequestCount?: number | string;
+    failedRequestCount?: number | string;
+    pendingRequestCount?: number | string;
+  };
+  /** What an interaction cost, in tokens (Gemini's `usage.total_input_tokens` as `inputTokens`, and so on). */
+  usage?: {
+    inputTokens?: number | string;
+    outputTokens?: number | string;
+    totalTokens?: number | string;
+    cachedTokens?: number | string;
+    thoughtTokens?: number | string;
+    toolUseTokens?: number | string;
+  };
+  /** A File Search import or upload: the operation's `response` (the document it made), as Gemini answered it. */
+  response?: Record<string, unknown>;
+  /** An Agent Platform tuning job that succeeded: the tuned model's resource name, and its endpoint. */
+  tunedModel?: { model?: string; endpoint?: string };
 }
 
 /** One observation of an operation's state, already normalised at the edge. */
@@ -24,7 +48,7 @@ export interface OperationEvent {
   providerState: string;
   /** Normalised (see time.ts); absent when the source carries no time (video polls). */
   updateTime?: string;
-  source: Exclude<EventSource, 'track'>;
+  source: Exclude<EventSource, 'track' | 'overdue'>;
   /** Webhook delivery id, or a poll's own id; for tracing only. */
   eventId?: string;
   result?: OperationResult;
@@ -52,6 +76,10 @@ export interface OperationRecord {
   result: OperationResult | null;
   /** The job's `user_metadata` from a dynamic webhook, kept once seen. */
   userMetadata?: Record<string, unknown> | null;
+  /** The label of the Gemini API key the job is polled with (GEMINI_API_KEYS), set when it was tracked or adopted; never the key. */
+  credential?: string;
+  /** Set once the job was found open past its kind's limit (OVERDUE_AFTER): when, and the limit; kept after it ends. */
+  overdue?: { at: string; afterSeconds: number };
   createdAt: string;
   recordedAt: string;
 }
@@ -77,6 +105,8 @@ export function applyEvent(current: OperationRecord | undefined, event: Operatio
     eventId: event.eventId ?? null,
     result: event.result ?? current?.result ?? null,
     ...((event.userMetadata ?? current?.userMetadata) && { userMetadata: event.userMetadata ?? current?.userMetadata }),
+    ...(current?.credential && { credential: current.credential }),
+    ...(current?.overdue && { overdue: current.overdue }),
     createdAt: current?.createdAt ?? now,
     recordedAt: now,
   };
@@ -107,7 +137,13 @@ function isLater(candidate: string | null | undefined, stored: string | null | u
 }
 
 /** The record `POST /operations` creates: known, polled, but with no observed state yet. */
-export function trackedRecord(name: string, kind: OperationKind, now: string, userMetadata?: Record<string, unknown>): OperationRecord {
+export function trackedRecord(
+  name: string,
+  kind: OperationKind,
+  now: string,
+  userMetadata?: Record<string, unknown>,
+  credential?: string,
+): OperationRecord {
   return {
     name,
     kind,
@@ -123,5 +159,6 @@ export function trackedRecord(name: string, kind: OperationKind, now: string, us
     createdAt: now,
     recordedAt: now,
     ...(userMetadata && { userMetadata }),
+    ...(credential && { credential }),
   };
 }

@@ -13,11 +13,12 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { Config } from '../app/config.ts';
-import { agentPlatformOf, publicUrls } from '../app/config.ts';
+import { agentPlatformOf, geminiKeysOf, overdueAfterOf, publicUrls } from '../app/config.ts';
 import { createApp } from '../app/http/app.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
 import { createMetrics } from '../app/logger.ts';
+import { CredentialHealth } from '../app/reconcile/credentials.ts';
 import { BatchDiscovery } from '../app/reconcile/discovery.ts';
 import { pollNow } from '../app/reconcile/poll-now.ts';
 import { type ReconcileStats, reconcile } from '../app/reconcile/reconcile.ts';
@@ -42,6 +43,8 @@ export interface Assembled {
   devSecretFile?: string;
   /** Called when a webhook asks for a poll now (a dynamic webhook's JWT): the resident schedule's extra run, if any. */
   onPollSoon(wake: () => void): void;
+  /** Whether Gemini takes each API key (GEMINI_API_KEYS), as reconcile finds: the console and `/healthz` show it. */
+  credentials: CredentialHealth;
 }
 
 export interface AssembleOptions {
@@ -64,6 +67,8 @@ export function assemble(config: Config, home: Home, options: AssembleOptions): 
   // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
   const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
   let pollSoon: () => void = () => {};
+  const labels = credentialLabelsOf(config);
+  const credentials = new CredentialHealth(labels);
   const webhookDeps = {
     store,
     decisions: store,
@@ -84,6 +89,8 @@ export function assemble(config: Config, home: Home, options: AssembleOptions): 
     queries: store,
     history,
     health: () => home.health(),
+    geminiKeys: () => credentials.all(),
+    credentials: labels,
     waitForVersion: (name, afterVersion, waitMs, signal) => changes.versionPast(name, afterVersion, waitMs, signal),
     guard: (routes) => guard.install(routes),
     // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
@@ -99,6 +106,7 @@ export function assemble(config: Config, home: Home, options: AssembleOptions): 
         engine: home.label,
         reconcileOn: reconcileOn(config),
         unprocessable: store,
+        geminiKeys: () => credentials.all(),
       });
     },
   });
@@ -112,7 +120,13 @@ export function assemble(config: Config, home: Home, options: AssembleOptions): 
     onPollSoon: (wake) => {
       pollSoon = wake;
     },
+    credentials,
   };
+}
+
+/** The labels of GEMINI_API_KEYS (none for a single GEMINI_API_KEY). */
+function credentialLabelsOf(config: Config): string[] {
+  return (config.GEMINI_API_KEYS && geminiKeysOf(config.GEMINI_API_KEYS)?.map((key) => key.label)) || [];
 }
 
 /**
@@ -129,7 +143,7 @@ export async function openHome(config: Config, options: Omit<HomeOptions, 'histo
 
 /** Whether reconcile polls anything: a Gemini API key, or an Agent Platform project and location. */
 export function reconcileOn(config: Config): boolean {
-  return Boolean(config.GEMINI_API_KEY || agentPlatformOf(config));
+  return Boolean(config.GEMINI_API_KEY || config.GEMINI_API_KEYS || agentPlatformOf(config));
 }
 
 /** One reconcile run within `budgetMs`, through the same ingest: the due polls, and discovery and the webhook health check when due. */
@@ -139,22 +153,27 @@ export type Reconciler = (budgetMs: number) => Promise<ReconcileStats>;
  * Reconcile as the stack's schedule runs it. The Gemini SDK is loaded only
  * when there is something to poll; undefined (and said once) when there is not.
  */
-export async function reconcilerOf(config: Config, home: Home, logger: Logger): Promise<Reconciler | undefined> {
+export async function reconcilerOf(
+  config: Config,
+  home: Home,
+  logger: Logger,
+  credentialHealth?: CredentialHealth,
+): Promise<Reconciler | undefined> {
   const { store, claimJob } = home;
   const off = () =>
     logger.warn(
-      'reconcile off: neither GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are set (webhooks still work; nothing is polled)',
+      'reconcile off: neither GEMINI_API_KEY (or GEMINI_API_KEYS) nor GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are set (webhooks still work; nothing is polled)',
     );
   // Without credentials the SDK is not even loaded (a library's cold start pays for it only where it polls).
   if (!reconcileOn(config)) return void off();
   const { GenAiPoller, pollerOptionsOf } = await import('../app/reconcile/gemini-poller.ts');
   const options = await pollerOptionsOf(config, async (name) => config[name]);
   if (!options) return void off();
-  const poller = new GenAiPoller(options);
+  const poller = new GenAiPoller({ ...options, ...(credentialHealth && { credentialHealth }) });
   // The webhook health check and discovery are the Gemini API's (the Agent Platform sends no webhooks and lists nothing here).
   // On several instances (PostgreSQL) each hourly chore runs on the one that claims it.
   const health = options.gemini && new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: config.WEBHOOK_URL, logger, claimJob });
-  const discovery = options.gemini && new BatchDiscovery({ lister: poller, store, logger, claimJob });
+  const discovery = options.gemini && new BatchDiscovery({ lister: poller, store, logger, claimJob, credentials: poller.labels });
   return (budgetMs) =>
     reconcile({
       store,
@@ -165,6 +184,7 @@ export async function reconcilerOf(config: Config, home: Home, logger: Logger): 
       intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
       budgetMs,
       unseenExpiryMs: config.TRACKED_EXPIRY_DAYS * 86_400_000,
+      overdueAfter: overdueAfterOf(config),
     });
 }
 

@@ -5,16 +5,19 @@
  * in `versions`).
  *
  * The Gemini API, with the API key: `GET batches/{id}`, `GET interactions/{id}`
- * and `GET {operation name}`, the creates (`POST …:batchGenerateContent`,
- * `…:asyncBatchEmbedContent`, `…:predictLongRunning`, `interactions`),
+ * and `GET {operation name}` (File Search imports and uploads among them), the
+ * creates (`POST …:batchGenerateContent`, `…:asyncBatchEmbedContent`,
+ * `…:predictLongRunning`, `interactions`, `fileSearchStores/{s}:importFile`,
+ * and `uploadToFileSearchStore`'s resumable upload under `/upload/`),
  * `GET batches` (paged, newest first), and the static webhooks API
  * (`webhooks`: list, create, get, patch, `:ping`, `:rotateSigningSecret`),
  * whose ping is delivered signed, as Gemini does, and retried until answered 2xx.
  *
  * The Gemini Enterprise Agent Platform (formerly Vertex AI), for
  * `projects/{p}/locations/{l}/…` names: batch prediction jobs (`GET`), Veo
- * operations (`POST …/models/{m}:fetchPredictOperation`) and interactions
- * (`GET`), with a bearer token from `POST /token` (an OAuth token exchange,
+ * operations (`POST …/models/{m}:fetchPredictOperation`), interactions
+ * (`GET`) and tuning jobs (`GET`, and `POST …/tuningJobs` as `tunings.tune`
+ * makes them), with a bearer token from `POST /token` (an OAuth token exchange,
  * as Application Default Credentials of an external account make) or an
  * express-mode key. States are set by the test as time goes on; faults can be
  * injected per resource name.
@@ -30,6 +33,19 @@ export interface FakeBatch {
   state: string;
   updateTime?: string;
   createTime?: string;
+  /** The Gemini API's request counts (int64 strings), answered in the batch's metadata. */
+  batchStats?: { requestCount?: string; successfulRequestCount?: string; failedRequestCount?: string; pendingRequestCount?: string };
+  /** A failed batch's error, on the operation as the Gemini API answers it. */
+  error?: { code: number; message: string };
+}
+
+/** An Agent Platform tuning job, as `tunings.get` reads it. */
+export interface FakeTuningJob {
+  state: string;
+  updateTime?: string;
+  createTime?: string;
+  tunedModel?: { model?: string; endpoint?: string };
+  error?: { code: number; message: string };
 }
 
 /** How `GET /v1beta/batches` misbehaves, for the discovery sweep's paging bound. */
@@ -60,6 +76,8 @@ export interface FakeInteraction {
   errors?: Array<{ code?: string; message?: string }>;
   /** The steps answered, model output included (a video inline as base64 `data`, or as a `uri`). */
   steps?: unknown[];
+  /** Token counts, as @google/genai 3.6 declares them (`total_input_tokens`, …). */
+  usage?: Record<string, number>;
 }
 
 /** The API versions the fake serves under, as the SDKs name them. */
@@ -76,6 +94,10 @@ export class FakeGemini {
   private pingsInFlight = new Set<Promise<void>>();
   readonly batches = new Map<string, FakeBatch>();
   readonly operations = new Map<string, FakeOperation>();
+  /** Agent Platform tuning jobs, by name (`projects/{p}/locations/{l}/tuningJobs/{id}`). */
+  readonly tuningJobs = new Map<string, FakeTuningJob>();
+  /** Resumable uploads begun (`uploadToFileSearchStore`): the session id → the store it uploads to. */
+  private readonly uploads = new Map<string, string>();
   /** Each create request's body, by the name it created. */
   readonly created = new Map<string, Record<string, unknown>>();
   /** Page size of `GET /v1beta/batches` when the caller asks for none or more (Gemini's default is 50). */
@@ -92,6 +114,15 @@ export class FakeGemini {
   readonly platformToken = `ya29.fake-${randomUUID()}`;
   /** Token exchanges made (`POST /token`). */
   tokenRequests = 0;
+  /**
+   * More Gemini API keys than the one the fake was made with. A resource in `owners` is visible to its key only
+   * (another key is answered 404, as Gemini does), and listed to it only; one in `refusedKeys` is answered 403.
+   */
+  readonly otherKeys = new Set<string>();
+  readonly owners = new Map<string, string>();
+  readonly refusedKeys = new Set<string>();
+  /** The key each Gemini API request came with, in the same order as `requests` (the Agent Platform's: ''). */
+  readonly requestKeys: string[] = [];
   /** Held back answers: a request for a name here waits until `release(name)`. */
   private readonly held = new Map<string, Array<() => void>>();
   readonly holding = new Set<string>();
@@ -115,6 +146,7 @@ export class FakeGemini {
     this.server = createServer(async (req, res) => {
       const url = new URL(req.url ?? '/', 'http://x');
       if (req.method === 'POST' && url.pathname === '/token') return this.exchangeToken(req, res);
+      if (req.method === 'POST' && url.pathname.startsWith('/upload')) return this.upload(req, res, url);
       const version = VERSION_PREFIX.exec(url.pathname)?.[1];
       if (!version) return json(res, 404, { error: { code: 404, message: `no API version in ${url.pathname}`, status: 'NOT_FOUND' } });
       let path = decodeURIComponent(url.pathname).slice(version.length + 2);
@@ -125,8 +157,15 @@ export class FakeGemini {
       if (fetchPredict) path = String((JSON.parse(body || '{}') as { operationName?: string }).operationName);
       this.requests.push(path);
       this.versions.push(version);
+      const key = platform ? '' : String(req.headers['x-goog-api-key'] ?? '');
+      this.requestKeys.push(key);
       if (!this.authorized(req, platform))
         return json(res, 401, { error: { code: 401, message: 'API key not valid', status: 'UNAUTHENTICATED' } });
+      if (this.refusedKeys.has(key))
+        return json(res, 403, { error: { code: 403, message: 'Permission denied on this key', status: 'PERMISSION_DENIED' } });
+      const owner = this.owners.get(path);
+      if (!platform && owner !== undefined && owner !== key)
+        return json(res, 404, { error: { code: 404, message: `${path} not found`, status: 'NOT_FOUND' } });
       if (this.holding.has(path)) await new Promise<void>((resume) => this.held.set(path, [...(this.held.get(path) ?? []), resume]));
       if (path === 'webhooks' || path.startsWith('webhooks/')) return this.webhooksApi(req, res, path, body, url);
       const fault = this.faults.get(path);
@@ -139,8 +178,10 @@ export class FakeGemini {
       }
       if (fault === 'slow') await new Promise((resolve) => setTimeout(resolve, 15_000));
       if (req.method === 'POST' && !fetchPredict) return this.create(res, path, body);
-      if (path === 'batches') return this.listBatches(url, res);
+      if (path === 'batches') return this.listBatches(url, res, key);
       if (this.batches.has(path)) return json(res, 200, platform ? this.predictionJobView(path) : this.batchView(path));
+      const tuningJob = this.tuningJobs.get(path);
+      if (tuningJob) return json(res, 200, { name: path, baseModel: 'gemini-2.5-flash', ...tuningJob });
       const interaction = this.interactions.get(path);
       if (interaction) {
         const id = path.slice(path.lastIndexOf('/') + 1);
@@ -157,7 +198,7 @@ export class FakeGemini {
   /** The Gemini API takes its key; the Agent Platform a bearer token from `/token`, or its express-mode key. */
   private authorized(req: IncomingMessage, platform: boolean): boolean {
     const key = req.headers['x-goog-api-key'];
-    if (!platform) return key === this.apiKey;
+    if (!platform) return key === this.apiKey || this.otherKeys.has(String(key)) || this.refusedKeys.has(String(key));
     return key === this.platformApiKey || req.headers.authorization === `Bearer ${this.platformToken}`;
   }
 
@@ -210,6 +251,19 @@ export class FakeGemini {
       this.created.set(name, input);
       return json(res, 200, { name });
     }
+    const store = /^(fileSearchStores\/[^/:]+):importFile$/.exec(path)?.[1];
+    if (store) {
+      const name = `${store}/operations/${id}`;
+      this.operations.set(name, { done: false });
+      this.created.set(name, input);
+      return json(res, 200, { name, done: false });
+    }
+    if (/^projects\/[^/]+\/locations\/[^/]+\/tuningJobs$/.test(path)) {
+      const name = `${path}/${id}`;
+      this.tuningJobs.set(name, { state: 'JOB_STATE_PENDING', createTime: now, updateTime: now });
+      this.created.set(name, input);
+      return json(res, 200, { name, state: 'JOB_STATE_PENDING', createTime: now });
+    }
     if (path === 'interactions' || /^projects\/[^/]+\/locations\/[^/]+\/interactions$/.test(path)) {
       const name = `${path}/${id}`;
       this.interactions.set(name, { status: input.background ? 'in_progress' : 'completed', updated: now });
@@ -219,17 +273,50 @@ export class FakeGemini {
     return json(res, 404, { error: { code: 404, message: `no create at ${path}`, status: 'NOT_FOUND' } });
   }
 
+  /** A Gemini API batch: a long-running operation with the batch in its metadata (its counts too), a failure's error beside it. */
   private batchView(name: string) {
-    const batch = this.batches.get(name) as FakeBatch;
-    return { name, metadata: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch', name, ...batch } };
+    const { error, ...batch } = this.batches.get(name) as FakeBatch;
+    const done = /SUCCEEDED|FAILED|CANCELLED|EXPIRED/.test(batch.state);
+    return {
+      name,
+      metadata: { '@type': 'type.googleapis.com/google.ai.generativelanguage.v1main.GenerateContentBatch', name, ...batch },
+      ...(done && { done }),
+      ...(error && { error }),
+    };
   }
 
-  /** The key's batches, newest first, a page at a time (`pageToken` is the offset here). */
-  private listBatches(url: URL, res: ServerResponse): void {
+  /**
+   * `uploadToFileSearchStore`, as the SDK drives it: a resumable upload's start
+   * (`POST /upload/{version}/fileSearchStores/{s}:uploadToFileSearchStore`,
+   * answered with the session's URL), then its bytes with `upload, finalize`,
+   * answered with the long-running operation that imports them.
+   */
+  private async upload(req: IncomingMessage, res: ServerResponse, url: URL): Promise<void> {
+    await text(req);
+    if (req.headers['x-goog-api-key'] !== this.apiKey)
+      return json(res, 401, { error: { code: 401, message: 'API key not valid', status: 'UNAUTHENTICATED' } });
+    const store = /^\/upload\/v1\w*\/(fileSearchStores\/[^/:]+):uploadToFileSearchStore$/.exec(url.pathname)?.[1];
+    if (store && req.headers['x-goog-upload-command'] === 'start') {
+      const session = randomUUID();
+      this.uploads.set(session, store);
+      res.writeHead(200, { 'x-goog-upload-url': `${this.baseUrl}/upload-session/${session}`, 'x-goog-upload-status': 'active' }).end();
+      return;
+    }
+    const session = /^\/upload-session\/([\w-]+)$/.exec(url.pathname)?.[1];
+    const target = session && this.uploads.get(session);
+    if (!target) return json(res, 404, { error: { code: 404, message: 'no such upload', status: 'NOT_FOUND' } });
+    const name = `${target}/upload/operations/${randomUUID().replace(/-/g, '').slice(0, 16)}`;
+    this.operations.set(name, { done: false });
+    this.uploads.delete(session);
+    res.writeHead(200, { 'content-type': 'application/json', 'x-goog-upload-status': 'final' }).end(JSON.stringify({ name, done: false }));
+  }
+
+  /** The key's batches (those another key owns left out), newest first, a page at a time (`pageToken` is the offset here). */
+  private listBatches(url: URL, res: ServerResponse, key: string): void {
     const query = url.searchParams;
     const size = Math.min(Number(query.get('pageSize')) || this.listPageSize, this.listPageSize);
     const offset = Number(query.get('pageToken')) || 0;
-    const all = [...this.batches.keys()].reverse();
+    const all = [...this.batches.keys()].filter((name) => (this.owners.get(name) ?? key) === key).reverse();
     const page = all.slice(offset, offset + size).map((name) => this.batchView(name));
     const more = offset + size < all.length;
     const nextPageToken =

@@ -161,7 +161,7 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
         const assembled = assemble(config, home, { dataDir, logger });
         // SQLite derives history and the effects from its outbox in this process, from now on.
         if (!onPostgres) await home.start();
-        return { home, assembled, reconciler: await reconcilerOf(config, home, logger) };
+        return { home, assembled, reconciler: await reconcilerOf(config, home, logger, assembled.credentials) };
       } catch (error) {
         await home.close(true);
         throw error;

@@ -54,7 +54,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
     for (const step of stopped.splice(0).reverse()) await step();
   };
   try {
-    const { app, receive, guard, tokens, devSecret, devSecretFile, onPollSoon } = assemble(config, home, { dataDir, logger });
+    const { app, receive, guard, tokens, devSecret, devSecretFile, onPollSoon, credentials } = assemble(config, home, { dataDir, logger });
     await home.start();
     const maintenance = everyHour(logger, home.maintenance, home.claimJob);
     stopped.push(() => clearInterval(maintenance));
@@ -79,7 +79,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
           (server as Server).closeAllConnections();
         }),
     );
-    const reconciler = await reconcilerOf(config, home, logger);
+    const reconciler = await reconcilerOf(config, home, logger, credentials);
     if (reconciler) {
       const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;
       const schedule = new LocalSchedule(periodMs, () => reconciler(periodMs * 0.8), logger);

@@ -121,12 +121,20 @@ export class RatchetClient {
     return this.transport.request(method, path, json, signal);
   }
 
-  /** Starts tracking a job (reconcile polls it before any webhook arrives). `created` is false when Ratchet already knew it. */
+  /**
+   * Starts tracking a job (reconcile polls it before any webhook arrives). `created` is false when Ratchet already
+   * knew it. `credential`: the label of the Gemini API key that created the job (the server's GEMINI_API_KEYS),
+   * which polls it; a batch is visible only to its own key.
+   */
   async track(
     name: string,
-    options: { metadata?: Record<string, unknown> } = {},
+    options: { metadata?: Record<string, unknown>; credential?: string } = {},
   ): Promise<{ operation: OperationRecord; created: boolean }> {
-    const { status, body } = await this.request('POST', '/operations', { name, ...(options.metadata && { metadata: options.metadata }) });
+    const { status, body } = await this.request('POST', '/operations', {
+      name,
+      ...(options.metadata && { metadata: options.metadata }),
+      ...(options.credential && { credential: options.credential }),
+    });
     return { operation: body as OperationRecord, created: status === 201 };
   }
 
@@ -140,9 +148,9 @@ export class RatchetClient {
     }
   }
 
-  /** One page, most recently recorded first; pass `nextCursor` back for the next. */
+  /** One page, most recently recorded first; pass `nextCursor` back for the next. `overdue`: only open jobs past their kind's limit. */
   async list(
-    filter: { state?: OperationState; kind?: OperationKind; limit?: number; cursor?: string } = {},
+    filter: { state?: OperationState; kind?: OperationKind; overdue?: boolean; limit?: number; cursor?: string } = {},
   ): Promise<{ operations: OperationView[]; nextCursor?: string }> {
     return (await this.request('GET', withQuery('/operations', filter))).body as { operations: OperationView[]; nextCursor?: string };
   }

@@ -6,8 +6,10 @@
  *
  * Returns the same @google/genai client (2.x or 3.x, on the Gemini API or in
  * Agent Platform mode), with `batches.create`, `batches.createEmbeddings`,
- * `models.generateVideos` and background `interactions.create` (not
- * streamed) each tracking the job it created, with the request's webhook
+ * `models.generateVideos`, background `interactions.create` (not streamed),
+ * `fileSearchStores.importFile` and `uploadToFileSearchStore` (where the
+ * SDK has them) and, in Agent Platform mode, `tunings.tune` each tracking
+ * the job it created, with the request's webhook
  * `userMetadata` / `user_metadata` as the job's metadata. Video on the Gemini
  * API is a background interaction now (`gemini-omni-*`); `generateVideos`
  * (Veo) runs where the SDK sends it, the Agent Platform, and SDK 3.x throws
@@ -19,6 +21,14 @@
 import type { GoogleGenAI } from '@google/genai';
 
 export interface TrackJobsOptions {
+  /**
+   * The label of this client's API key in the server's GEMINI_API_KEYS: recorded with each job, so reconcile polls
+   * it with the key that created it. Default: the label whose key this client was made with, when `keys` (the
+   * same label=key pairs) is given; none when it cannot tell (the server's first key then polls the job).
+   */
+  credential?: string;
+  /** `GEMINI_API_KEYS` as the server has it (`label=key,…`): the label of this client's key is found in it, never sent. */
+  keys?: string;
   /** Called with each job that was created but could not be tracked. */
   onTrackError?: (error: Error, name: string) => void;
   /** Where a tracking failure is logged (default: console). */
@@ -29,16 +39,19 @@ type Metadata = Record<string, unknown> | undefined;
 
 /** What trackJobs needs of a client: a RatchetClient from @ratchet/client (this package does not depend on it). */
 export interface JobTracker {
-  track(name: string, options: { metadata?: Record<string, unknown> }): Promise<unknown>;
+  track(name: string, options: { metadata?: Record<string, unknown>; credential?: string }): Promise<unknown>;
 }
 type Tracked = Pick<GoogleGenAI, 'batches' | 'models' | 'interactions'>;
+/** The modules an older SDK may lack (2.x has no File Search stores); patched where present. */
+type Optional = Partial<Pick<GoogleGenAI, 'fileSearchStores' | 'tunings'>>;
 
 export function trackJobs<T extends Tracked>(ai: T, client: JobTracker, options: TrackJobsOptions = {}): T {
   const { onTrackError, logger = console } = options;
+  const credential = options.credential ?? labelOfKey(ai, options.keys);
   const track = async (name: string | undefined, metadata: Metadata) => {
     if (!name) return;
     try {
-      await client.track(name, metadata ? { metadata } : {});
+      await client.track(name, { ...(metadata && { metadata }), ...(credential && { credential }) });
     } catch (error) {
       logger.warn(`ratchet: ${name} was created but could not be tracked: ${(error as Error).message}`);
       onTrackError?.(error as Error, name);
@@ -84,5 +97,28 @@ export function trackJobs<T extends Tracked>(ai: T, client: JobTracker, options:
       : undefined,
   );
   interactions.create = patched as unknown as typeof interactions.create;
+
+  // File Search: an import or an upload answers a long-running operation (`fileSearchStores/{s}/…operations/{o}`).
+  const stores = (ai as Optional).fileSearchStores;
+  if (stores?.importFile) stores.importFile = tracking(stores.importFile.bind(stores), (operation) => ({ name: operation.name }));
+  if (stores?.uploadToFileSearchStore) {
+    stores.uploadToFileSearchStore = tracking(stores.uploadToFileSearchStore.bind(stores), (operation) => ({ name: operation.name }));
+  }
+  // Tuning jobs are tracked where they are jobs of their own: on the Agent Platform (`…/tuningJobs/{id}`).
+  const tunings = (ai as Optional).tunings;
+  if (tunings?.tune && mode.vertexai) {
+    tunings.tune = tracking(tunings.tune.bind(tunings), (job) => ({ name: job.name }));
+  }
   return ai;
+}
+
+/** The label `keys` (`label=key,…`) gives the key this client was made with (a field the SDK keeps, typed private). */
+function labelOfKey(ai: unknown, keys: string | undefined): string | undefined {
+  const apiKey = (ai as { apiKey?: string }).apiKey;
+  if (!keys || !apiKey) return undefined;
+  for (const pair of keys.split(/[\s,]+/)) {
+    const at = pair.indexOf('=');
+    if (at > 0 && pair.slice(at + 1) === apiKey) return pair.slice(0, at);
+  }
+  return undefined;
 }

@@ -1,7 +1,7 @@
 /**
  * `ratchet/receiver`: for the service that receives Ratchet's outbound
  * effects (`EFFECTS_WEBHOOK_URL`). Verifies the Standard Webhooks signature
- * over the raw body and returns the typed `operation.state_changed` event.
+ * over the raw body and returns the typed `operation.state_changed` (or `operation.overdue`) event.
  *
  *   const event = verifyEffect(req.headers, rawBody, process.env.EFFECTS_SIGNING_SECRET);
  *   if (await alreadyDone(event.id)) return; // the same id on every retry: name#version
@@ -28,11 +28,14 @@ export class EffectVerificationError extends Error {
   }
 }
 
-/** One applied state change, as Ratchet sends it. Fields may be added; none is removed. */
+/**
+ * One applied state change (`operation.state_changed`), or a job found open past its kind's limit
+ * (`operation.overdue`, once per job, `data.overdue` set), as Ratchet sends it. Fields may be added; none is removed.
+ */
 export interface StateChangedEvent {
   /** The `webhook-id`: `<name>#<version>`, the same on every retry. Do the work once per id. */
   id: string;
-  type: 'operation.state_changed';
+  type: 'operation.state_changed' | 'operation.overdue';
   /** When Ratchet recorded the change (ISO 8601, UTC). */
   timestamp: string;
   data: {
@@ -46,12 +49,14 @@ export interface StateChangedEvent {
     result: OperationResult | null;
     /** The job's metadata, from `track(name, { metadata })` or Gemini's `user_metadata`. */
     userMetadata?: Record<string, unknown>;
+    /** `operation.overdue` only: when Ratchet found it overdue, its kind's limit, and since when it is open. */
+    overdue?: { at: string; afterSeconds: number; openSince: string };
   };
 }
 
 const State = z.enum(OPERATION_STATES);
 const Body = z.object({
-  type: z.literal('operation.state_changed'),
+  type: z.enum(['operation.state_changed', 'operation.overdue']),
   timestamp: z.string(),
   data: z.looseObject({
     name: z.string(),
@@ -64,6 +69,7 @@ const Body = z.object({
     providerState: z.nullable(z.string()),
     result: z.nullable(z.looseObject({})),
     userMetadata: z.optional(z.record(z.string(), z.unknown())),
+    overdue: z.optional(z.looseObject({ at: z.string(), afterSeconds: z.number(), openSince: z.string() })),
   }),
 });
 
@@ -93,7 +99,10 @@ export function verifyEffect(headers: HeaderBag, rawBody: string | Buffer, secre
   }
   const parsed = Body.safeParse(json);
   if (!parsed.success)
-    throw new EffectVerificationError('malformed-body', `not an operation.state_changed event: ${z.prettifyError(parsed.error)}`);
+    throw new EffectVerificationError(
+      'malformed-body',
+      `not an operation.state_changed or operation.overdue event: ${z.prettifyError(parsed.error)}`,
+    );
   return { id: plain['webhook-id'] as string, ...(parsed.data as Omit<StateChangedEvent, 'id'>) };
 }
 

@@ -7,13 +7,16 @@
  * is a failed delivery, its message the outcome the console shows.
  */
 import { type EffectSink, SinkError } from './sinks.ts';
-import { idempotencyKey, STATE_CHANGED_TYPE, stateChangedEvent, type Transition } from './transition.ts';
+import { type EffectType, effectEvent, idempotencyKey, type Transition } from './transition.ts';
 
-/** One applied state change, as `onChange` receives it: the outbound webhook's body, with its `webhook-id` as `id`. */
+/**
+ * One applied state change (or a job found overdue: `type: operation.overdue`), as `onChange` receives it: the
+ * outbound webhook's body, with its `webhook-id` as `id`.
+ */
 export interface StateChange {
   /** `<name>#<version>`: the same on every retry. */
   id: string;
-  type: 'operation.state_changed';
+  type: EffectType;
   timestamp: string;
   data: Omit<Transition, 'recordedAt'>;
 }
@@ -30,8 +33,8 @@ export type OnChange = (change: StateChange, context: ChangeContext) => unknown;
 export const APP_SINK = 'app';
 
 export function changeOf(transition: Transition): StateChange {
-  const { timestamp, data } = stateChangedEvent(transition);
-  return { id: idempotencyKey(transition), type: STATE_CHANGED_TYPE, timestamp, data };
+  const { type, timestamp, data } = effectEvent(transition);
+  return { id: idempotencyKey(transition), type, timestamp, data };
 }
 
 /** A handler's failure as a delivery's outcome, in one line. */

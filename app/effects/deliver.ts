@@ -14,7 +14,7 @@ import type { DeadLetterReason, DeadLetters } from './dead-letters.ts';
 import type { EffectLedger } from './ledger.ts';
 import { nextAttempt, type RetrySettings } from './queue.ts';
 import { type EffectSink, SinkError } from './sinks.ts';
-import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
+import { effectEvent, idempotencyKey, type Transition } from './transition.ts';
 
 /** An applied state change waiting for its effects, as a queue offers it. */
 export interface PendingEffect {
@@ -56,7 +56,7 @@ export async function deliverEffect(effect: PendingEffect, deps: DeliveryDeps): 
       idempotencyKey: key,
       reason,
       transition,
-      body: JSON.stringify(stateChangedEvent(transition)),
+      body: JSON.stringify(effectEvent(transition)),
       lastError,
       attempts: attempt,
       firstAttemptAt: new Date(firstAttemptAtMs).toISOString(),

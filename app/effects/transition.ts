@@ -8,7 +8,10 @@ import type { OperationRecord } from '../../core/reducer.ts';
 export type Transition = Pick<
   OperationRecord,
   'name' | 'kind' | 'state' | 'previousState' | 'version' | 'updateTime' | 'providerState' | 'result' | 'userMetadata' | 'recordedAt'
->;
+> & {
+  /** Set on the write that found the job overdue: its effect is `operation.overdue`, not a state change. */
+  overdue?: { at: string; afterSeconds: number; openSince: string };
+};
 
 /** A record no retry can decode: dead-lettered at once, never retried. */
 export class InvalidStreamRecordError extends Error {
@@ -31,8 +34,17 @@ export function transitionOf(item: OperationRecord | Transition, what = 'the cha
     result: item.result ?? null,
     // Only operations started with a dynamic webhook's user_metadata carry it.
     ...(item.userMetadata && { userMetadata: item.userMetadata }),
+    ...overdueOf(item),
     recordedAt: item.recordedAt,
   };
+}
+
+/** A record written by the overdue mark (or a transition made from one) carries what its effect says of it. */
+function overdueOf(item: OperationRecord | Transition): Pick<Transition, 'overdue'> {
+  if ('source' in item && item.source === 'overdue' && item.overdue)
+    return { overdue: { at: item.overdue.at, afterSeconds: item.overdue.afterSeconds, openSince: item.createdAt } };
+  if (!('source' in item) && item.overdue) return { overdue: item.overdue as Transition['overdue'] };
+  return {};
 }
 
 /** The stable id of a transition: the same on every retry and replay, so sinks can apply it once. */
@@ -41,9 +53,12 @@ export function idempotencyKey(transition: Pick<Transition, 'name' | 'version'>)
 }
 
 export const STATE_CHANGED_TYPE = 'operation.state_changed';
+/** The effect of a job found open past its kind's limit (OVERDUE_AFTER): once per job, in order with its state changes. */
+export const OVERDUE_TYPE = 'operation.overdue';
+export type EffectType = typeof STATE_CHANGED_TYPE | typeof OVERDUE_TYPE;
 
 /** The outbound event (webhook body; EventBridge detail is its `data`). Stable across retries. */
-export function stateChangedEvent(transition: Transition) {
+export function effectEvent(transition: Transition): { type: EffectType; timestamp: string; data: Omit<Transition, 'recordedAt'> } {
   const { recordedAt, ...data } = transition;
-  return { type: STATE_CHANGED_TYPE, timestamp: recordedAt, data };
+  return { type: transition.overdue ? OVERDUE_TYPE : STATE_CHANGED_TYPE, timestamp: recordedAt, data };
 }

@@ -5,7 +5,7 @@ import { networkFailureInWords } from '../../core/network.ts';
 import { type Config, ConfigError } from '../config.ts';
 import { InvalidSecretError, parseSigningSecrets } from '../http/webhook-signature.ts';
 import { type EffectSink, SinkError } from './sinks.ts';
-import { idempotencyKey, stateChangedEvent, type Transition } from './transition.ts';
+import { effectEvent, idempotencyKey, type Transition } from './transition.ts';
 
 /** One POST of a signed effect; resolves with the answer's status, rejects when none came (a timeout included). */
 export type Post = (request: { headers: Record<string, string>; body: string; timeoutMs: number }) => Promise<{ status: number }>;
@@ -38,7 +38,7 @@ export class WebhookSink implements EffectSink {
   async deliver(transition: Transition): Promise<void> {
     const { timeoutMs = 5_000, clock = () => new Date(), post = this.fetchPost } = this.options;
     const id = idempotencyKey(transition);
-    const body = JSON.stringify(stateChangedEvent(transition));
+    const body = JSON.stringify(effectEvent(transition));
     const now = clock();
     const headers = {
       'content-type': 'application/json',

@@ -14,8 +14,10 @@ import { OPERATION_KINDS, OPERATION_STATES } from '../../core/lifecycle.ts';
 import { kindOfName, normalizeOperationName } from '../../core/names.ts';
 import { type OperationRecord, trackedRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
+import { CREDENTIAL_LABEL } from '../config.ts';
 import type { HistoryLog } from '../history.ts';
 import { EFFECTS_FILTERS, InvalidCursorError, type OperationQueries, StoreRejectedError, UnsupportedFilterError } from '../ports.ts';
+import type { CredentialStatus } from '../reconcile/credentials.ts';
 import { MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
 /** `{"name": …}` with a name of at most 512 bytes fits many times over. */
@@ -28,6 +30,8 @@ export interface AppDeps extends WebhookDeps {
   history?: Pick<HistoryLog, 'list'>;
   /** Whether the store answers (the local runtime); without it `/healthz` reports the process only. */
   health?: () => Promise<'ok' | 'unavailable'>;
+  /** Whether Gemini takes each labelled API key (GEMINI_API_KEYS): `/healthz` names a refused one, by label. */
+  geminiKeys?: () => CredentialStatus[];
   /**
    * Whether a browser's Origin may send a state-changing request. Default: the
    * request's own origin (API Gateway, where the routes need SigV4 anyway);
@@ -46,16 +50,29 @@ export interface AppDeps extends WebhookDeps {
    * it (API Gateway) the two parameters are ignored and the record is answered at once.
    */
   waitForVersion?: (name: string, afterVersion: number | undefined, waitMs: number, signal: AbortSignal) => Promise<boolean>;
+  /**
+   * The labels of the Gemini API keys reconcile polls with (GEMINI_API_KEYS): a track naming another is refused.
+   * Undefined where this process does not know them (API Gateway: the keys are the reconcile function's).
+   */
+  credentials?: string[];
   /** Routes only one runtime has (the local runtime's effects admin), with the app's helpers. */
   extraRoutes?: (app: Hono, helpers: { sameOriginJson: MiddlewareHandler; fail: (failure: Failure, message: string) => Response }) => void;
 }
 
-/** `metadata`: the application's own labels for the job (as Gemini's `user_metadata`), carried on its record and its effects. */
-const TrackRequest = z.object({ name: z.string(), metadata: z.optional(z.record(z.string(), z.unknown())) });
+/**
+ * `metadata`: the application's own labels for the job (as Gemini's `user_metadata`), carried on its record and its
+ * effects; `credential`: the label of the Gemini API key that created it (GEMINI_API_KEYS), which polls it.
+ */
+const TrackRequest = z.object({
+  name: z.string(),
+  metadata: z.optional(z.record(z.string(), z.unknown())),
+  credential: z.optional(z.string().check(z.regex(CREDENTIAL_LABEL))),
+});
 const ListQuery = z.object({
   state: z.optional(z.enum(OPERATION_STATES)),
   kind: z.optional(z.enum(OPERATION_KINDS)),
   effects: z.optional(z.enum(EFFECTS_FILTERS)),
+  overdue: z.optional(z.enum(['true', 'false'])),
   limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(100))),
   cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
 });
@@ -114,9 +131,13 @@ export function createApp(deps: AppDeps): Hono {
   deps.guard?.(app);
   const fail = failureResponse;
 
-  app.get('/healthz', async (c) =>
-    (await deps.health?.()) === 'unavailable' ? c.json({ status: 'degraded', store: 'unavailable' }, 503) : c.json({ status: 'ok' }),
-  );
+  app.get('/healthz', async (c) => {
+    if ((await deps.health?.()) === 'unavailable') return c.json({ status: 'degraded', store: 'unavailable' }, 503);
+    // A key Gemini refuses stops only its own jobs' polls: said here (by label, never the key), the instance still serves.
+    const refused = (deps.geminiKeys?.() ?? []).filter((key) => key.state === 'refused');
+    if (refused.length === 0) return c.json({ status: 'ok' });
+    return c.json({ status: 'ok', geminiKeys: { refused: refused.map(({ label, status, at }) => ({ label, status, at })) } });
+  });
 
   const limit = (maxSize: number) =>
     bodyLimit({
@@ -152,16 +173,31 @@ export function createApp(deps: AppDeps): Hono {
   app.post('/operations', sameOriginJson, limit(MAX_TRACK_BODY_BYTES), async (c) => {
     let name: string;
     let metadata: Record<string, unknown> | undefined;
+    let credential: string | undefined;
     try {
       const request = TrackRequest.safeParse(await c.req.json());
-      if (!request.success) return fail('malformed-request', 'body must be {"name": "<operation name>", "metadata"?: {…}}');
+      if (!request.success)
+        return fail(
+          'malformed-request',
+          'body must be {"name": "<operation name>", "metadata"?: {…}, "credential"?: "<label of a GEMINI_API_KEYS key>"}',
+        );
       name = normalizeOperationName(request.data.name);
       metadata = request.data.metadata;
+      credential = request.data.credential;
     } catch (error) {
       return fail('malformed-request', (error as Error).message);
     }
+    const known = deps.credentials;
+    if (credential !== undefined && known && !known.includes(credential)) {
+      return fail(
+        'malformed-request',
+        known.length === 0
+          ? `credential ${JSON.stringify(credential)} names no key: this Ratchet polls with one key (GEMINI_API_KEYS is not set)`
+          : `credential ${JSON.stringify(credential)} names no key: GEMINI_API_KEYS has ${known.map((l) => JSON.stringify(l)).join(', ')}`,
+      );
+    }
     try {
-      const record = trackedRecord(name, kindOfName(name), timeFromDate(clock()), metadata);
+      const record = trackedRecord(name, kindOfName(name), timeFromDate(clock()), metadata, credential);
       const written = await store.write(record, undefined);
       if (written.ok) {
         logger.info('operation tracked', { operation: name });
@@ -182,12 +218,14 @@ export function createApp(deps: AppDeps): Hono {
       if (!query.success) {
         return fail(
           'malformed-request',
-          `state must be one of ${OPERATION_STATES.join(', ')}; kind one of ${OPERATION_KINDS.join(', ')}; effects one of ${EFFECTS_FILTERS.join(', ')}; limit 1-100`,
+          `state must be one of ${OPERATION_STATES.join(', ')}; kind one of ${OPERATION_KINDS.join(', ')}; effects one of ${EFFECTS_FILTERS.join(', ')}; overdue true or false; limit 1-100`,
         );
       }
-      const { state, kind, effects, limit, cursor } = query.data;
+      const { state, kind, effects, overdue, limit, cursor } = query.data;
       try {
-        return c.json(await queries.list({ state, kind, effects, limit: limit ?? 50, cursor }));
+        return c.json(
+          await queries.list({ state, kind, effects, ...(overdue === 'true' && { overdue: true }), limit: limit ?? 50, cursor }),
+        );
       } catch (error) {
         if (error instanceof InvalidCursorError || error instanceof UnsupportedFilterError) return fail('malformed-request', error.message);
         logger.error('list failed', { error });

@@ -8,7 +8,10 @@
  * conditional write); from then on it is polled like any open operation, and
  * its effects fire. A batch Ratchet knows is left to the poller. Paging stops at MAX_PAGES, at the first batch older than the
  * window, and at a next-page token that is empty or repeats (the SDK's own
- * pager would loop on those).
+ * pager would loop on those). With several keys (GEMINI_API_KEYS) each key's
+ * batches are listed (a batch is visible only to the key that created it), and
+ * an adopted batch records the label of the key that listed it, so it is
+ * polled with that key; one key refused does not stop the others' sweep.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type BatchAnswer, eventFromBatch } from '../../core/gemini-poll.ts';
@@ -28,7 +31,7 @@ export const DISCOVERY_PAGE_SIZE = 50;
 
 /** One page of `batches.list`, as the SDK answers it. */
 export interface BatchLister {
-  listBatches(page: { pageSize: number; pageToken?: string }): Promise<{
+  listBatches(page: { pageSize: number; pageToken?: string; credential?: string }): Promise<{
     batches: Array<BatchAnswer & { name?: string; createTime?: string }>;
     nextPageToken?: string;
   }>;
@@ -44,6 +47,8 @@ export interface DiscoveryDeps {
   pageSize?: number;
   /** Several instances: the sweep runs on the one that claims it. */
   claimJob?: ClaimJob;
+  /** The labels of the keys to list with (GEMINI_API_KEYS); none: the one key. */
+  credentials?: string[];
 }
 
 export interface SweepResult {
@@ -80,12 +85,30 @@ export class BatchDiscovery {
   }
 
   private async sweep(now: number): Promise<SweepResult> {
-    const { lister, store, logger, maxPages = DISCOVERY_MAX_PAGES, pageSize = DISCOVERY_PAGE_SIZE } = this.deps;
+    const labels = this.deps.credentials?.length ? this.deps.credentials : [undefined];
     const result: SweepResult = { adopted: 0, listed: 0, pages: 0 };
+    let failure: Error | undefined;
+    for (const credential of labels) {
+      try {
+        await this.sweepKey(now, credential, result);
+      } catch (error) {
+        // One key refused (or its list failing) leaves the others' batches to be found.
+        failure = error as Error;
+        if (labels.length > 1) this.deps.logger.warn('batch discovery failed for one key', { credential, detail: failure.message });
+      }
+    }
+    if (failure && (labels.length === 1 || result.pages === 0)) throw failure;
+    return result;
+  }
+
+  private async sweepKey(now: number, credential: string | undefined, result: SweepResult): Promise<void> {
+    const { lister, store, logger, maxPages = DISCOVERY_MAX_PAGES, pageSize = DISCOVERY_PAGE_SIZE } = this.deps;
+    let pages = 0;
     const seenTokens = new Set<string>();
     let pageToken: string | undefined;
-    while (result.pages < maxPages) {
-      const page = await lister.listBatches({ pageSize, ...(pageToken && { pageToken }) });
+    while (pages < maxPages) {
+      const page = await lister.listBatches({ pageSize, ...(pageToken && { pageToken }), ...(credential && { credential }) });
+      pages++;
       result.pages++;
       let older = false;
       for (const batch of page.batches) {
@@ -106,7 +129,7 @@ export class BatchDiscovery {
         const first = applyEvent(undefined, event, timeFromDate(new Date(now)));
         if (!first.applied) continue;
         try {
-          if (!(await store.write(first.next, undefined)).ok) continue;
+          if (!(await store.write({ ...first.next, ...(credential && { credential }) }, undefined)).ok) continue;
         } catch (error) {
           // Refused for good (a value the store cannot hold): skip it, or it would stop every sweep. Unavailable: end the sweep.
           if (!(error instanceof StoreRejectedError)) throw error;
@@ -114,12 +137,15 @@ export class BatchDiscovery {
           continue;
         }
         result.adopted++;
-        logger.warn('batch adopted: it was never tracked and no webhook for it arrived', { operation: batch.name, state: event.state });
+        logger.warn('batch adopted: it was never tracked and no webhook for it arrived', {
+          operation: batch.name,
+          state: event.state,
+          ...(credential && { credential }),
+        });
       }
       pageToken = page.nextPageToken || undefined; // "" is no next page
       if (older || !pageToken || seenTokens.has(pageToken)) break;
       seenTokens.add(pageToken);
     }
-    return result;
   }
 }

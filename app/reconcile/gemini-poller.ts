@@ -22,23 +22,34 @@
 import type { GoogleGenAI } from '@google/genai/web';
 import {
   type BatchAnswer,
+  batchAnswerOf,
   eventFromBatch,
+  eventFromFileSearch,
   eventFromInteraction,
   eventFromOperation,
+  eventFromTuning,
   type InteractionAnswer,
   type OperationAnswer,
+  type TuningAnswer,
   UnknownProviderStateError,
 } from '../../core/gemini-poll.ts';
 import { backendOf, type OperationKind } from '../../core/lifecycle.ts';
 import { isNameOfKind, platformScopeOf } from '../../core/names.ts';
-import { agentPlatformOf, type Config, ConfigError } from '../config.ts';
+import { agentPlatformOf, type Config, ConfigError, geminiKeysOf } from '../config.ts';
+import { CredentialHealth } from './credentials.ts';
 import type { BatchLister } from './discovery.ts';
 import { type GeminiPoller, type PollAnswer, PollFailedError } from './poller.ts';
 import type { WebhookLister } from './webhook-health.ts';
 
-/** The Gemini API: an API key. */
+/** The Gemini API: an API key, or several by label. */
 export interface GeminiApiAccess {
+  /** The key a job that names no credential is polled with (with `keys`, the first of them). */
   apiKey: string;
+  /**
+   * GEMINI_API_KEYS: the keys by label, in order. A batch is visible only to the key that created it, so each
+   * job is polled with the key its `credential` names; discovery lists each key's batches.
+   */
+  keys?: Array<{ label: string; apiKey: string }>;
   baseUrl?: string;
   /** Default `v1beta`: where batches, interactions and webhooks are served. */
   apiVersion?: string;
@@ -64,6 +75,8 @@ export interface PollerOptions {
   timeoutMs?: number;
   /** The largest answer read (default 64 MiB): a larger one is refused before it is parsed. */
   maxAnswerBytes?: number;
+  /** Where each key's last answer is noted (the console's and the health answer's); default: one of its own. */
+  credentialHealth?: CredentialHealth;
 }
 
 export const DEFAULT_GEMINI_API_VERSION = 'v1beta';
@@ -91,11 +104,19 @@ export async function pollerOptionsOf(
   config: Config,
   secret: (name: PollerSecret) => Promise<string | undefined>,
 ): Promise<PollerOptions | undefined> {
-  const apiKey = await secret('GEMINI_API_KEY');
+  // Several keys by label (GEMINI_API_KEYS; in AWS the Gemini key's secret may hold the same label=key pairs), or one.
+  const single = await secret('GEMINI_API_KEY');
+  const pairs = config.GEMINI_API_KEYS ?? (single?.includes('=') ? single : undefined);
+  const keys = pairs === undefined ? undefined : geminiKeysOf(pairs);
+  if (pairs !== undefined && !keys)
+    throw new ConfigError('the Gemini API keys are not label=key pairs (GEMINI_API_KEYS)', 'GEMINI_API_KEYS');
+  const apiKey = keys?.[0]?.apiKey ?? single;
   const scope = agentPlatformOf(config);
   const options: PollerOptions = {
     maxAnswerBytes: config.GEMINI_MAX_ANSWER_MB * 1_048_576,
-    ...(apiKey && { gemini: { apiKey, baseUrl: config.GEMINI_BASE_URL, apiVersion: config.GEMINI_API_VERSION } }),
+    ...(apiKey && {
+      gemini: { apiKey, ...(keys && { keys }), baseUrl: config.GEMINI_BASE_URL, apiVersion: config.GEMINI_API_VERSION },
+    }),
   };
   if (scope) {
     const platformKey = await secret('AGENT_PLATFORM_API_KEY');
@@ -127,10 +148,20 @@ class AnswerTooLargeError extends Error {
 }
 
 export class GenAiPoller implements GeminiPoller, BatchLister {
-  private gemini?: Promise<Loaded>;
+  /** One SDK client per Gemini API key, by label ('' for a single GEMINI_API_KEY). */
+  private readonly gemini = new Map<string, Promise<Loaded>>();
   private platform?: Promise<Loaded>;
+  /** How Gemini last answered each key: the console and the health answer show a refused one. */
+  readonly credentials: CredentialHealth;
 
-  constructor(private readonly options: PollerOptions) {}
+  constructor(private readonly options: PollerOptions) {
+    this.credentials = options.credentialHealth ?? new CredentialHealth(options.gemini?.keys?.map((k) => k.label) ?? []);
+  }
+
+  /** The labels of the Gemini API keys (none for a single GEMINI_API_KEY). */
+  get labels(): string[] {
+    return this.options.gemini?.keys?.map((k) => k.label) ?? [];
+  }
 
   /** Which backends this poller can reach. */
   get backends(): { geminiApi: boolean; agentPlatform: boolean } {
@@ -147,17 +178,31 @@ export class GenAiPoller implements GeminiPoller, BatchLister {
     };
   }
 
-  private geminiApi(): Promise<Loaded> {
+  /** The key labelled `label` (none: the default key), or PollFailedError naming the label that has none here. */
+  private keyOf(label: string | undefined): { label: string; apiKey: string } {
     const access = this.options.gemini;
-    if (!access) throw new PollFailedError('the Gemini API is not configured here (GEMINI_API_KEY is not set)');
-    this.gemini ??= import('@google/genai/web').then((sdk) => ({
-      sdk,
-      ai: new sdk.GoogleGenAI({
-        apiKey: access.apiKey,
-        httpOptions: this.httpOptions(access.baseUrl, access.apiVersion ?? DEFAULT_GEMINI_API_VERSION),
-      }),
-    }));
-    return this.gemini;
+    if (!access) throw new PollFailedError('the Gemini API is not configured here (neither GEMINI_API_KEY nor GEMINI_API_KEYS is set)');
+    if (label === undefined) return access.keys?.[0] ?? { label: '', apiKey: access.apiKey };
+    const key = access.keys?.find((k) => k.label === label);
+    if (!key) throw new PollFailedError(`no Gemini API key labelled ${JSON.stringify(label)} here (GEMINI_API_KEYS)`);
+    return key;
+  }
+
+  private geminiApi(label?: string): Promise<Loaded> {
+    const access = this.options.gemini as GeminiApiAccess;
+    const key = this.keyOf(label);
+    let loaded = this.gemini.get(key.label);
+    if (!loaded) {
+      loaded = import('@google/genai/web').then((sdk) => ({
+        sdk,
+        ai: new sdk.GoogleGenAI({
+          apiKey: key.apiKey,
+          httpOptions: this.httpOptions(access.baseUrl, access.apiVersion ?? DEFAULT_GEMINI_API_VERSION),
+        }),
+      }));
+      this.gemini.set(key.label, loaded);
+    }
+    return loaded;
   }
 
   private agentPlatform(): Promise<Loaded> {
@@ -194,10 +239,18 @@ export class GenAiPoller implements GeminiPoller, BatchLister {
     },
   };
 
-  /** One page of the key's batches (for discovery), read as the SDK answers it; the pager's own loop is not used. */
-  async listBatches({ pageSize, pageToken }: { pageSize: number; pageToken?: string }): ReturnType<BatchLister['listBatches']> {
-    const { ai } = await this.geminiApi();
-    const pager = await ai.batches.list({ config: { pageSize, ...(pageToken && { pageToken }) } });
+  /** One page of a key's batches (for discovery), read as the SDK answers it; the pager's own loop is not used. */
+  async listBatches({
+    pageSize,
+    pageToken,
+    credential,
+  }: {
+    pageSize: number;
+    pageToken?: string;
+    credential?: string;
+  }): ReturnType<BatchLister['listBatches']> {
+    const { ai, sdk } = await this.geminiApi(credential);
+    const pager = await this.noted(credential, sdk, () => ai.batches.list({ config: { pageSize, ...(pageToken && { pageToken }) } }));
     const next = (pager.params as { config?: { pageToken?: string } }).config?.pageToken;
     return {
       batches: pager.page as Array<BatchAnswer & { name?: string; createTime?: string }>,
@@ -205,7 +258,21 @@ export class GenAiPoller implements GeminiPoller, BatchLister {
     };
   }
 
-  async poll({ name, kind }: { name: string; kind: OperationKind }): Promise<PollAnswer> {
+  /** `call`, its answer noting the key as accepted, a 401 or 403 as refused (by label: never the key). */
+  private async noted<T>(label: string | undefined, sdk: Sdk, call: () => Promise<T>): Promise<T> {
+    const shown = label ?? this.options.gemini?.keys?.[0]?.label ?? '';
+    try {
+      const answer = await call();
+      this.credentials.accepted(shown);
+      return answer;
+    } catch (error) {
+      const status = error instanceof sdk.ApiError ? error.status : (error as { status?: unknown }).status;
+      if (status === 401 || status === 403) this.credentials.refused(shown, status);
+      throw error;
+    }
+  }
+
+  async poll({ name, kind, credential }: { name: string; kind: OperationKind; credential?: string }): Promise<PollAnswer> {
     // The edge validates every name; this guards records written before it did. A credential never goes to another path.
     if (!isNameOfKind(name, kind)) return { kind: 'refused', reason: `not a well-formed ${kind} name`, note: 'invalid-name' };
     const platform = backendOf(kind) === 'agent-platform';
@@ -218,35 +285,68 @@ export class GenAiPoller implements GeminiPoller, BatchLister {
         note: 'other-project',
       };
     }
-    const { ai, sdk } = await (platform ? this.agentPlatform() : this.geminiApi());
+    const { ai, sdk } = await (platform ? this.agentPlatform() : this.geminiApi(credential));
     const id = name.slice(name.lastIndexOf('/') + 1);
     try {
-      if (kind === 'batch' || kind === 'platform-batch')
-        return { kind: 'event', event: eventFromBatch(name, kind, await ai.batches.get({ name })) };
-      if (kind === 'interaction' || kind === 'platform-interaction') {
-        const get = ai.interactions.get.bind(ai.interactions) as unknown as (
-          id: string,
-          params: object,
-          options: { maxRetries: number },
-        ) => Promise<InteractionAnswer>;
-        return { kind: 'event', event: eventFromInteraction(name, kind, await get(id, {}, { maxRetries: ATTEMPTS - 1 })) };
-      }
-      // The SDK wants its own operation class with `name` set; a plain {name} fails. On the Agent Platform,
-      // getVideosOperation asks `:fetchPredictOperation` of the model.
-      const operation = new sdk.GenerateVideosOperation();
-      operation.name = name;
-      const answer = kind === 'operation' ? await ai.operations.get({ operation }) : await ai.operations.getVideosOperation({ operation });
-      return { kind: 'event', event: eventFromOperation(name, kind, answer as OperationAnswer) };
+      const read = () => this.eventOf(ai, sdk, name, kind, id);
+      return { kind: 'event', event: platform ? await read() : await this.noted(credential, sdk, read) };
     } catch (error) {
-      if (error instanceof UnknownProviderStateError) throw new PollFailedError(error.message, undefined, error.raw);
+      if (error instanceof UnknownProviderStateError) return { kind: 'unknown-state', raw: error.raw };
       const tooLarge = causeOf(error, AnswerTooLargeError);
       if (tooLarge) throw new PollFailedError(tooLarge.message);
       // ApiError from the classic API, the interactions client's own error classes: both carry the HTTP status.
       const status = error instanceof sdk.ApiError ? error.status : (error as { status?: unknown }).status;
       if (status === 404) return { kind: 'not-found' };
-      if (typeof status === 'number') throw new PollFailedError(`${platform ? 'the Agent Platform' : 'Gemini'} answered ${status}`, status);
+      const refusedKey =
+        !platform && (status === 401 || status === 403) && credential ? ` (the key labelled ${JSON.stringify(credential)})` : '';
+      if (typeof status === 'number')
+        throw new PollFailedError(`${platform ? 'the Agent Platform' : 'Gemini'} answered ${status}${refusedKey}`, status);
       throw new PollFailedError((error as Error).message);
     }
+  }
+
+  /** One poll's answer as an event, by the job's kind. */
+  private async eventOf(ai: GoogleGenAI, sdk: Sdk, name: string, kind: OperationKind, id: string) {
+    // A Gemini API batch read as Gemini answers it (`batches.get` drops its batchStats and error).
+    if (kind === 'batch') return eventFromBatch(name, kind, batchAnswerOf(await getRaw(ai, name)));
+    if (kind === 'platform-batch') return eventFromBatch(name, kind, await ai.batches.get({ name }));
+    if (kind === 'file-search') return eventFromFileSearch(name, await getRaw(ai, name));
+    if (kind === 'platform-tuning') return eventFromTuning(name, (await ai.tunings.get({ name })) as TuningAnswer);
+    if (kind === 'interaction' || kind === 'platform-interaction') {
+      const get = ai.interactions.get.bind(ai.interactions) as unknown as (
+        id: string,
+        params: object,
+        options: { maxRetries: number },
+      ) => Promise<InteractionAnswer>;
+      return eventFromInteraction(name, kind, await get(id, {}, { maxRetries: ATTEMPTS - 1 }));
+    }
+    // The SDK wants its own operation class with `name` set; a plain {name} fails. On the Agent Platform,
+    // getVideosOperation asks `:fetchPredictOperation` of the model.
+    const operation = new sdk.GenerateVideosOperation();
+    operation.name = name;
+    const answer = kind === 'operation' ? await ai.operations.get({ operation }) : await ai.operations.getVideosOperation({ operation });
+    return eventFromOperation(name, kind, answer as OperationAnswer);
+  }
+}
+
+/**
+ * `GET {name}` through the SDK's operations client, the answer as Gemini sent
+ * it: the SDK builds whatever its `operation` argument's `_fromAPIResponse`
+ * makes of the answer (its Operation interface), and this one keeps it whole.
+ */
+async function getRaw(ai: GoogleGenAI, name: string): Promise<RawOperation> {
+  return (await ai.operations.get({ operation: new RawOperation(name) as never })) as unknown as RawOperation;
+}
+
+class RawOperation {
+  [field: string]: unknown;
+  metadata?: Record<string, unknown>;
+  error?: { code?: number; message?: string; status?: string };
+  response?: Record<string, unknown>;
+  done?: boolean;
+  constructor(public name: string) {}
+  _fromAPIResponse({ apiResponse }: { apiResponse: Record<string, unknown> }): RawOperation {
+    return Object.assign(new RawOperation(this.name), apiResponse);
   }
 }
 

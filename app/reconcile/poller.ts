@@ -9,6 +9,8 @@ import type { OperationEvent } from '../../core/reducer.ts';
 export type PollAnswer =
   | { kind: 'event'; event: OperationEvent }
   | { kind: 'not-found' }
+  /** The provider answered a state word Ratchet has no mapping for (yet): the stored state stays, polling goes on. */
+  | { kind: 'unknown-state'; raw: string }
   /**
    * Never sent, and never will be: the name is not a well-formed name of its kind (`invalid-name`), or it
    * names another Agent Platform project or location than this deployment's (`other-project`).
@@ -20,8 +22,6 @@ export class PollFailedError extends Error {
   constructor(
     message: string,
     readonly status?: number,
-    /** The provider's state word Ratchet has no mapping for, kept raw. */
-    readonly unknownState?: string,
   ) {
     super(message);
   }

@@ -11,8 +11,10 @@
  * - 404 three times in a row: stop polling it (`pollNote: not-found`); a
  *   webhook can still finish it. An interaction's 404 within its first 10
  *   minutes is not counted: right after creation it can be transient;
- * - a state Gemini answers that Ratchet has no mapping for: counted
- *   (`unknownStates`), kept raw in `pollNote`, backed off like a failure, never guessed;
+ * - a state Gemini answers that Ratchet has no mapping for (a status newer
+ *   than this Ratchet): counted (`unknownStates`), kept raw in `pollNote`
+ *   (`unknown-state:<value>`), never guessed and never a failed poll: the
+ *   stored state stays and polling goes on at the pace of an unchanged poll;
  * - a name that is not a well-formed name of its kind is never sent (the
  *   poller refuses it): polling stops at once (`pollNote: invalid-name`), and
  *   so does an Agent Platform name of another project or location than this
@@ -20,6 +22,10 @@
  * - tracked but never observed (no state yet) for longer than
  *   `unseenExpiryMs` (TRACKED_EXPIRY_DAYS): polling stops, unpolled
  *   (`pollNote: expired-unseen`), so names nobody created cost no polls forever.
+ *
+ * - open past its kind's limit (OVERDUE_AFTER, core/overdue.ts): marked
+ *   overdue once, before it is polled: a version of its own whose effect is
+ *   `operation.overdue`, in order with the job's state changes (`overdue`).
  *
  * Each run also reports how many Gemini webhooks pointing here Gemini has
  * disabled (checked at most hourly, see webhook-health.ts), and at most
@@ -30,6 +36,8 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { isTerminal } from '../../core/lifecycle.ts';
+import { type OverdueLimits, overdueMark } from '../../core/overdue.ts';
+import type { OperationRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
 import { ingest, NotRecordedError } from '../ingest.ts';
 import { type OperationStore, type PollCandidate, type PollSchedule, StoreRejectedError } from '../ports.ts';
@@ -56,6 +64,8 @@ export interface ReconcileDeps {
   discovery?: BatchDiscovery;
   /** An operation tracked this long ago and never observed is polled no more (TRACKED_EXPIRY_DAYS; default never). */
   unseenExpiryMs?: number;
+  /** How long each kind may stay open before it is marked overdue (OVERDUE_AFTER); default: never marked. */
+  overdueAfter?: OverdueLimits;
 }
 
 export interface ReconcileStats {
@@ -74,8 +84,10 @@ export interface ReconcileStats {
   refused: number;
   /** Tracked, never observed, past the expiry: polling them stopped without a poll. */
   expired: number;
-  /** Answers with a state Ratchet has no mapping for (also counted in `failed`). */
+  /** Answers with a state Ratchet has no mapping for (the stored state kept; not a failure). */
   unknownStates: number;
+  /** Jobs found open past their kind's limit this run, each marked overdue (its `operation.overdue` effect sent once). */
+  overdue: number;
   /** Age of the oldest open operation due this run, in seconds (0 when none): stuck jobs show here. */
   oldestOpenAgeSeconds: number;
   /** Gemini webhooks pointing here that Gemini disabled after failed deliveries (absent until a health check succeeded). */
@@ -106,6 +118,7 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
     refused: 0,
     expired: 0,
     unknownStates: 0,
+    overdue: 0,
     oldestOpenAgeSeconds: 0,
   };
   const disabled = await deps.health?.disabledWebhooks();
@@ -143,8 +156,10 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
   return stats;
 }
 
-async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, stats: ReconcileStats): Promise<void> {
+async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: ReconcileStats): Promise<void> {
   const { store, poller, logger, clock = () => new Date() } = deps;
+  const { poll } = candidate;
+  const record = await markIfOverdue(candidate.record, deps, stats);
   if (
     record.state === null &&
     deps.unseenExpiryMs !== undefined &&
@@ -173,17 +188,22 @@ async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, sta
   } catch (error) {
     if (!(error instanceof PollFailedError)) throw error;
     stats.failed++;
-    if (error.unknownState !== undefined) {
-      stats.unknownStates++;
-      logger.warn('poll answered an unknown state; kept raw, not guessed; backing off', {
-        operation: record.name,
-        providerState: error.unknownState,
-      });
-      await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: `unknown-state:${error.unknownState.slice(0, 100)}` });
-      return;
-    }
     logger.warn('poll failed; backing off', { operation: record.name, status: error.status, detail: error.message });
     await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: error.message });
+    return;
+  }
+  if (answer.kind === 'unknown-state') {
+    stats.unknownStates++;
+    logger.warn('poll answered a state this Ratchet does not know; the stored state kept, polling goes on', {
+      operation: record.name,
+      providerState: answer.raw.slice(0, 100),
+    });
+    await reschedule({
+      unchangedPolls: poll.unchangedPolls + 1,
+      failedPolls: 0,
+      notFoundPolls: 0,
+      note: `unknown-state:${answer.raw.slice(0, 100)}`,
+    });
     return;
   }
   if (answer.kind === 'refused') {
@@ -241,6 +261,26 @@ async function pollOne({ record, poll }: PollCandidate, deps: ReconcileDeps, sta
   }
   if (isTerminal(result.record.state)) return; // the write that made it terminal took it out of the index
   await reschedule({ unchangedPolls: changed ? 0 : poll.unchangedPolls + 1, failedPolls: 0, notFoundPolls: 0 }, result.record.version);
+}
+
+/**
+ * The job as stored after marking it overdue, if it is past its kind's limit and not marked yet (one conditional
+ * write on its version; a lost race leaves it to the next run). Its effect goes out through every sink.
+ */
+async function markIfOverdue(record: OperationRecord, deps: ReconcileDeps, stats: ReconcileStats): Promise<OperationRecord> {
+  const { clock = () => new Date() } = deps;
+  const mark = deps.overdueAfter && overdueMark(record, deps.overdueAfter, timeFromDate(clock()));
+  if (!mark) return record;
+  if (!(await deps.store.write(mark, record.version)).ok) return record;
+  stats.overdue++;
+  deps.logger.warn('operation overdue: open past its kind’s limit (OVERDUE_AFTER)', {
+    operation: record.name,
+    kind: record.kind,
+    state: record.state,
+    openSince: record.createdAt,
+    afterSeconds: mark.overdue?.afterSeconds,
+  });
+  return mark;
 }
 
 /** Base interval doubled per step, capped, jittered ±20% so polls spread out. */

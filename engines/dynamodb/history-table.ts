@@ -4,10 +4,10 @@
  * stream records it keeps. Plain values only, so the construct can import
  * them without loading any function's code.
  */
-/** The stream records history keeps: every applied write (a state change, a same-state refresh, a track). */
+/** The stream records history keeps: every applied write (a state change, a same-state refresh, a track, the overdue mark). */
 export const HISTORY_FILTER = {
   eventName: ['INSERT', 'MODIFY'],
-  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'refresh', 'track'] } } },
+  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'refresh', 'track', 'overdue'] } } },
 } as const;
 
 /** The stream mapping's settings, the stack's and the local runtime's. */

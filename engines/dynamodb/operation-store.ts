@@ -26,7 +26,7 @@ import {
   type WriteOutcome,
 } from '../../app/ports.ts';
 import { writeKindOf } from '../../core/change.ts';
-import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, rankOf } from '../../core/lifecycle.ts';
+import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, rankOf, TERMINAL_RANK } from '../../core/lifecycle.ts';
 import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
 import { timeAfter } from '../../core/time.ts';
 import { isPermanentRejection } from './client.ts';
@@ -155,6 +155,13 @@ export class DynamoDbOperationStore
       conditions.push('#kind = :kind');
       names['#kind'] = 'kind';
       values[':kind'] = filter.kind;
+    }
+    if (filter.overdue) {
+      // Marked overdue and still open: an open item has no terminal rank.
+      conditions.push('attribute_exists(#overdue) AND #rank < :terminalRank');
+      names['#overdue'] = 'overdue';
+      names['#rank'] = RANK_ATTRIBUTE;
+      values[':terminalRank'] = TERMINAL_RANK;
     }
     const operations: OperationView[] = [];
     // A filter is applied after each page is read: read on until the page is full, at most 10 reads a request.
@@ -470,6 +477,8 @@ function recordFromItem(item: Record<string, unknown>): OperationRecord {
     eventId: record.eventId ?? null,
     result: record.result ?? null,
     ...(record.userMetadata && { userMetadata: record.userMetadata }),
+    ...(record.credential && { credential: record.credential }),
+    ...(record.overdue && { overdue: record.overdue }),
     createdAt: record.createdAt,
     recordedAt: record.recordedAt,
   };

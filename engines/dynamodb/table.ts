@@ -4,7 +4,7 @@
  *
  * Besides the record's own fields an item carries:
  * - `writeKind`: what the last write was (`state-change`, `refresh`, `track`,
- *   `poll-schedule`); the effects filter passes `state-change` only.
+ *   `overdue`, `poll-schedule`); the effects filter passes `state-change` and `overdue`.
  * - `pollBucket` + `nextPollAt`: present only while the operation is open and
  *   pollable, so the `open-by-due` index is sparse: reconcile finds the
  *   operations due for a poll without scanning.
@@ -62,7 +62,7 @@ export const UNPROCESSABLE_KEY_PREFIX = 'ratchet:unprocessable:';
 export const UNPROCESSABLE_PARTITION_VALUE = 'unprocessable';
 export const TTL_ATTRIBUTE = 'expiresAt';
 
-export type WriteKind = 'state-change' | 'refresh' | 'track' | 'poll-schedule';
+export type WriteKind = 'state-change' | 'refresh' | 'track' | 'overdue' | 'poll-schedule';
 
 export function createTableInput(tableName: string): CreateTableCommandInput {
   return {

@@ -33,7 +33,7 @@ import {
   type WriteOutcome,
 } from '../../app/ports.ts';
 import { appliedDecisionOf, decisionOf, type OperationRow, pageKeyOf, pageOf, pollOf, viewOf } from '../../app/sql-rows.ts';
-import { writeKindOf } from '../../core/change.ts';
+import { sendsEffect, writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
@@ -153,7 +153,7 @@ export class PostgresOperationStore
       [next.name, next.version, JSON.stringify(entryOf(next as unknown as Record<string, unknown>)), expiresAt],
       tx,
     );
-    if (this.options.effects && writeKind === 'state-change')
+    if (this.options.effects && sendsEffect(writeKind))
       await this.db.run(
         'INSERT INTO {s}.effects (name, version, transition) VALUES ($1, $2, $3) ON CONFLICT (name, version) DO NOTHING',
         [next.name, next.version, JSON.stringify(transitionOf(next))],
@@ -261,6 +261,8 @@ export class PostgresOperationStore
     if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM {s}.effects WHERE last_error IS NOT NULL)');
     if (filter.effects === 'dead-lettered')
       where.push("name IN (SELECT operation FROM {s}.dead_letters WHERE status = 'dead' AND operation NOT LIKE '#%')");
+    if (filter.overdue)
+      where.push(`record::jsonb ? 'overdue' AND (state IS NULL OR NOT (state = ANY(${param(OPERATION_STATES.filter(isTerminal))})))`);
     if (after) where.push(`(recorded_at, name) < (${param(after[0])}, ${param(after[1])})`);
     const rows = await this.db.rows<OperationRow>(
       `SELECT * FROM {s}.operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY recorded_at DESC, name DESC LIMIT $1`,
@@ -284,6 +286,7 @@ export class PostgresOperationStore
     open?: boolean;
     kind?: OperationKind;
     names?: string[];
+    overdue?: boolean;
     limit: number;
     offset: number;
   }): Promise<OperationView[]> {
@@ -299,6 +302,7 @@ export class PostgresOperationStore
     else if (filter.state) where.push(`state = ${param(filter.state)}`);
     if (filter.kind) where.push(`kind = ${param(filter.kind)}`);
     if (filter.names) where.push(`name = ANY(${param(filter.names)})`);
+    if (filter.overdue) where.push(`record::jsonb ? 'overdue' AND (state IS NULL OR NOT (state = ANY($3)))`);
     const rows = await this.db.rows<OperationRow>(
       `SELECT * FROM {s}.operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
        ORDER BY coalesce(state = ANY($3), false), recorded_at DESC, name DESC LIMIT $1 OFFSET $2`,

@@ -16,6 +16,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { DeadLetters } from '../../app/effects/dead-letters.ts';
 import type { EffectOutcome, PendingEffect } from '../../app/effects/deliver.ts';
 import { InvalidStreamRecordError, type Transition, transitionOf } from '../../app/effects/transition.ts';
+import { sendsEffect } from '../../core/change.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import { legacyTransition } from './legacy-rows.ts';
 import type { Change, OutboxConsumer } from './outbox.ts';
@@ -90,7 +91,7 @@ export class SqliteEffectsQueue implements OutboxConsumer {
   /** The outbox's state changes become effects, inside the outbox's transaction. */
   take(changes: Change[]): void {
     for (const change of changes) {
-      if (change.writeKind !== 'state-change') continue;
+      if (!sendsEffect(change.writeKind)) continue;
       this.fresh.push(this.insert(change.name, change.newRecord, false));
     }
   }

@@ -41,6 +41,11 @@ const UNMAPPED_NOTE = 'unmapped-delivery';
 export const DECISIONS_KEPT = 200;
 export const DECISION_RETENTION_DAYS = 30;
 
+/** The terminal states as an SQL list. */
+const TERMINAL_LIST = OPERATION_STATES.filter(isTerminal)
+  .map((state) => `'${state}'`)
+  .join(', ');
+
 export class SqliteOperationStore
   implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
 {
@@ -254,6 +259,7 @@ export class SqliteOperationStore
     if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM effect_messages WHERE receive_count > 0)');
     if (filter.effects === 'dead-lettered')
       where.push("name IN (SELECT operation FROM dead_letters WHERE status = 'dead' AND operation NOT LIKE '#%')");
+    if (filter.overdue) where.push(`json_extract(record, '$.overdue') IS NOT NULL AND coalesce(state NOT IN (${TERMINAL_LIST}), 1)`);
     if (after) {
       where.push('(recorded_at, name) < (?, ?)');
       params.push(after[0], after[1]);
@@ -281,6 +287,7 @@ export class SqliteOperationStore
     open?: boolean;
     kind?: OperationKind;
     names?: string[];
+    overdue?: boolean;
     limit: number;
     offset: number;
   }): OperationView[] {
@@ -303,6 +310,7 @@ export class SqliteOperationStore
       where.push(`name IN (SELECT value FROM json_each(?))`);
       params.push(JSON.stringify(filter.names));
     }
+    if (filter.overdue) where.push(`json_extract(record, '$.overdue') IS NOT NULL AND coalesce(state NOT IN (${terminal}), 1)`);
     return this.db
       .all<OperationRow>(
         `SELECT * FROM operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''}

@@ -1,6 +1,7 @@
 /**
  * Which stream records run effects: writes whose NewImage says they changed
- * the state (`writeKind: state-change`). Discarded events write nothing (no
+ * the state (`writeKind: state-change`) or found the job overdue (`overdue`,
+ * core/overdue.ts). Discarded events write nothing (no
  * record); tracking, same-state refreshes and reconcile's poll scheduling
  * write other kinds. The stack puts this pattern verbatim in the event source
  * mapping's filter criteria; the local stream mapping applies it with
@@ -8,7 +9,7 @@
  */
 export const STATE_CHANGE_FILTER = {
   eventName: ['INSERT', 'MODIFY'],
-  dynamodb: { NewImage: { writeKind: { S: ['state-change'] } } },
+  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'overdue'] } } },
 } as const;
 
 type Pattern = { readonly [key: string]: Pattern | readonly unknown[] };

@@ -6,6 +6,8 @@
 /** The EventBridge sink's events: what an `onStateChange` rule matches. */
 export const EVENTBRIDGE_SOURCE = 'ratchet';
 export const EVENTBRIDGE_DETAIL_TYPE = 'Operation State Changed';
+/** A job found open past its kind's limit (OVERDUE_AFTER): what an `onOverdue` rule matches. */
+export const EVENTBRIDGE_OVERDUE_DETAIL_TYPE = 'Operation Overdue';
 
 /** The table's stream -> effects queue Pipe. */
 export const EFFECTS_PIPE = {

@@ -4,7 +4,7 @@
  */
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
-import { loadConfig } from '../../app/config.ts';
+import { loadConfig, overdueAfterOf } from '../../app/config.ts';
 import { createLogger, createMetrics } from '../../app/logger.ts';
 import { BatchDiscovery } from '../../app/reconcile/discovery.ts';
 import { GenAiPoller, pollerOptionsOf } from '../../app/reconcile/gemini-poller.ts';
@@ -35,7 +35,9 @@ export const handler = async (_event: unknown, context: Context): Promise<Reconc
     return { skipped: 'invalid-credentials' };
   }
   if (!options) {
-    logger.warn('reconcile skipped: no Gemini API key (set the GeminiApiKey secret) and no Agent Platform project');
+    logger.warn(
+      'reconcile skipped: no Gemini API key (set the GeminiApiKey secret: one key, or label=key pairs) and no Agent Platform project',
+    );
     return { skipped: 'no-api-key' };
   }
   // Credentials rotate in their secrets: a new value makes a new poller.
@@ -47,7 +49,7 @@ export const handler = async (_event: unknown, context: Context): Promise<Reconc
       poller: gemini,
       ...(options.gemini && {
         health: new WebhookHealth({ webhooks: gemini.webhooks, webhookUrl: config.WEBHOOK_URL, logger }),
-        discovery: new BatchDiscovery({ lister: gemini, store, logger }),
+        discovery: new BatchDiscovery({ lister: gemini, store, logger, credentials: gemini.labels }),
       }),
     };
   }
@@ -60,7 +62,12 @@ export const handler = async (_event: unknown, context: Context): Promise<Reconc
     intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
     budgetMs: Math.max(1_000, context.getRemainingTimeInMillis() - SAFETY_MS),
     unseenExpiryMs: config.TRACKED_EXPIRY_DAYS * 86_400_000,
+    overdueAfter: overdueAfterOf(config),
   });
+  // A key Gemini refuses is said by label (never the key): the alarm on RefusedGeminiKeys names none, the log line does.
+  const refused = poller.poller.credentials.refusedLabels();
+  if (refused.length > 0) logger.error('Gemini refuses API keys: their jobs are not polled', { refused });
+  metrics.addMetric('RefusedGeminiKeys', MetricUnit.Count, refused.length);
   for (const [name, value] of Object.entries(stats)) {
     if (value === undefined) continue;
     const unit = name.endsWith('Seconds') ? MetricUnit.Seconds : MetricUnit.Count;

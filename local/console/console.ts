@@ -17,6 +17,7 @@ import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../app/effec
 import type { ChangeFeedPort } from '../../app/feed.ts';
 import type { HistoryEntry, HistoryLog } from '../../app/history.ts';
 import { type Decision, EFFECTS_FILTERS, type EffectsFilter, type OperationView, type UnprocessableLog } from '../../app/ports.ts';
+import type { CredentialStatus } from '../../app/reconcile/credentials.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { normalizeOperationName } from '../../core/names.ts';
 import { escapeHtml, live, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
@@ -36,6 +37,8 @@ export interface PendingEffectView {
 export interface ConsoleStore {
   counts(): Awaitable<Array<{ state: OperationState | null; kind: OperationKind; count: number }>>;
   consoleList(filter: {
+    /** Only open jobs marked overdue. */
+    overdue?: boolean;
     state?: OperationState | null;
     open?: boolean;
     kind?: OperationKind;
@@ -68,6 +71,8 @@ export interface ConsoleDeps {
   reconcileOn: boolean;
   /** Authentic deliveries that could never be used. */
   unprocessable: Pick<UnprocessableLog, 'listUnprocessable'>;
+  /** Whether Gemini takes each labelled API key (GEMINI_API_KEYS): a refused one is named above the list. */
+  geminiKeys?: () => CredentialStatus[];
 }
 
 const PAGE_SIZE = 100;
@@ -80,6 +85,8 @@ interface Filter {
   state?: OperationState | 'open' | 'tracked';
   kind?: OperationKind;
   effects?: EffectsFilter;
+  /** Only open jobs past their kind's limit (OVERDUE_AFTER). */
+  overdue?: boolean;
   page: number;
   refresh?: number;
 }
@@ -91,6 +98,7 @@ function filterOf(c: Context): Filter {
     state: state === 'open' || state === 'tracked' ? state : OPERATION_STATES.find((s) => s === state),
     kind: OPERATION_KINDS.find((k) => k === c.req.query('kind')),
     effects: EFFECTS_FILTERS.find((f) => f === c.req.query('effects')),
+    ...(c.req.query('overdue') === 'true' && { overdue: true }),
     page: Math.max(0, Math.trunc(Number(c.req.query('page')) || 0)),
     ...(refresh >= 1 && refresh <= 3600 && { refresh: Math.trunc(refresh) }),
   };
@@ -102,6 +110,7 @@ function linkTo(filter: Filter, change: Partial<Filter>): string {
     ...(next.state && { state: next.state }),
     ...(next.kind && { kind: next.kind }),
     ...(next.effects && { effects: next.effects }),
+    ...(next.overdue && { overdue: 'true' }),
     ...(next.page && { page: String(next.page) }),
     ...(next.refresh && { refresh: String(next.refresh) }),
   }).toString();
@@ -130,6 +139,7 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
       ...(filter.state === 'open' ? { open: true } : filter.state === 'tracked' ? { state: null } : { state: filter.state }),
       kind: filter.kind,
       ...(filter.effects && { names: [...(filter.effects === 'dead-lettered' ? deadNames : retrying)] }),
+      ...(filter.overdue && { overdue: true }),
       limit: PAGE_SIZE + 1,
       offset: filter.page * PAGE_SIZE,
     });
@@ -147,13 +157,20 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     ].filter(Boolean);
     const engine = deps.engine ? ` · <span id="engine">on ${escapeHtml(deps.engine)}</span>` : '';
     const footer = `<p>${pages.join(' · ')}${pages.length ? ' · ' : ''}${refreshLink((refresh) => linkTo(filter, { refresh, page: filter.page }), filter.refresh)}${engine}</p>`;
-    const unusable = await unprocessableNote(deps, now);
+    const unusable = (await unprocessableNote(deps, now)) + refusedKeysNote(deps, now);
     return c.html(
       render(
         c,
         'operations',
         unusable +
-          live(streamFrom(head), (await countsNav(deps, filter, { 'dead-lettered': deadNames.size, retrying: retrying.size })) + table) +
+          live(
+            streamFrom(head),
+            (await countsNav(deps, filter, {
+              'dead-lettered': deadNames.size,
+              retrying: retrying.size,
+              overdue: (await deps.store.consoleList({ overdue: true, limit: 1000, offset: 0 })).length,
+            })) + table,
+          ) +
           footer,
         filter.refresh,
       ),
@@ -193,11 +210,11 @@ As JSON: <a href="/decisions?outcome=unprocessable">/decisions?outcome=unprocess
     const now = Date.now();
     const { refresh } = filterOf(c);
     const here = (r: number | undefined) => `/console/operations/${escapeHtml(name)}${r ? `?refresh=${r}` : ''}`;
-    const summary = `<p><strong class="${escapeHtml(view.state)}">${escapeHtml(view.state ?? 'tracked')}</strong> · ${view.kind} · version ${view.version}
+    const summary = `<p><strong class="${escapeHtml(view.state)}">${escapeHtml(view.state ?? 'tracked')}</strong>${overdueFlag(view, now)} · ${view.kind} · version ${view.version}
 · last write ${when(view.recordedAt, now)} · first seen ${when(view.createdAt, now)}</p>
 <p id="polling">Polling: ${pollingInWords(view, now, deps.reconcileOn)}</p>${
       view.userMetadata ? `\n<p id="metadata">Metadata: <code>${escapeHtml(JSON.stringify(view.userMetadata))}</code></p>` : ''
-    }`;
+    }${resultInWords(view)}${view.credential ? `\n<p id="credential">Polled with the key labelled <code>${escapeHtml(view.credential)}</code></p>` : ''}`;
     const body = `${live(
       streamFrom(head, name),
       `${summary}<h2>Timeline</h2>
@@ -206,6 +223,48 @@ ${await timeline(deps, view, now)}`,
     )}<p>${refreshLink(here, refresh)} · <a href="/operations/${escapeHtml(name)}/decisions">decisions as JSON</a></p>`;
     return c.html(render(c, name, body, refresh));
   });
+}
+
+/** A warning above the list while Gemini refuses one of the labelled keys: its jobs are not polled meanwhile. */
+function refusedKeysNote(deps: ConsoleDeps, now: number): string {
+  const refused = (deps.geminiKeys?.() ?? []).filter((key) => key.state === 'refused');
+  if (refused.length === 0) return '';
+  const keys = refused.map(
+    (key) => `<code>${escapeHtml(key.label || 'GEMINI_API_KEY')}</code> (answered ${key.status}${key.at ? `, ${when(key.at, now)}` : ''})`,
+  );
+  return `<p id="gemini-keys-note" class="warning"><span class="dead-lettered">Gemini refuses the API key${refused.length > 1 ? 's' : ''}</span>
+${keys.join(', ')}: the jobs polled with ${refused.length > 1 ? 'them' : 'it'} are not followed until it is replaced (GEMINI_API_KEYS).</p>`;
+}
+
+/** What the job came to and what it cost: its output, its request counts or tokens, a File Search response, a tuned model. */
+function resultInWords(view: OperationView): string {
+  const result = view.result;
+  if (!result) return '';
+  const lines: string[] = [];
+  if (result.outputUri) lines.push(`Output: <code>${escapeHtml(result.outputUri)}</code>`);
+  if (result.tunedModel?.model) lines.push(`Tuned model: <code>${escapeHtml(result.tunedModel.model)}</code>`);
+  if (result.batchStats) {
+    const s = result.batchStats;
+    const parts = [
+      s.requestCount !== undefined && `${s.requestCount} requests`,
+      s.successfulRequestCount !== undefined && `${s.successfulRequestCount} succeeded`,
+      s.failedRequestCount !== undefined && `${s.failedRequestCount} failed`,
+      s.pendingRequestCount !== undefined && `${s.pendingRequestCount} pending`,
+    ].filter(Boolean);
+    lines.push(`<span id="cost">Cost: ${escapeHtml(parts.join(', '))}</span>`);
+  }
+  if (result.usage) {
+    const u = result.usage;
+    const parts = [
+      u.inputTokens !== undefined && `${u.inputTokens} input`,
+      u.outputTokens !== undefined && `${u.outputTokens} output`,
+      u.totalTokens !== undefined && `${u.totalTokens} total tokens`,
+    ].filter(Boolean);
+    lines.push(`<span id="cost">Cost: ${escapeHtml(parts.join(', '))}</span>`);
+  }
+  if (result.response) lines.push(`Response: <code>${escapeHtml(JSON.stringify(result.response))}</code>`);
+  if (result.error) lines.push(`Error: ${escapeHtml([result.error.status, result.error.message].filter(Boolean).join(': '))}`);
+  return lines.length ? `\n<p id="result">${lines.join('<br>')}</p>` : '';
 }
 
 /** A warning above the list while any authentic delivery could not be used (the last 30 days). */
@@ -232,13 +291,31 @@ function render(c: Context, title: string, body: string, refreshSeconds?: number
 function operationRow(o: OperationView, now: number, reconcileOn: boolean, effects: EffectsFilter | undefined): string {
   const status = isTerminal(o.state) ? 'done' : 'open';
   return `<tr data-name="${escapeHtml(o.name)}" class="${status}"><td><a href="/console/operations/${escapeHtml(o.name)}">${escapeHtml(o.name)}</a></td>
-<td class="wide">${o.kind}</td><td class="${escapeHtml(o.state)}">${escapeHtml(o.state ?? 'tracked')}</td><td class="wide">${o.version}</td>
+<td class="wide">${o.kind}</td><td class="${escapeHtml(o.state)}">${escapeHtml(o.state ?? 'tracked')}${overdueFlag(o, now)}</td><td class="wide">${o.version}</td>
 <td>${when(o.recordedAt, now)}</td><td>${pollingInWords(o, now, reconcileOn)}</td>
 <td>${effects ? `<span class="${effects}">${effects}</span>` : ''}</td></tr>`;
 }
 
+/** ` overdue (open 27 h)` beside an open job past its kind's limit. */
+function overdueFlag(o: OperationView, now: number): string {
+  if (!o.overdue || isTerminal(o.state)) return '';
+  return ` <span class="retrying overdue" title="open past its kind's limit of ${duration(o.overdue.afterSeconds)} (OVERDUE_AFTER)">overdue</span> <small>open ${duration((now - Date.parse(o.createdAt)) / 1000)}</small>`;
+}
+
+/** Seconds in the largest whole unit: `90 s`, `45 min`, `27 h`, `3 d`. */
+function duration(seconds: number): string {
+  if (seconds < 120) return `${Math.round(seconds)} s`;
+  if (seconds < 7_200) return `${Math.round(seconds / 60)} min`;
+  if (seconds < 172_800) return `${Math.round(seconds / 3_600)} h`;
+  return `${Math.round(seconds / 86_400)} d`;
+}
+
 /** Counts per state and per kind, each a link that filters the list (the other filter kept). */
-async function countsNav(deps: ConsoleDeps, filter: Filter, troubled: Record<EffectsFilter, number>): Promise<string> {
+async function countsNav(
+  deps: ConsoleDeps,
+  filter: Filter,
+  troubled: Record<EffectsFilter, number> & { overdue: number },
+): Promise<string> {
   const counts = await deps.store.counts();
   const sum = (rows: typeof counts) => rows.reduce((total, row) => total + row.count, 0);
   const inKind = counts.filter((row) => !filter.kind || row.kind === filter.kind);
@@ -278,7 +355,12 @@ async function countsNav(deps: ConsoleDeps, filter: Filter, troubled: Record<Eff
     ),
   );
   const effects = chips.length > 0 ? `<p>effects: ${chips.join('')}</p>` : '';
-  return `<nav id="counts"><p>state: ${states.join('')}</p><p>kind: ${kinds.join('')}</p>${effects}</nav>`;
+  // Jobs open past their kind's limit, from the first one (a job stuck at Gemini for a day is the common complaint).
+  const overdue =
+    troubled.overdue > 0 || filter.overdue
+      ? `<p>late: ${chip('overdue', troubled.overdue, linkTo(filter, { overdue: !filter.overdue }), Boolean(filter.overdue), 'retrying')}</p>`
+      : '';
+  return `<nav id="counts"><p>state: ${states.join('')}</p><p>kind: ${kinds.join('')}</p>${effects}${overdue}</nav>`;
 }
 
 type TimelineItem = { at: string; write?: HistoryEntry; decision?: Decision };

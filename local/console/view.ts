@@ -153,6 +153,8 @@ export function pollingInWords(view: OperationView, now: number, reconcileOn: bo
   const problems = [
     failedPolls > 0 && `${failedPolls} failed in a row${note ? ` (${escapeHtml(noteInWords(note))})` : ''}`,
     notFoundPolls > 0 && `not found ${notFoundPolls}×`,
+    // Not a failure (polling goes on), but worth a look: a newer Gemini than this Ratchet.
+    failedPolls === 0 && note?.startsWith('unknown-state:') && escapeHtml(noteInWords(note)),
   ].filter(Boolean);
   return `next poll ${when(nextPollAt, now)}${problems.length ? `; <span class="retrying">${problems.join('; ')}</span>` : ''}`;
 }

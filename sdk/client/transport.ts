@@ -117,7 +117,7 @@ function httpUrl(given: unknown): URL {
 }
 
 /** `path`, with the parameters that are set as its query. */
-export function withQuery(path: string, parameters: Record<string, string | number | undefined>): string {
+export function withQuery(path: string, parameters: Record<string, string | number | boolean | undefined>): string {
   const query = new URLSearchParams();
   for (const [key, value] of Object.entries(parameters)) if (value !== undefined) query.set(key, String(value));
   return query.size > 0 ? `${path}?${query}` : path;

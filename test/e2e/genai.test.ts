@@ -130,6 +130,46 @@ describe('trackJobs', () => {
     });
   });
 
+  it('tracks File Search imports and uploads (SDK 3.6) before they return, and follows each to its end', async () => {
+    const ai = trackJobs(sdk(), client);
+    const imported = await ai.fileSearchStores.importFile({ fileSearchStoreName: 'fileSearchStores/handbook', fileName: 'files/abc' });
+    expect(imported.name).toMatch(/^fileSearchStores\/handbook\/operations\//);
+    expect(await client.get(imported.name as string)).toMatchObject({ kind: 'file-search', state: null });
+    const uploaded = await ai.fileSearchStores.uploadToFileSearchStore({
+      fileSearchStoreName: 'fileSearchStores/handbook',
+      file: new Blob(['the handbook'], { type: 'text/plain' }),
+    });
+    expect(uploaded.name).toMatch(/^fileSearchStores\/handbook\/upload\/operations\//);
+    expect(await client.get(uploaded.name as string)).toMatchObject({ kind: 'file-search', state: null });
+    const response = { documentName: 'fileSearchStores/handbook/documents/doc-1' };
+    gemini.operations.set(imported.name as string, { done: true, response });
+    gemini.operations.set(uploaded.name as string, { done: true, error: { code: 3, message: 'empty file' } });
+    expect(await client.waitFor(imported.name as string, { timeoutMs: 20_000 })).toMatchObject({
+      state: 'SUCCEEDED',
+      result: { response },
+    });
+    expect(await client.waitFor(uploaded.name as string, { timeoutMs: 20_000 })).toMatchObject({
+      state: 'FAILED',
+      result: { error: { message: 'empty file' } },
+    });
+  });
+
+  it('in Agent Platform mode, tracks a tuning job (tunings.tune) by its name', async () => {
+    const platform = new GoogleGenAI({
+      vertexai: true,
+      project: 'genai-project',
+      location: 'us-central1',
+      apiKey: gemini.platformApiKey,
+      httpOptions: { baseUrl: gemini.baseUrl },
+    });
+    const job = await trackJobs(platform, client).tunings.tune({
+      baseModel: 'gemini-2.5-flash',
+      trainingDataset: { gcsUri: 'gs://ratchet-tests/train.jsonl' },
+    });
+    expect(job.name).toMatch(/^projects\/genai-project\/locations\/us-central1\/tuningJobs\//);
+    expect(await client.get(job.name as string)).toMatchObject({ kind: 'platform-tuning', state: null });
+  });
+
   it('returns a job whose tracking failed, reports it, and discovery adopts the batch and follows it to its end', async () => {
     expect(untracked).toMatch(/^batches\//);
     expect(failures).toEqual([{ name: untracked, message: expect.stringMatching(/127\.0\.0\.1/) }]);

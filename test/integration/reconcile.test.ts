@@ -211,7 +211,17 @@ describe.each(ENGINES)('reconcile on $label', (engine) => {
   });
 
   it('polls interactions through interactions.get: every status mapped, the raw one kept, unknown ones never guessed', async () => {
-    const statuses = ['completed', 'failed', 'budget_exceeded', 'incomplete', 'cancelled', 'requires_action', 'in_progress', 'queued'];
+    const statuses = [
+      'completed',
+      'failed',
+      'budget_exceeded',
+      'incomplete',
+      'cancelled',
+      'requires_action',
+      'in_progress',
+      'queued',
+      'idle',
+    ];
     const names = statuses.map((status) => `interactions/int-${run}-${status}`);
     for (const name of names) await track(name);
     statuses.forEach((status, i) => {
@@ -231,7 +241,9 @@ describe.each(ENGINES)('reconcile on $label', (engine) => {
       'REQUIRES_ACTION',
       'RUNNING',
       'PENDING',
+      'REQUIRES_ACTION',
     ]);
+    expect(await store.get(names[8] as string)).toMatchObject({ state: 'REQUIRES_ACTION', providerState: 'idle' });
     expect(await store.get(names[3] as string)).toMatchObject({
       providerState: 'incomplete',
       updateTime: '2026-11-30T10:00:05.000000000Z',
@@ -239,7 +251,8 @@ describe.each(ENGINES)('reconcile on $label', (engine) => {
     });
     expect(await stateOf(unknown)).toBeNull();
     const [candidate] = (await store.claimDue('9999', 10_000)).filter((c) => c.record.name === unknown);
-    expect(candidate?.poll.failedPolls).toBe(1);
+    // Not a failure: no failed poll, polled on at an unchanged job's pace, the value named.
+    expect(candidate?.poll).toMatchObject({ failedPolls: 0, unchangedPolls: 1 });
     // An answer within the same second at the same rank never overrides: the second has no sub-second digits.
     gemini.interactions.set(names[6] as string, { status: 'requires_action', updated: '2026-11-30T10:00:05Z' });
     await reconcileOnce();

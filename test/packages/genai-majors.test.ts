@@ -36,10 +36,14 @@ const batch = await ai.batches.create({
   src: { inlinedRequests: [{ contents: [{ parts: [{ text: 'hi' }], role: 'user' }] }] },
 });
 const interaction = await ai.interactions.create({ model: 'gemini-2.5-flash', input: 'research', background: true });
-console.log(JSON.stringify({ node: process.version, batch: batch.name, interaction: interaction.id, tracked }));
+// File Search imports where the SDK has them (3.x): tracked before the call returns, like every other job.
+const imported = ai.fileSearchStores?.importFile
+  ? await ai.fileSearchStores.importFile({ fileSearchStoreName: 'fileSearchStores/docs', fileName: 'files/a' })
+  : undefined;
+console.log(JSON.stringify({ node: process.version, batch: batch.name, interaction: interaction.id, imported: imported?.name, tracked }));
 `;
 
-describe.each(['2.32.0', '3.3.0'])('@ratchet/genai beside @google/genai %s', (version) => {
+describe.each(['2.32.0', '3.6.1'])('@ratchet/genai beside @google/genai %s', (version) => {
   let app: FreshApp;
   beforeAll(async () => {
     // The app has the SDK first, as a real one would; then Ratchet's packages join it: npm refuses a peer conflict (ERESOLVE).
@@ -67,7 +71,12 @@ describe.each(['2.32.0', '3.3.0'])('@ratchet/genai beside @google/genai %s', (ve
     const { stdout } = await app.exec(process.execPath, ['app.mjs'], { KEY, BASE_URL: gemini.baseUrl });
     const result = JSON.parse(stdout.trim().split('\n').at(-1) as string);
     expect(result.node).toBe(process.version);
-    expect(result.tracked).toEqual([{ name: result.batch }, { name: `interactions/${result.interaction}` }]);
+    expect(result.tracked).toEqual([
+      { name: result.batch },
+      { name: `interactions/${result.interaction}` },
+      ...(result.imported ? [{ name: result.imported }] : []),
+    ]);
+    if (version.startsWith('3.')) expect(result.imported).toMatch(/^fileSearchStores\/docs\/operations\//);
     expect(result.batch).toMatch(/^batches\//);
   });
 });

@@ -6,7 +6,7 @@ import type { DeadLetter, DeadLetters, Undecodable } from '../../app/effects/dea
 import type { EffectLedger } from '../../app/effects/ledger.ts';
 import { nextAttempt } from '../../app/effects/queue.ts';
 import { type EffectSink, SinkError } from '../../app/effects/sinks.ts';
-import { stateChangedEvent, type Transition } from '../../app/effects/transition.ts';
+import { effectEvent, type Transition } from '../../app/effects/transition.ts';
 import { WebhookSink } from '../../app/effects/webhook-sink.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import { EventBridgeSink } from '../../lambda/effects/eventbridge-sink.ts';
@@ -163,7 +163,7 @@ describe('transitionFromRecord', () => {
     const image = { ...operation(2, 'SUCCEEDED'), userMetadata: { tenant: 'acme', order: 7 } };
     const transition = transitionFromRecord(streamRecord(image));
     expect(transition.userMetadata).toEqual({ tenant: 'acme', order: 7 });
-    expect(stateChangedEvent(transition).data.userMetadata).toEqual({ tenant: 'acme', order: 7 });
+    expect(effectEvent(transition).data.userMetadata).toEqual({ tenant: 'acme', order: 7 });
   });
 });
 
