@@ -49,7 +49,13 @@ import {
   TTL_ATTRIBUTE,
 } from '../engines/dynamodb/table.ts';
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
-import { EFFECTS_PIPE, EFFECTS_QUEUE, EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../lambda/effects/settings.ts';
+import {
+  EFFECTS_PIPE,
+  EFFECTS_QUEUE,
+  EVENTBRIDGE_DETAIL_TYPE,
+  EVENTBRIDGE_OVERDUE_DETAIL_TYPE,
+  EVENTBRIDGE_SOURCE,
+} from '../lambda/effects/settings.ts';
 import { RatchetAlarms } from './ratchet-alarms.ts';
 import { RatchetFunction } from './ratchet-function.ts';
 
@@ -518,19 +524,32 @@ export class Ratchet extends Construct {
    * version, result, userMetadata, idempotencyKey (docs: the contract).
    */
   onStateChange(id: string, target: IRuleTarget, filter: StateChangeFilter = {}): Rule {
+    return this.rule(id, target, filter, EVENTBRIDGE_DETAIL_TYPE, 'state changes');
+  }
+
+  /**
+   * A rule sending each job found open past its kind's limit (OVERDUE_AFTER on
+   * the reconcile function) to `target`, once per job: the `operation.overdue`
+   * effect, its `detail` the job as it stood with `overdue` ({at, afterSeconds, openSince}).
+   */
+  onOverdue(id: string, target: IRuleTarget, filter: Omit<StateChangeFilter, 'states'> = {}): Rule {
+    return this.rule(id, target, filter, EVENTBRIDGE_OVERDUE_DETAIL_TYPE, 'overdue jobs');
+  }
+
+  private rule(id: string, target: IRuleTarget, filter: StateChangeFilter, detailType: string, what: string): Rule {
     const detail: Record<string, string[]> = {};
     if (filter.kinds) detail.kind = filter.kinds;
     if (filter.states) detail.state = filter.states;
     if (filter.names) detail.name = filter.names;
     for (const [key, values] of Object.entries(detail)) {
-      if (values.length === 0) throw new Error(`onStateChange(${id}): an empty ${key} list would match nothing; leave it out to match any`);
+      if (values.length === 0) throw new Error(`${id}: an empty ${key} list would match nothing; leave it out to match any`);
     }
     return new Rule(this, id, {
       eventBus: this.bus,
-      description: `Ratchet state changes -> ${id}`,
+      description: `Ratchet ${what} -> ${id}`,
       eventPattern: {
         source: [EVENTBRIDGE_SOURCE],
-        detailType: [EVENTBRIDGE_DETAIL_TYPE],
+        detailType: [detailType],
         ...(Object.keys(detail).length > 0 && { detail }),
       },
       targets: [target],

@@ -55,6 +55,10 @@ export interface RatchetOptions {
   apiToken?: string;
   /** What reconcile polls with (`GEMINI_API_KEY`); the Agent Platform's are read from `env`. */
   geminiApiKey?: string;
+  /** Several Gemini API keys by label (`GEMINI_API_KEYS`: `team-a=AIza…,team-b=AIza…`), instead of `geminiApiKey`. */
+  geminiApiKeys?: string;
+  /** How long each kind of job may stay open before it is overdue (`OVERDUE_AFTER`: `batch=26h,interaction=2h`). */
+  overdueAfter?: string;
   /** The signed outbound webhook (`EFFECTS_WEBHOOK_URL`, `EFFECTS_SIGNING_SECRET`), beside or instead of `onChange`. */
   effectsWebhookUrl?: string;
   effectsSigningSecret?: string;
@@ -62,7 +66,7 @@ export interface RatchetOptions {
   publicUrl?: string;
   /** Where `fetch` is mounted: `/api/ratchet` serves `/api/ratchet/webhooks/gemini`, `/api/ratchet/operations`… */
   basePath?: string;
-  /** The application's function for each applied state change. */
+  /** The application's function for each applied state change, and each job found overdue (`type: operation.overdue`). */
   onChange?: OnChange;
   /** Every other documented variable (docs/contract.md), and these when not given above; default `process.env`. */
   env?: Record<string, string | undefined>;
@@ -113,6 +117,8 @@ const OPTION_VARIABLES = {
   webhookSigningSecrets: 'WEBHOOK_SIGNING_SECRETS',
   apiToken: 'RATCHET_API_TOKEN',
   geminiApiKey: 'GEMINI_API_KEY',
+  geminiApiKeys: 'GEMINI_API_KEYS',
+  overdueAfter: 'OVERDUE_AFTER',
   effectsWebhookUrl: 'EFFECTS_WEBHOOK_URL',
   effectsSigningSecret: 'EFFECTS_SIGNING_SECRET',
   publicUrl: 'PUBLIC_URL',

@@ -17,8 +17,8 @@ parseCommandLine({
   usage: `usage: [VARIABLE=value …] ratchet start
   Runs Ratchet on this machine (the embedded engine in DATA_DIR, the HTTP API, history, effects, reconcile)
   until Ctrl-C. Configuration is by environment variable: PORT, HOST, DATA_DIR, WEBHOOK_SIGNING_SECRETS,
-  GEMINI_API_KEY, RECONCILE_INTERVAL_SECONDS, EFFECTS_WEBHOOK_URL, EFFECTS_SIGNING_SECRET, RATCHET_API_TOKEN, PUBLIC_URL,
-  … (see docs/contract.md). Every route but the webhook and /healthz needs the API token.`,
+  GEMINI_API_KEY (or GEMINI_API_KEYS), RECONCILE_INTERVAL_SECONDS, OVERDUE_AFTER, EFFECTS_WEBHOOK_URL, EFFECTS_SIGNING_SECRET,
+  RATCHET_API_TOKEN, PUBLIC_URL, … (see docs/contract.md). Every route but the webhook and /healthz needs the API token.`,
   options: {},
 });
 

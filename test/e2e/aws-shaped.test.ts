@@ -47,7 +47,8 @@ beforeAll(async () => {
     },
     env: {
       Effects: { EFFECTS_WEBHOOK_TIMEOUT_MS: '500', EFFECTS_RETRY_BASE_MS: '500', EFFECTS_RETRY_MAX_MS: '2000' },
-      Reconcile: { GEMINI_BASE_URL: gemini.baseUrl },
+      // File Search operations overdue after 2 s (the other kinds keep their hours), polled every second.
+      Reconcile: { GEMINI_BASE_URL: gemini.baseUrl, OVERDUE_AFTER: 'file-search=2s', RECONCILE_INTERVAL_SECONDS: '1' },
     },
     reconcileEveryMs: 1_000,
     iamCallers: { [CALLER.accessKeyId]: CALLER.secretAccessKey },
@@ -123,6 +124,27 @@ describe('the AWS path as deployed, on moto', () => {
     expect(stack.errors).toEqual([]);
     expect(stack.pollerErrors).toEqual([]);
     expect(Object.keys(stack.hosts)).toEqual([...FUNCTIONS]);
+  });
+
+  it('a File Search import tracked, polled, found overdue and ended: its overdue effect through the Pipe and the FIFO queue, between its state changes', {
+    timeout: 90_000,
+  }, async () => {
+    const name = `fileSearchStores/aws-${Date.now()}/operations/import-1`;
+    gemini.operations.set(name, { done: false });
+    expect((await client.track(name)).operation).toMatchObject({ kind: 'file-search', state: null });
+    const of = (job: string) => receiver.applied().filter((d: Delivery) => d.body.data.name === job);
+    await eventually(() => of(name).some((d) => d.body.type === 'operation.overdue'), 45_000, 'the overdue effect');
+    expect((await client.list({ overdue: true })).operations.map((op) => op.name)).toContain(name);
+    const response = { documentName: 'fileSearchStores/aws/documents/doc-1' };
+    gemini.operations.set(name, { done: true, response });
+    await eventually(() => of(name).some((d) => d.body.data.state === 'SUCCEEDED'), 45_000, 'the end');
+    expect(of(name).map((d) => [d.body.type, d.body.data.version, d.body.data.state])).toEqual([
+      ['operation.state_changed', 2, 'RUNNING'],
+      ['operation.overdue', 3, 'RUNNING'],
+      ['operation.state_changed', 4, 'SUCCEEDED'],
+    ]);
+    expect(await client.get(name)).toMatchObject({ state: 'SUCCEEDED', result: { response }, overdue: { afterSeconds: 2 } });
+    expect((await client.history(name)).map((entry) => entry.source)).toEqual(['track', 'poll', 'overdue', 'poll']);
   });
 
   it('the client signs with SigV4 and waits for a job tracked at creation; a bad or missing signature is refused as API Gateway refuses it', async () => {

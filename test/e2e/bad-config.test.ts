@@ -53,6 +53,16 @@ const CASES: Array<[string, Record<string, string>, string, RegExp]> = [
   ['a token too short', { RATCHET_API_TOKEN: 'short' }, 'RATCHET_API_TOKEN', /at least 16 characters/],
   ['a project without its location', { GOOGLE_CLOUD_PROJECT: 'my-project' }, 'GOOGLE_CLOUD_LOCATION', /must be set too/],
   ['credentials that are not JSON', { AGENT_PLATFORM_CREDENTIALS: '{"type": ' }, 'AGENT_PLATFORM_CREDENTIALS', /credentials JSON object/],
+  ['an overdue limit without a unit', { OVERDUE_AFTER: 'batch=26' }, 'OVERDUE_AFTER', /kind=duration pairs .*units s, m, h, d/],
+  ['an overdue limit for no kind', { OVERDUE_AFTER: 'eternity=2h' }, 'OVERDUE_AFTER', /kind=duration pairs/],
+  ['an overdue limit given twice', { OVERDUE_AFTER: 'batch=26h,batch=2h' }, 'OVERDUE_AFTER', /kind=duration pairs/],
+  ['Gemini keys that are not label=key pairs', { GEMINI_API_KEYS: 'AIzaSyNotAPair000' }, 'GEMINI_API_KEYS', /label=key pairs/],
+  [
+    'several Gemini keys beside one',
+    { GEMINI_API_KEYS: 'a=AIzaSyKeyOne0000,b=AIzaSyKeyTwo0000', GEMINI_API_KEY: 'AIzaSyKeyThree000' },
+    'GEMINI_API_KEYS',
+    /GEMINI_API_KEYS and GEMINI_API_KEY are both set/,
+  ],
   ['a data folder that is a file', { DATA_DIR: aFile }, 'DATA_DIR', /must be a folder/],
   ['a reachable host without a token', { HOST: '0.0.0.0', RATCHET_API_TOKEN: '' }, 'HOST=0.0.0.0', /set RATCHET_API_TOKEN/],
 ];

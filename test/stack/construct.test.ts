@@ -14,7 +14,7 @@ import { Code, Function as LambdaFn, Runtime } from 'aws-cdk-lib/aws-lambda';
 import { Queue } from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../../lambda/effects/settings.ts';
+import { EVENTBRIDGE_DETAIL_TYPE, EVENTBRIDGE_OVERDUE_DETAIL_TYPE, EVENTBRIDGE_SOURCE } from '../../lambda/effects/settings.ts';
 import { Ratchet } from '../../lib/ratchet.ts';
 import type { PolicyDocument } from '../support/aws/template.ts';
 
@@ -39,6 +39,7 @@ function consumerApp() {
   ratchet.onStateChange('BatchDone', new LambdaFunction(onBatchDone), { kinds: ['batch'], states: ['SUCCEEDED', 'FAILED'] });
   ratchet.onStateChange('AllChanges', new SqsQueue(audit));
   ratchet.onStateChange('OneJob', new SqsQueue(audit), { names: ['batches/abc'] });
+  ratchet.onOverdue('LateBatches', new SqsQueue(audit), { kinds: ['batch', 'platform-batch'] });
   return { app, stack, ratchet };
 }
 
@@ -126,6 +127,20 @@ describe('the Ratchet construct in an application’s own stack', () => {
       Principal: 'events.amazonaws.com',
       SourceArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^RatchetBatchDone'), 'Arn'] },
     });
+  });
+
+  it('sends the jobs found overdue (their own detail type) to the onOverdue target, never to a state-change rule', () => {
+    template.hasResourceProperties('AWS::Events::Rule', {
+      EventPattern: {
+        source: [EVENTBRIDGE_SOURCE],
+        'detail-type': [EVENTBRIDGE_OVERDUE_DETAIL_TYPE],
+        detail: { kind: ['batch', 'platform-batch'] },
+      },
+    });
+    const rules = Object.values(template.findResources('AWS::Events::Rule'));
+    const types = rules.flatMap((rule) => rule.Properties.EventPattern?.['detail-type'] ?? []);
+    expect(types.filter((type) => type === EVENTBRIDGE_OVERDUE_DETAIL_TYPE)).toHaveLength(1);
+    expect(EVENTBRIDGE_OVERDUE_DETAIL_TYPE).not.toBe(EVENTBRIDGE_DETAIL_TYPE);
   });
 
   it('refuses an empty filter list, which would silently match nothing', () => {

@@ -6,14 +6,16 @@ import type { DeadLetter, DeadLetters, Undecodable } from '../../app/effects/dea
 import type { EffectLedger } from '../../app/effects/ledger.ts';
 import { nextAttempt } from '../../app/effects/queue.ts';
 import { type EffectSink, SinkError } from '../../app/effects/sinks.ts';
-import { effectEvent, type Transition } from '../../app/effects/transition.ts';
+import { effectEvent, type Transition, transitionOf } from '../../app/effects/transition.ts';
 import { WebhookSink } from '../../app/effects/webhook-sink.ts';
+import { writeKindOf } from '../../core/change.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import { EventBridgeSink } from '../../lambda/effects/eventbridge-sink.ts';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../../lambda/effects/filter.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
 import type { RetryScheduler } from '../../lambda/effects/sqs-retry-scheduler.ts';
 import { transitionFromRecord } from '../../lambda/effects/stream-records.ts';
+import { verifyEffect } from '../../sdk/receiver.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { Receiver } from '../support/receiver.ts';
 import { silentLogger } from '../support/silent-logger.ts';
@@ -43,10 +45,7 @@ function streamRecord(image: OperationRecord, eventName: 'INSERT' | 'MODIFY' = '
     dynamodb: {
       SequenceNumber: String(1000 + sequence),
       // As the store writes it: the kind of write beside the record.
-      NewImage: marshall(
-        { ...image, writeKind: image.stateChanged ? 'state-change' : 'refresh' },
-        { removeUndefinedValues: true },
-      ) as never,
+      NewImage: marshall({ ...image, writeKind: writeKindOf(image) }, { removeUndefinedValues: true }) as never,
     },
   };
 }
@@ -140,6 +139,11 @@ describe('state change filter', () => {
     expect(matchesFilter(STATE_CHANGE_FILTER, streamRecord(operation(3, 'SUCCEEDED', false)))).toBe(false);
     expect(matchesFilter(STATE_CHANGE_FILTER, { ...streamRecord(operation(2, 'SUCCEEDED')), eventName: 'REMOVE' })).toBe(false);
     expect(matchesFilter(STATE_CHANGE_FILTER, { eventName: 'MODIFY', dynamodb: {} })).toBe(false);
+  });
+
+  it('passes the overdue mark (a write of its own that sends operation.overdue)', () => {
+    const marked = { ...operation(3, 'RUNNING', false), source: 'overdue' as const, overdue: { at: 't', afterSeconds: 60 } };
+    expect(matchesFilter(STATE_CHANGE_FILTER, streamRecord(marked))).toBe(true);
   });
 });
 
@@ -307,6 +311,38 @@ describe('nextAttempt', () => {
 
 describe('WebhookSink', () => {
   const secret = newSecret();
+
+  it('signs an overdue mark as operation.overdue, which verifyEffect accepts with its overdue fields', async () => {
+    const marked = transitionOf({
+      ...operation(3, 'RUNNING'),
+      previousState: 'RUNNING',
+      stateChanged: false,
+      source: 'overdue',
+      createdAt: '2026-11-30T08:00:00.000000000Z',
+      overdue: { at: '2026-11-30T10:00:03.000000000Z', afterSeconds: 7200 },
+    } as OperationRecord);
+    let sent: { headers: Record<string, string>; body: string } | undefined;
+    await new WebhookSink('http://127.0.0.1:9/hook', secret, {
+      post: async (request) => {
+        sent = request;
+        return { status: 204 };
+      },
+    }).deliver(marked);
+    expect(verifyEffect(sent?.headers as Record<string, string>, sent?.body as string, secret)).toMatchObject({
+      id: 'batches/1#3',
+      type: 'operation.overdue',
+      data: {
+        state: 'RUNNING',
+        version: 3,
+        overdue: { at: '2026-11-30T10:00:03.000000000Z', afterSeconds: 7200, openSince: '2026-11-30T08:00:00.000000000Z' },
+      },
+    });
+    // A state change of the same job is still a state change.
+    expect(effectEvent(transitionOf({ ...operation(4, 'SUCCEEDED'), overdue: { at: 'x', afterSeconds: 1 } } as OperationRecord)).type).toBe(
+      'operation.state_changed',
+    );
+  });
+
   let receiver: Receiver;
   beforeEach(async () => {
     receiver = await new Receiver(secret).start();
