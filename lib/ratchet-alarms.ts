@@ -144,6 +144,12 @@ export class RatchetAlarms extends Construct {
       'Gemini disabled a webhook pointing here after failed deliveries: fix the cause, then run npm run connect.',
     );
     alarm(
+      'GeminiKeyRefused',
+      ratchet('RefusedGeminiKeys', 'Maximum'),
+      1,
+      'Gemini refuses one of the API keys (401 or 403): its jobs are not polled. The reconcile log names the label; replace the key in the GeminiApiKey secret.',
+    );
+    alarm(
       'WebhookUnprocessable',
       ratchet('WebhookUnprocessable'),
       1,

@@ -162,7 +162,7 @@ export async function reconcilerOf(
   const { store, claimJob } = home;
   const off = () =>
     logger.warn(
-      'reconcile off: neither GEMINI_API_KEY (or GEMINI_API_KEYS) nor GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are set (webhooks still work; nothing is polled)',
+      'reconcile off: neither GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are set (nor GEMINI_API_KEYS; webhooks still work; nothing is polled)',
     );
   // Without credentials the SDK is not even loaded (a library's cold start pays for it only where it polls).
   if (!reconcileOn(config)) return void off();

@@ -136,7 +136,11 @@ export function createApp(deps: AppDeps): Hono {
     // A key Gemini refuses stops only its own jobs' polls: said here (by label, never the key), the instance still serves.
     const refused = (deps.geminiKeys?.() ?? []).filter((key) => key.state === 'refused');
     if (refused.length === 0) return c.json({ status: 'ok' });
-    return c.json({ status: 'ok', geminiKeys: { refused: refused.map(({ label, status, at }) => ({ label, status, at })) } });
+    // A single GEMINI_API_KEY has no label: its refusal is said without one.
+    return c.json({
+      status: 'ok',
+      geminiKeys: { refused: refused.map(({ label, status, at }) => ({ ...(label && { label }), status, at })) },
+    });
   });
 
   const limit = (maxSize: number) =>

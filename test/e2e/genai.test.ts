@@ -31,6 +31,15 @@ const failures: Array<{ name: string; message: string }> = [];
 const warnings: string[] = [];
 
 const sdk = () => new GoogleGenAI({ apiKey: KEY, httpOptions: { baseUrl: gemini.baseUrl } });
+/** The SDK in Agent Platform mode (an express-mode key), in the fake's project and location. */
+const platformSdk = () =>
+  new GoogleGenAI({
+    vertexai: true,
+    project: 'genai-project',
+    location: 'us-central1',
+    apiKey: gemini.platformApiKey,
+    httpOptions: { baseUrl: gemini.baseUrl },
+  });
 const inlineBatch = { inlinedRequests: [{ contents: [{ parts: [{ text: 'hello' }], role: 'user' }] }] };
 
 beforeAll(async () => {
@@ -111,13 +120,7 @@ describe('trackJobs', () => {
   });
 
   it('in Agent Platform mode, tracks a Veo generation and an interaction by their names in the project and location', async () => {
-    const platform = new GoogleGenAI({
-      vertexai: true,
-      project: 'genai-project',
-      location: 'us-central1',
-      apiKey: gemini.platformApiKey,
-      httpOptions: { baseUrl: gemini.baseUrl },
-    });
+    const platform = platformSdk();
     const ai = trackJobs(platform, client);
     const video = await ai.models.generateVideos({ model: 'veo-3.1-generate-001', prompt: 'a lighthouse at dusk' });
     expect(video.name).toMatch(
@@ -155,13 +158,7 @@ describe('trackJobs', () => {
   });
 
   it('in Agent Platform mode, tracks a tuning job (tunings.tune) by its name', async () => {
-    const platform = new GoogleGenAI({
-      vertexai: true,
-      project: 'genai-project',
-      location: 'us-central1',
-      apiKey: gemini.platformApiKey,
-      httpOptions: { baseUrl: gemini.baseUrl },
-    });
+    const platform = platformSdk();
     const job = await trackJobs(platform, client).tunings.tune({
       baseModel: 'gemini-2.5-flash',
       trainingDataset: { gcsUri: 'gs://ratchet-tests/train.jsonl' },

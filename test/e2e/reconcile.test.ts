@@ -111,6 +111,24 @@ describe('npm start with reconcile', () => {
     ]);
   }, 120_000);
 
+  it('follows an Agent Platform tuning job, polled only, to its end: its effects carry the tuned model', async () => {
+    const job = 'projects/e2e-project/locations/us-central1/tuningJobs/77';
+    const client = new RatchetClient({ url: ratchet.url, token: ratchet.apiToken });
+    expect((await client.track(job)).operation).toMatchObject({ kind: 'platform-tuning', state: null });
+    gemini.tuningJobs.set(job, { state: 'JOB_STATE_RUNNING', updateTime: '2026-11-30T11:00:00Z' });
+    await eventually(async () => (await stateOf(job)) === 'RUNNING', 45_000, 'RUNNING');
+    const tunedModel = { model: 'projects/e2e-project/locations/us-central1/models/tuned-77' };
+    gemini.tuningJobs.set(job, { state: 'JOB_STATE_SUCCEEDED', updateTime: '2026-11-30T12:00:00Z', tunedModel });
+    expect(await client.waitFor(job, { timeoutMs: 45_000 })).toMatchObject({ state: 'SUCCEEDED', result: { tunedModel } });
+    await eventually(() => receiver.applied().filter((d) => d.body.data.name === job).length >= 2, 20_000, 'effects');
+    const effects = receiver.applied().filter((d) => d.body.data.name === job);
+    expect(effects.map((d) => `${d.body.data.kind} ${d.body.data.state}`)).toEqual([
+      'platform-tuning RUNNING',
+      'platform-tuning SUCCEEDED',
+    ]);
+    expect(effects.map((d) => (d.body.data as { result?: unknown }).result)).toEqual([null, { tunedModel }]);
+  }, 120_000);
+
   it('rejects waitFor with not-found as soon as polling stops on a job Gemini no longer knows, its state left as it was', async () => {
     const name = 'batches/e2e-gone';
     const client = new RatchetClient({ url: ratchet.url, token: ratchet.apiToken });

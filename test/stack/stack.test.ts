@@ -361,6 +361,7 @@ describe('RatchetStack', () => {
         'JobsNotFound',
         'WebhookKeysUnavailable',
         'GeminiWebhookDisabled',
+        'GeminiKeyRefused',
         'TerminalConflicts',
         'ReconcileFailures',
         'StuckOperations',
@@ -374,6 +375,7 @@ describe('RatchetStack', () => {
     }
     expect(byName['Ratchet-WebhookNotRecorded']).toMatchObject({ Namespace: 'Ratchet', MetricName: 'WebhookNotRecorded', Threshold: 1 });
     expect(byName['Ratchet-GeminiWebhookDisabled']).toMatchObject({ MetricName: 'ReconcileWebhooksDisabled', Threshold: 1 });
+    expect(byName['Ratchet-GeminiKeyRefused']).toMatchObject({ MetricName: 'RefusedGeminiKeys', Threshold: 1 });
     expect(byName['Ratchet-WebhookUnprocessable']).toMatchObject({ MetricName: 'WebhookUnprocessable', Threshold: 1 });
     expect(byName['Ratchet-JobsNotFound']).toMatchObject({ MetricName: 'ReconcileNotFoundStopped', Threshold: 1 });
     expect(byName['Ratchet-StuckOperations']).toMatchObject({ MetricName: 'ReconcileOldestOpenAgeSeconds', Threshold: 48 * 3600 });
