@@ -7,7 +7,7 @@
  * where something is to be polled.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Hono, MiddlewareHandler } from 'hono';
@@ -55,6 +55,8 @@ export interface AssembleOptions {
 export function assemble(config: Config, home: Home, options: AssembleOptions): Assembled {
   const { dataDir, logger } = options;
   const { store, changes, history, effects } = home;
+  // On PostgreSQL the folder holds only the generated token and development secret: made here, owner-only, when missing.
+  if (dataDir !== IN_MEMORY) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const devSecret = config.WEBHOOK_SIGNING_SECRETS ? undefined : developmentSecret(dataDir);
   const secrets = parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS ?? (devSecret as string));
   const tokens = resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST) as ApiTokens;

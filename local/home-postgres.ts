@@ -8,20 +8,19 @@
  * nothing here: it is written with each change.
  */
 
-import type { Config } from '../app/config.ts';
+import { type Config, ConfigError } from '../app/config.ts';
 import { deliverEffect } from '../app/effects/deliver.ts';
 import { redrive } from '../app/effects/redrive.ts';
-import { networkCodeOf, networkFailureInWords } from '../core/network.ts';
+import { networkFailureInWords } from '../core/network.ts';
 import { PostgresAppSink } from '../engines/postgres/app-sink.ts';
 import { PostgresChangeFeed } from '../engines/postgres/change-feed.ts';
 import { pruneChanges } from '../engines/postgres/change-log.ts';
-import { sqlStateOf } from '../engines/postgres/database.ts';
 import { type Deliver, PostgresEffectsQueue, pendingEffects, retryingOperations } from '../engines/postgres/effects-queue.ts';
+import { databaseFailure } from '../engines/postgres/failures.ts';
 import { openPostgresEngine, type PostgresEngine } from '../engines/postgres/index.ts';
 import { claimJob } from '../engines/postgres/leases.ts';
 import { type Listener, listen, notifier } from '../engines/postgres/listener.ts';
 import { pruneEffectRecords } from '../engines/postgres/records.ts';
-import { SchemaError } from '../engines/postgres/schema.ts';
 import { type EffectsRecords, type Home, type HomeOptions, HomeUnavailableError } from './home.ts';
 import { webhookSinkOf } from './outbound-pool.ts';
 
@@ -50,7 +49,7 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
       onPollingStopped: () => feed?.notify(),
     });
   } catch (error) {
-    throw unavailable(error, where);
+    throw unavailable(error, where, config);
   }
   const { db, store } = engine;
   announce = notifier(db);
@@ -140,17 +139,15 @@ function databaseInWords(url: string, schema: string): string {
   return `postgres://${parsed.hostname}:${parsed.port || 5432}${parsed.pathname || '/'}?schema=${schema}`;
 }
 
-/** Why the database cannot be used, in one line that names it (never its password). */
-function unavailable(error: unknown, where: string): Error {
-  if (error instanceof SchemaError) return new HomeUnavailableError(error.message);
-  const state = sqlStateOf(error);
-  const reasons: Record<string, string> = {
-    '28P01': 'the password was refused',
-    '28000': 'the role may not connect',
-    '3D000': 'the database does not exist',
-    '42501': 'the role lacks a privilege it needs (docs/operations.md lists them; or run ratchet migrate with one that has them)',
-  };
-  if (state && reasons[state]) return new HomeUnavailableError(`the database (${where}): ${reasons[state]}`);
-  if (networkCodeOf(error)) return new HomeUnavailableError(`cannot reach the database (${where}): ${networkFailureInWords(error)}`);
-  return error as Error;
+/** Why the database cannot be used, in one line that names it (never its password): a setting to change is a ConfigError (exit 2). */
+function unavailable(error: unknown, where: string, config: Config): Error {
+  const url = config.DATABASE_URL ? new URL(config.DATABASE_URL) : undefined;
+  const failure = databaseFailure(error, {
+    where,
+    schema: config.DATABASE_SCHEMA,
+    ...(url?.username && { role: decodeURIComponent(url.username) }),
+    ...(url && url.pathname.length > 1 && { database: decodeURIComponent(url.pathname.slice(1)) }),
+  });
+  if (!failure) return error as Error;
+  return failure.kind === 'configuration' ? new ConfigError(failure.message, failure.setting) : new HomeUnavailableError(failure.message);
 }

@@ -141,9 +141,21 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
   const onPostgres = Boolean(options.pool || config.DATABASE_URL);
   if (options.pool && options.databaseUrl) throw new ConfigError('give pool or databaseUrl (DATABASE_URL), not both', 'DATABASE_URL');
   const dataDir = onPostgres ? IN_MEMORY : (config.DATA_DIR ?? DEFAULT_DATA_DIR);
+  const logger = createLogger('ratchet', env.POWERTOOLS_LOG_LEVEL);
+  if (!config.WEBHOOK_SIGNING_SECRETS) {
+    // No secret a sender could know: a generated one would refuse every webhook, in silence, for as long as the data lives.
+    if (onPostgres || dataDir !== IN_MEMORY)
+      throw new ConfigError(
+        `webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS) must be set where the data outlives this process (${onPostgres ? 'PostgreSQL' : 'a data folder'}): ` +
+          "Gemini's webhook signing secret, whsec_… (docs/apps.md: make one and send a signed test webhook)",
+        'WEBHOOK_SIGNING_SECRETS',
+      );
+    logger.warn(
+      'ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): a secret for this process only was generated; webhooks signed with any other are refused',
+    );
+  }
   const sink = webhookSinkSettingsOf(config);
   const derived = derivedWorkOptionsOf(config, sink, { onChange: Boolean(options.onChange) });
-  const logger = createLogger('ratchet', env.POWERTOOLS_LOG_LEVEL);
   let opened: Promise<Opened> | undefined;
   let closed = false;
 
@@ -198,6 +210,11 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
       try {
         ready = await open();
       } catch (error) {
+        if (closed)
+          return Response.json(
+            { error: 'closed', message: 'this Ratchet is closed (close() was called)' },
+            { status: 503, headers: { 'cache-control': 'no-store' } },
+          );
         logger.error('ratchet: the engine could not be opened', { detail: (error as Error).message });
         return Response.json(
           { error: 'unavailable', message: 'Ratchet cannot reach its database; try again' },

@@ -156,7 +156,19 @@ export function createApp(deps: AppDeps): Hono {
 
   const receive = deps.receive ?? receiveWebhook(deps);
   app.post('/webhooks/gemini', limit(MAX_WEBHOOK_BODY_BYTES), async (c) => {
-    const answer = await receive(await c.req.text(), c.req.raw.headers);
+    let raw: string;
+    try {
+      raw = await c.req.text();
+    } catch (error) {
+      // Inside an app: a body parser in front of the mount (express.json()) read the stream first.
+      if (!(error instanceof TypeError)) throw error;
+      logger.error('webhook body unreadable: read before Ratchet got it', { detail: error.message });
+      return fail(
+        'internal',
+        'the request body was read before Ratchet got it: something in front of Ratchet (a body parser such as express.json()) took it; mount Ratchet before any body parser',
+      );
+    }
+    const answer = await receive(raw, c.req.raw.headers);
     if (answer.retryAfterSeconds !== undefined) c.header('retry-after', String(answer.retryAfterSeconds));
     return c.json(answer.body, answer.status as ContentfulStatusCode);
   });

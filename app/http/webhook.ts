@@ -75,6 +75,22 @@ export interface WebhookDeps {
 const ok = (body: unknown): WebhookAnswer => ({ status: 200, body });
 const fail = (failure: Failure, message: string): WebhookAnswer => ({ status: FAILURES[failure], body: failureBody(failure, message) });
 
+/**
+ * Why a signature may have failed on a delivery that was signed right: the
+ * body arrived with another length than the sender's Content-Length, so
+ * something in front of Ratchet (a body parser such as `express.json()`, in an
+ * app that mounts it) read or re-serialized it. Empty when the lengths agree.
+ */
+function changedInFront(raw: string, headers: HeaderReader): string {
+  const declared = Number(headers.get('content-length') ?? Number.NaN);
+  const received = Buffer.byteLength(raw);
+  if (!Number.isInteger(declared) || declared === received) return '';
+  return (
+    `; the body arrived as ${received} bytes where Content-Length said ${declared}: something in front of Ratchet ` +
+    '(a body parser such as express.json()) read or changed it; mount Ratchet before any body parser'
+  );
+}
+
 /** A receiver of Gemini deliveries: one per process, which keeps the records it lately wrote (write hints). */
 export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader) => Promise<WebhookAnswer> {
   const { store, verifier, logger, metrics } = deps;
@@ -105,9 +121,10 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
       return fail('keys-unavailable', verification.reason);
     }
     if (!verification.ok) {
-      logger.warn('webhook rejected', { decision: 'rejected', reason: verification.reason });
+      const reason = verification.reason + changedInFront(raw, headers);
+      logger.warn('webhook rejected', { decision: 'rejected', reason });
       count('WebhookRejected');
-      return fail('invalid-signature', verification.reason);
+      return fail('invalid-signature', reason);
     }
     const deliveryId = verification.id;
     // From here the delivery is authentic: whatever it holds, it is answered 2xx (guarantee 6), or 503 while the store is down.

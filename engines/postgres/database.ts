@@ -116,10 +116,24 @@ export function connect(options: PostgresOptions): Postgres {
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:')
     throw new PostgresConfigError(`DATABASE_URL must be a postgres:// URL, not ${url.protocol}//…`);
   // Idle connections do not hold a process open whose work is done (a serverless function, a script).
-  const pool = new pg.Pool({ connectionString: options.url, max: options.maxConnections ?? 10, allowExitOnIdle: true });
+  const pool = new pg.Pool({ connectionString: verifiedFull(url), max: options.maxConnections ?? 10, allowExitOnIdle: true });
   // An idle connection the server (or a pooler) dropped is an error on the pool: logged by the caller's queries, not fatal.
   pool.on('error', () => {});
   return new Postgres(pool, schema, true);
+}
+
+/**
+ * node-pg verifies `sslmode=prefer`, `require` and `verify-ca` as `verify-full`
+ * (the certificate and the host name), and says so in a six-line warning on
+ * the terminal at every start: the URL is handed over with the mode it means.
+ * `uselibpqcompat=true` (libpq's weaker meanings) is left as it is.
+ */
+function verifiedFull(url: URL): string {
+  const mode = url.searchParams.get('sslmode');
+  if (url.searchParams.get('uselibpqcompat') === 'true' || !mode || !['prefer', 'require', 'verify-ca'].includes(mode)) return url.href;
+  const copy = new URL(url.href);
+  copy.searchParams.set('sslmode', 'verify-full');
+  return copy.href;
 }
 
 /** A SQLSTATE of a pg error, if it has one. */

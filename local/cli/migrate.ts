@@ -7,7 +7,6 @@
  */
 import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
 import { ConfigError, loadConfig } from '../../app/config.ts';
-import { networkCodeOf, networkFailureInWords } from '../../core/network.ts';
 
 const command = {
   name: 'ratchet migrate',
@@ -27,7 +26,8 @@ try {
 }
 if (!config.DATABASE_URL) usageError(command, 'DATABASE_URL is not set (the SQLite file of ratchet start migrates itself at start)');
 const { connect } = await import('../../engines/postgres/database.ts');
-const { migrate, SCHEMA_VERSION, SchemaError } = await import('../../engines/postgres/schema.ts');
+const { migrate, SCHEMA_VERSION } = await import('../../engines/postgres/schema.ts');
+const { databaseFailure } = await import('../../engines/postgres/failures.ts');
 const db = connect({ url: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, maxConnections: 1 });
 try {
   const before = await migrate(db);
@@ -37,9 +37,19 @@ try {
       : `schema ${config.DATABASE_SCHEMA} migrated from version ${before} to ${SCHEMA_VERSION}`,
   );
 } catch (error) {
-  if (error instanceof SchemaError) failure(command, error.message);
-  if (networkCodeOf(error)) failure(command, `cannot reach the database: ${networkFailureInWords(error)}`);
-  failure(command, (error as Error).message.split('\n')[0] as string);
+  const url = new URL(config.DATABASE_URL);
+  const said = databaseFailure(error, {
+    where: `postgres://${url.hostname}:${url.port || 5432}${url.pathname}?schema=${config.DATABASE_SCHEMA}`,
+    schema: config.DATABASE_SCHEMA,
+    ...(url.username && { role: decodeURIComponent(url.username) }),
+    ...(url.pathname.length > 1 && { database: decodeURIComponent(url.pathname.slice(1)) }),
+  });
+  // A setting to change exits 2, as bad usage does; the database's state exits 1.
+  if (said?.kind === 'configuration') {
+    console.error(`${command.name}: ${said.message}`);
+    process.exit(2);
+  }
+  failure(command, said?.message ?? ((error as Error).message.split('\n')[0] as string));
 } finally {
   await db.close();
 }

@@ -123,6 +123,43 @@ describe('createRatchet', () => {
     expect(() => createRatchet({ databaseUrl: 'mysql://x', env: {} })).toThrow(/DATABASE_URL must be a postgres:\/\/ URL/);
   });
 
+  it('refuses no signing secret where the data outlives the process, naming both names; in memory it makes one and says so', async () => {
+    const refuse = (options: Parameters<typeof createRatchet>[0]) => () =>
+      createRatchet({ ...options, env: { POWERTOOLS_LOG_LEVEL: 'CRITICAL' } });
+    for (const options of [
+      { databaseUrl: url },
+      { pool: new pg.Pool({ connectionString: url, max: 1 }) },
+      { dataDir: join(PROJECT_ROOT, '.never') },
+    ]) {
+      expect(refuse(options)).toThrow(
+        /^webhookSigningSecrets \(WEBHOOK_SIGNING_SECRETS\) must be set where the data outlives this process/,
+      );
+    }
+    const logged: string[] = [];
+    const streams = [process.stdout, process.stderr];
+    const writes = streams.map((stream) => stream.write);
+    for (const stream of streams) stream.write = ((chunk: string) => logged.push(String(chunk)) > 0) as typeof stream.write;
+    let ratchet: Ratchet;
+    try {
+      ratchet = createRatchet({ dataDir: ':memory:', env: { POWERTOOLS_LOG_LEVEL: 'WARN' } });
+    } finally {
+      streams.forEach((stream, i) => {
+        stream.write = writes[i] as typeof stream.write;
+      });
+    }
+    cleanup.push(() => ratchet.close());
+    expect(logged.join('')).toMatch(/no webhookSigningSecrets \(WEBHOOK_SIGNING_SECRETS\): a secret for this process only was generated/);
+  });
+
+  it('answers 503 closed once closed, not "cannot reach its database"', async () => {
+    const ratchet = open({ dataDir: ':memory:' });
+    expect((await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/healthz`))).status).toBe(200);
+    await ratchet.close();
+    const answer = await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/healthz`));
+    expect(answer.status).toBe(503);
+    expect(await answer.json()).toMatchObject({ error: 'closed' });
+  });
+
   it('answers 503 while its database cannot be reached, and says why once asked', async () => {
     const ratchet = open({ databaseUrl: 'postgres://nobody@127.0.0.1:1/none', schema: 'lib_unreachable' });
     const answer = await ratchet.fetch(webhook('http://127.0.0.1', 'batch.succeeded', 'batches/lib-x'));
@@ -285,6 +322,23 @@ describe('createRatchet', () => {
         env: { PATH: process.env.PATH, RATCHET_URL: `${origin}${BASE}`, RATCHET_API_TOKEN: TOKEN },
       });
       expect(stdout).toMatch(/dead letter/i);
+    });
+
+    it('behind a body parser (express.json() mounted first), names it as the likely cause', async () => {
+      const ratchet = open({ dataDir: ':memory:' });
+      const app = express();
+      app.use(express.json());
+      app.all(`${BASE}/{*path}`, getRequestListener(ratchet.fetch));
+      const server = app.listen(0, '127.0.0.1');
+      cleanup.push(() => new Promise((done) => server.close(done)));
+      await new Promise((resolve) => server.once('listening', resolve));
+      const answer = await fetch(
+        webhook(`http://127.0.0.1:${(server.address() as AddressInfo).port}`, 'batch.succeeded', 'batches/lib-parsed'),
+      );
+      expect(answer.status).not.toBe(200);
+      expect(((await answer.json()) as { message: string }).message).toMatch(
+        /a body parser such as express\.json\(\).*mount Ratchet before any body parser/,
+      );
     });
 
     it('in an Express app, through @hono/node-server, before the body parsers', async () => {
