@@ -50,10 +50,12 @@ export interface Assembled {
 export interface AssembleOptions {
   dataDir: string;
   logger: Logger;
+  /** Where the app is mounted inside an application (`/api/ratchet`): the console's links and the sign-in's redirects start with it. */
+  basePath?: string;
 }
 
 export function assemble(config: Config, home: Home, options: AssembleOptions): Assembled {
-  const { dataDir, logger } = options;
+  const { dataDir, logger, basePath = '' } = options;
   const { store, changes, history, effects } = home;
   // On PostgreSQL the folder holds only the generated token and development secret: made here, owner-only, when missing.
   if (dataDir !== IN_MEMORY) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -65,6 +67,7 @@ export function assemble(config: Config, home: Home, options: AssembleOptions): 
     publicUrls: publicUrls(config.PUBLIC_URL),
     trackRatePerMinute: config.TRACK_RATE_PER_MINUTE,
     logger,
+    basePath,
   });
   // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
   const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
@@ -109,6 +112,7 @@ export function assemble(config: Config, home: Home, options: AssembleOptions): 
         reconcileOn: reconcileOn(config),
         unprocessable: store,
         geminiKeys: () => credentials.all(),
+        basePath,
       });
     },
   });

@@ -176,7 +176,7 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
         ...(options.pool && { pool: options.pool }),
       });
       try {
-        const assembled = assemble(config, home, { dataDir, logger });
+        const assembled = assemble(config, home, { dataDir, logger, basePath });
         // SQLite derives history and the effects from its outbox in this process, from now on.
         if (!onPostgres) await home.start();
         return { home, assembled, reconciler: await reconcilerOf(config, home, logger, assembled.credentials) };
@@ -295,7 +295,8 @@ function basePathOf(value: string | undefined): string {
 
 /**
  * `request` handed to the app with `basePath` taken off its path (404 outside
- * it), and the answer put back under it. A Request made in code (not read off
+ * it); the app was given its base path (assemble), so its answers' links and
+ * redirects are under the mount already. A Request made in code (not read off
  * a socket) has no Host header: its URL's host is the one asked for.
  */
 async function serveUnder(basePath: string, request: Request, app: (request: Request) => Response | Promise<Response>): Promise<Response> {
@@ -314,22 +315,5 @@ async function serveUnder(basePath: string, request: Request, app: (request: Req
     signal: request.signal,
     duplex: 'half',
   } as RequestInit);
-  const answer = await app(inner);
-  return basePath ? underBasePath(answer, basePath) : answer;
-}
-
-/**
- * An answer of the app as seen under `basePath`: its redirects and the
- * console's links (`href="/…"`, `action="/…"`, `data-post="/…"`: the console
- * writes every link of its own absolute) moved under the prefix.
- */
-async function underBasePath(response: Response, basePath: string): Promise<Response> {
-  const location = response.headers.get('location');
-  const html = response.headers.get('content-type')?.startsWith('text/html');
-  if (!html && !location?.startsWith('/')) return response;
-  const headers = new Headers(response.headers);
-  if (location?.startsWith('/') && !location.startsWith('//')) headers.set('location', `${basePath}${location}`);
-  const body = html ? (await response.text()).replace(/(href|action|data-post)="\//g, `$1="${basePath}/`) : response.body;
-  if (html) headers.delete('content-length');
-  return new Response(body, { status: response.status, statusText: response.statusText, headers });
+  return app(inner);
 }

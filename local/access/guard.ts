@@ -63,6 +63,8 @@ export interface AccessOptions {
   trackRatePerMinute: number;
   logger: Logger;
   clock?: () => number;
+  /** Where the app is mounted (`/api/ratchet` inside an application; '' for ratchet start): every link and redirect under it. */
+  basePath?: string;
 }
 
 interface Session {
@@ -107,7 +109,12 @@ export class AccessGuard {
   loginLink(baseUrl: string, next = '/'): string {
     const code = randomBytes(24).toString('base64url');
     this.loginCodes.set(code, { expiresAt: this.clock() + LOGIN_CODE_MS, next: localPath(next) });
-    return `${baseUrl}/login?code=${code}`;
+    return `${baseUrl}${this.base}/login?code=${code}`;
+  }
+
+  /** The mount's path ('' at the root). */
+  private get base(): string {
+    return this.options.basePath ?? '';
   }
 
   /** The security headers, the checks and the sign-in routes, on `app` before any other route. */
@@ -147,7 +154,7 @@ export class AccessGuard {
       const id = getCookie(c, SESSION_COOKIE);
       if (id) this.sessions.delete(id);
       setCookie(c, SESSION_COOKIE, '', { path: '/', httpOnly: true, sameSite: 'Strict', maxAge: 0 });
-      return c.redirect('/login', 303);
+      return c.redirect(`${this.base}/login`, 303);
     });
   }
 
@@ -253,7 +260,7 @@ export class AccessGuard {
       secure: this.overHttps(c),
       maxAge: SESSION_MS / 1000,
     });
-    return c.redirect(next, 303);
+    return c.redirect(`${this.base}${next}`, 303);
   }
 
   private loginWithCode(c: Context): Response {
@@ -302,9 +309,9 @@ export class AccessGuard {
     const body = `${problem ? `<p class="FAILED">${escapeHtml(problem)}</p>` : ''}
 <p>Open a sign-in link (Ratchet prints one when it starts; <code>ratchet login</code> prints a new one), or paste its API token
 (RATCHET_API_TOKEN, or the file <code>api-token</code> in its data folder).</p>
-<form method="post" action="/login"><p><label>API token <input type="password" name="token" autocomplete="current-password" required size="48"></label>
+<form method="post" action="${escapeHtml(this.base)}/login"><p><label>API token <input type="password" name="token" autocomplete="current-password" required size="48"></label>
 ${next ? `<input type="hidden" name="next" value="${escapeHtml(localPath(next))}">` : ''}<button type="submit">Sign in</button></p></form>`;
-    return c.html(page('sign in', body, { nonce }), status);
+    return c.html(page('sign in', body, { nonce, basePath: this.base }), status);
   }
 
   private overHttps(c: Context): boolean {

@@ -12,6 +12,7 @@
  *   GET /console/unprocessable      authentic deliveries that could never be used (answered 200 all the same), newest first
  */
 import type { Context, Hono } from 'hono';
+import { APP_SINK } from '../../app/effects/app-sink.ts';
 import type { DeadLetter, DeadLetters } from '../../app/effects/dead-letters.ts';
 import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
 import type { ChangeFeedPort } from '../../app/feed.ts';
@@ -73,15 +74,21 @@ export interface ConsoleDeps {
   unprocessable: Pick<UnprocessableLog, 'listUnprocessable'>;
   /** Whether Gemini takes each labelled API key (GEMINI_API_KEYS): a refused one is named above the list. */
   geminiKeys?: () => CredentialStatus[];
+  /** Where the console is mounted (`/api/ratchet` inside an application; '' for ratchet start): every link starts with it. */
+  basePath?: string;
 }
 
 const PAGE_SIZE = 100;
+/** The sinks a delivery is kept under in the ledger: the outbound webhook's, and the application's onChange. */
+const EFFECT_SINKS = ['webhook', APP_SINK] as const;
 
 /**
  * `open`, `tracked` (nothing observed yet) or a state; `effects` selects operations with an effect the receiver
  * refused at least once and that waits to be tried again (`retrying`), or one set aside (`dead-lettered`).
  */
 interface Filter {
+  /** The mount's path, which every link of the list starts with (not part of the query). */
+  base: string;
   state?: OperationState | 'open' | 'tracked';
   kind?: OperationKind;
   effects?: EffectsFilter;
@@ -91,10 +98,11 @@ interface Filter {
   refresh?: number;
 }
 
-function filterOf(c: Context): Filter {
+function filterOf(c: Context, base: string): Filter {
   const state = c.req.query('state');
   const refresh = Number(c.req.query('refresh'));
   return {
+    base,
     state: state === 'open' || state === 'tracked' ? state : OPERATION_STATES.find((s) => s === state),
     kind: OPERATION_KINDS.find((k) => k === c.req.query('kind')),
     effects: EFFECTS_FILTERS.find((f) => f === c.req.query('effects')),
@@ -114,23 +122,26 @@ function linkTo(filter: Filter, change: Partial<Filter>): string {
     ...(next.page && { page: String(next.page) }),
     ...(next.refresh && { refresh: String(next.refresh) }),
   }).toString();
-  return query ? `/?${query}` : '/';
+  return query ? `${next.base}/?${query}` : `${next.base}/`;
 }
 
 const refreshLink = (href: (refresh: number | undefined) => string, refresh: number | undefined) =>
   refresh ? `<a href="${href(undefined)}">stop refreshing</a>` : `<a href="${href(5)}">refresh every 5 s</a>`;
 
 /** The change stream a page follows: from the feed's head when it was rendered, of one operation or of all. */
-function streamFrom(head: string, name?: string): string {
-  return `/changes/stream?${new URLSearchParams({ after: head, ...(name && { name }) })}`;
+function streamFrom(base: string, head: string, name?: string): string {
+  return `${base}/changes/stream?${new URLSearchParams({ after: head, ...(name && { name }) })}`;
 }
 
 export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
+  const base = deps.basePath ?? '';
+  /** A page with this answer's nonce and CSRF token, its links under the mount. */
+  const render = (c: Context, title: string, body: string, refreshSeconds?: number) => renderPage(c, base, title, body, refreshSeconds);
   app.get('/', async (c) => {
     const now = Date.now();
     // Before anything is read: a change after it reaches the page through the stream.
     const head = await deps.feed.headCursor();
-    const filter = filterOf(c);
+    const filter = filterOf(c, base);
     const effects = deps.effects();
     const deadLetters = effects ? await effects.deadLetters.list() : [];
     const deadNames = new Set(deadLetters.filter((letter) => letter.status !== 'redriving').map((letter) => letter.name));
@@ -144,7 +155,7 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
       offset: filter.page * PAGE_SIZE,
     });
     const effectOf = (name: string) => (deadNames.has(name) ? 'dead-lettered' : retrying.has(name) ? 'retrying' : undefined);
-    const rows = operations.slice(0, PAGE_SIZE).map((o) => operationRow(o, now, deps.reconcileOn, effectOf(o.name)));
+    const rows = operations.slice(0, PAGE_SIZE).map((o) => operationRow(o, now, deps.reconcileOn, effectOf(o.name), base));
     const table = rows.length
       ? `<div class="scroll"><table id="operations"><thead><tr><th>operation</th><th class="wide">kind</th><th>state</th><th class="wide">version</th>
 <th>last write</th><th>polling</th><th>effects</th></tr></thead><tbody>${rows.join('')}</tbody></table></div>`
@@ -164,7 +175,7 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
         'operations',
         unusable +
           live(
-            streamFrom(head),
+            streamFrom(base, head),
             (await countsNav(deps, filter, {
               'dead-lettered': deadNames.size,
               retrying: retrying.size,
@@ -190,11 +201,11 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     const body = rows.length
       ? `<p><small>Deliveries whose signature verified but whose content can never be used. Each was answered 200, so Gemini
 does not retry it for a day and keeps the webhook on; none changed an operation. Kept 30 days, newest first (the last ${PAGE_SIZE}).
-As JSON: <a href="/decisions?outcome=unprocessable">/decisions?outcome=unprocessable</a>.</small></p>
+As JSON: <a href="${base}/decisions?outcome=unprocessable">${base}/decisions?outcome=unprocessable</a>.</small></p>
 <div class="scroll"><table id="unprocessable"><thead><tr><th>received</th><th>webhook-id</th><th class="wide">type</th><th>why</th><th>first 4 KiB</th></tr></thead>
 <tbody>${rows.join('')}</tbody></table></div>`
       : '<p>No unprocessable delivery in the last 30 days.</p>';
-    return c.html(render(c, 'unprocessable deliveries', `${body}<p><a href="/">all operations</a></p>`));
+    return c.html(render(c, 'unprocessable deliveries', `${body}<p><a href="${base}/">all operations</a></p>`));
   });
 
   app.get('/console/operations/:name{.+}', async (c) => {
@@ -208,19 +219,19 @@ As JSON: <a href="/decisions?outcome=unprocessable">/decisions?outcome=unprocess
     const view = await deps.store.describe(name);
     if (!view) return c.html(render(c, 'unknown', `<p>No operation named <code>${escapeHtml(name)}</code>.</p>`), 404);
     const now = Date.now();
-    const { refresh } = filterOf(c);
-    const here = (r: number | undefined) => `/console/operations/${escapeHtml(name)}${r ? `?refresh=${r}` : ''}`;
+    const { refresh } = filterOf(c, base);
+    const here = (r: number | undefined) => `${base}/console/operations/${escapeHtml(name)}${r ? `?refresh=${r}` : ''}`;
     const summary = `<p><strong class="${escapeHtml(view.state)}">${escapeHtml(view.state ?? 'tracked')}</strong>${overdueFlag(view, now)} · ${view.kind} · version ${view.version}
 · last write ${when(view.recordedAt, now)} · first seen ${when(view.createdAt, now)}</p>
 <p id="polling">Polling: ${pollingInWords(view, now, deps.reconcileOn)}</p>${
       view.userMetadata ? `\n<p id="metadata">Metadata: <code>${escapeHtml(JSON.stringify(view.userMetadata))}</code></p>` : ''
     }${resultInWords(view)}${view.credential ? `\n<p id="credential">Polled with the key labelled <code>${escapeHtml(view.credential)}</code></p>` : ''}`;
     const body = `${live(
-      streamFrom(head, name),
+      streamFrom(base, head, name),
       `${summary}<h2>Timeline</h2>
 <p><small>Every event this operation received, oldest first: applied writes, and refused events greyed with the reason.</small></p>
 ${await timeline(deps, view, now)}`,
-    )}<p>${refreshLink(here, refresh)} · <a href="/operations/${escapeHtml(name)}/decisions">decisions as JSON</a></p>`;
+    )}<p>${refreshLink(here, refresh)} · <a href="${base}/operations/${escapeHtml(name)}/decisions">decisions as JSON</a></p>`;
     return c.html(render(c, name, body, refresh));
   });
 }
@@ -273,14 +284,15 @@ async function unprocessableNote(deps: ConsoleDeps, now: number): Promise<string
   const last = decisions[0];
   if (!last) return '';
   const count = `${decisions.length}${nextCursor ? '+' : ''}`;
-  return `<p id="unprocessable-note" class="warning"><a href="/console/unprocessable"><span class="dead-lettered">${count} unprocessable
+  return `<p id="unprocessable-note" class="warning"><a href="${deps.basePath ?? ''}/console/unprocessable"><span class="dead-lettered">${count} unprocessable
 deliver${decisions.length === 1 ? 'y' : 'ies'}</span></a>: authentic, answered 200, never applied; the last ${when(last.receivedAt, now)}
 (${escapeHtml(last.reason)}).</p>`;
 }
 
 /** A page with this answer's CSP nonce and the session's CSRF token (local/access/guard.ts sets both). */
-function render(c: Context, title: string, body: string, refreshSeconds?: number): string {
+function renderPage(c: Context, basePath: string, title: string, body: string, refreshSeconds?: number): string {
   return page(title, body, {
+    basePath,
     ...(c.req.query('part') === 'live' && { part: 'live' as const }),
     ...(refreshSeconds && { refreshSeconds }),
     nonce: c.get('secureHeadersNonce' as never) as string | undefined,
@@ -288,9 +300,9 @@ function render(c: Context, title: string, body: string, refreshSeconds?: number
   });
 }
 
-function operationRow(o: OperationView, now: number, reconcileOn: boolean, effects: EffectsFilter | undefined): string {
+function operationRow(o: OperationView, now: number, reconcileOn: boolean, effects: EffectsFilter | undefined, base: string): string {
   const status = isTerminal(o.state) ? 'done' : 'open';
-  return `<tr data-name="${escapeHtml(o.name)}" class="${status}"><td><a href="/console/operations/${escapeHtml(o.name)}">${escapeHtml(o.name)}</a></td>
+  return `<tr data-name="${escapeHtml(o.name)}" class="${status}"><td><a href="${base}/console/operations/${escapeHtml(o.name)}">${escapeHtml(o.name)}</a></td>
 <td class="wide">${o.kind}</td><td class="${escapeHtml(o.state)}">${escapeHtml(o.state ?? 'tracked')}${overdueFlag(o, now)}</td><td class="wide">${o.version}</td>
 <td>${when(o.recordedAt, now)}</td><td>${pollingInWords(o, now, reconcileOn)}</td>
 <td>${effects ? `<span class="${effects}">${effects}</span>` : ''}</td></tr>`;
@@ -386,7 +398,7 @@ async function timeline(deps: ConsoleDeps, view: OperationView, now: number): Pr
     : '<p><small>The outbound sink is off (<code>EFFECTS_WEBHOOK_URL</code> is not set): no effects.</small></p>';
   // Only a letter still set aside can be re-driven (one being re-driven is retrying again).
   const dead = effectOf.deadLetters.some((letter) => letter.status === 'dead')
-    ? `<p><button id="redrive" data-post="/effects/redrive" data-body="${escapeHtml(JSON.stringify({ name: view.name }))}">redrive</button></p>`
+    ? `<p><button id="redrive" data-post="${deps.basePath ?? ''}/effects/redrive" data-body="${escapeHtml(JSON.stringify({ name: view.name }))}">redrive</button></p>`
     : '';
   return `<div class="scroll"><table id="timeline"><thead><tr><th>when</th><th>source</th><th class="wide">event</th><th>what Ratchet did</th><th>effect</th></tr></thead>
 <tbody>${rows.join('')}</tbody></table></div>${sinkOff}${dead}`;
@@ -458,8 +470,11 @@ async function effectStatuses(deps: ConsoleDeps, name: string, history: HistoryE
   };
   for (const { version, recordedAt } of history.filter((entry) => entry.stateChanged)) {
     facts.recordedAt.set(version, recordedAt);
-    const delivery = await effects.ledger.delivery('webhook', `${name}#${version}`);
-    if (delivery) facts.delivered.set(version, delivery);
+    // The outbound webhook's ledger entry, or the application's onChange's (inside an app): whichever sink delivered it.
+    for (const sink of EFFECT_SINKS) {
+      const delivery = await effects.ledger.delivery(sink, `${name}#${version}`);
+      if (delivery) facts.delivered.set(version, delivery);
+    }
   }
   return { deadLetters: facts.deadLetters, status: (version) => effectStatus(version, facts, Date.now()) };
 }
@@ -473,15 +488,16 @@ export function effectStatus(version: number, facts: EffectFacts, now: number): 
   const letter = facts.deadLetters.find((d) => d.version === version);
   if (letter && letter.status !== 'redriving')
     return `<span class="dead-lettered">dead-lettered</span> <small>${escapeHtml(letter.reason)}: ${escapeHtml(letter.lastError)}, ${letter.attempts} attempts</small>`;
+  const waiting = facts.pending.find((p) => p.version === version);
+  // Still retrying for one sink while another has it: retrying, not delivered.
+  if (waiting && waiting.receiveCount > 0)
+    return `<span class="retrying effect-pending">retrying</span> <small>attempt ${waiting.receiveCount}, next ${when(new Date(waiting.retryAt || now).toISOString(), now)}${waiting.lastError ? `: <span class="last-attempt">${escapeHtml(waiting.lastError)}</span>` : ''}</small>`;
   const delivered = facts.delivered.get(version);
   // A receiver's outage leaves its trace: on which attempt it went through, and what failed before.
   if (delivered)
     return delivered.attempts > 1
       ? `delivered <small>on attempt ${delivered.attempts}${delivered.earlierFailure ? `; before, <span class="last-attempt">${escapeHtml(delivered.earlierFailure)}</span>` : ''}</small>`
       : 'delivered';
-  const waiting = facts.pending.find((p) => p.version === version);
-  if (waiting && waiting.receiveCount > 0)
-    return `<span class="retrying effect-pending">retrying</span> <small>attempt ${waiting.receiveCount}, next ${when(new Date(waiting.retryAt || now).toISOString(), now)}${waiting.lastError ? `: <span class="last-attempt">${escapeHtml(waiting.lastError)}</span>` : ''}</small>`;
   if (waiting || now - Date.parse(facts.recordedAt.get(version) ?? '') < ENQUEUED_WITHIN_MS)
     return '<span class="effect-pending">queued</span>';
   return `<span title="not in the queue, the ledger (kept ${LEDGER_RETENTION_SECONDS / 86_400} days) or the dead letters: delivered before that, or written while the outbound sink was off">–</span>`;

@@ -78,16 +78,18 @@ export interface PageOptions {
   nonce?: string;
   /** The session's CSRF token, for the script's POSTs. */
   csrf?: string;
+  /** Where the console is mounted ('' at the root): its own links start with it. */
+  basePath?: string;
 }
 
 export function page(title: string, body: string, options: PageOptions & { part?: 'live' } = {}): string {
-  const { refreshSeconds, nonce, csrf } = options;
+  const { refreshSeconds, nonce, csrf, basePath = '' } = options;
   // The live part alone, for the script's refresh: the one `<main id="live">` the body holds.
   if (options.part === 'live') return /<main id="live"[\s\S]*<\/main>/.exec(body)?.[0] ?? '';
   const nonceAttribute = nonce ? ` nonce="${escapeHtml(nonce)}"` : '';
   return `<!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width,initial-scale=1">
 ${refreshSeconds ? `<meta http-equiv="refresh" content="${refreshSeconds}">` : ''}${csrf ? `<meta name="csrf-token" content="${escapeHtml(csrf)}">` : ''}<title>${escapeHtml(title)} · Ratchet</title><style${nonceAttribute}>${STYLE}</style>
-</head><body><h1><a href="/">Ratchet</a> · ${escapeHtml(title)}</h1>${body}<script${nonceAttribute}>${SCRIPT}</script></body></html>`;
+</head><body><h1><a href="${escapeHtml(basePath)}/">Ratchet</a> · ${escapeHtml(title)}</h1>${body}<script${nonceAttribute}>${SCRIPT}</script></body></html>`;
 }
 
 /** "12 s ago", "3 min ago", "in 40 s"; the exact UTC time on hover. */
