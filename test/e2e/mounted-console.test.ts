@@ -94,6 +94,16 @@ describe('the console mounted under /api/ratchet', () => {
     expect(outside).toEqual([]);
   });
 
+  it('takes the signed test webhook docs/apps.md sends to the mount (ratchet webhook with RATCHET_URL under the prefix)', async () => {
+    const sent = await runToExit(
+      [process.execPath, '--import', 'tsx', join(PROJECT_ROOT, 'local/cli/ratchet.ts'), 'webhook', 'batch.succeeded', 'batch_from_docs'],
+      { PATH: process.env.PATH ?? '', RATCHET_URL: `${origin}${BASE}`, WEBHOOK_SIGNING_SECRETS: secret },
+    );
+    expect(sent.code).toBe(0);
+    expect(sent.output).toMatch(/"applied":\s*true/);
+    expect(await ratchet.get('batches/from_docs')).toMatchObject({ state: 'SUCCEEDED' });
+  });
+
   it('sends a console page asked for without a session to the sign-in page, whose form and redirect stay under the mount', async () => {
     const { page, requests } = await recordingPage(browser);
     const answer = await page.goto(`${origin}${BASE}/console/operations/batches/mounted-1`);
