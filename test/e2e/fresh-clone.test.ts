@@ -13,7 +13,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, 
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, expect, it } from 'vitest';
+import { afterAll, expect, inject, it } from 'vitest';
 import { PROJECT_ROOT, startRatchet } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
 
@@ -69,6 +69,21 @@ it('npm start installs the dependencies, comes up, and Ctrl-C leaves no process'
   const again = await startRatchet({ WEBHOOK_SIGNING_SECRETS: '' }, { cwd: clone });
   await again.stop();
   expect(again.output()).not.toContain('installing dependencies');
+
+  // The same clone's first start on PostgreSQL, no data folder yet: it makes the one it needs for its token and secret.
+  rmSync(join(clone, '.ratchet-data'), { recursive: true, force: true });
+  const onPostgres = await startRatchet(
+    {
+      DATABASE_URL: inject('postgresUrl'),
+      DATABASE_SCHEMA: `rt_clone_${Date.now().toString(36)}`,
+      WEBHOOK_SIGNING_SECRETS: '',
+      RATCHET_API_TOKEN: '',
+    },
+    { cwd: clone },
+  );
+  expect((await fetch(`${onPostgres.url}/healthz`)).status).toBe(200);
+  expect(readdirSync(join(clone, '.ratchet-data')).sort()).toEqual(['api-token', 'dev-webhook-secret']);
+  await onPostgres.stop();
 });
 
 /** The README's tour, as written, beside the running `npm start` (its port put where the README says 3000). */
