@@ -28,6 +28,9 @@ export class PollFailedError extends Error {
 }
 
 export interface GeminiPoller {
-  /** Throws PollFailedError for anything but an answer, a 404 or a refusal. */
-  poll(operation: { name: string; kind: OperationKind }): Promise<PollAnswer>;
+  /**
+   * Throws PollFailedError for anything but an answer, a 404 or a refusal. `credential`: the label of the key the
+   * job is polled with (GEMINI_API_KEYS); none, the default key.
+   */
+  poll(operation: { name: string; kind: OperationKind; credential?: string }): Promise<PollAnswer>;
 }

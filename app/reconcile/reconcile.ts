@@ -21,8 +21,7 @@
  *   deployment's (`pollNote: other-project`);
  * - tracked but never observed (no state yet) for longer than
  *   `unseenExpiryMs` (TRACKED_EXPIRY_DAYS): polling stops, unpolled
- *   (`pollNote: expired-unseen`), so names nobody created cost no polls forever.
- *
+ *   (`pollNote: expired-unseen`), so names nobody created cost no polls forever;
  * - open past its kind's limit (OVERDUE_AFTER, core/overdue.ts): marked
  *   overdue once, before it is polled: a version of its own whose effect is
  *   `operation.overdue`, in order with the job's state changes (`overdue`).

@@ -56,6 +56,13 @@ export class Postgres {
   async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
+    // A checked-out connection the server ends between two queries (57P01 on a restart or a failover) emits
+    // 'error', which the pool listens for only while the connection is idle: unheard, it would end the process.
+    // Heard here, the transaction's next query fails instead, and the connection is not handed out again.
+    const lost = (error: Error) => {
+      broken = error;
+    };
+    client.on('error', lost);
     try {
       await client.query('BEGIN');
       try {
@@ -69,7 +76,8 @@ export class Postgres {
         throw error;
       }
     } finally {
-      // A connection whose rollback failed is not handed out again.
+      // A connection whose rollback failed, or that was lost, is not handed out again.
+      client.off('error', lost);
       client.release(broken);
     }
   }
