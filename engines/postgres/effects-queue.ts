@@ -38,7 +38,12 @@ interface EffectRow {
   first_attempt_at: string;
   redriven: boolean;
   last_error: string | null;
+  /** The lease this claim holds until (epoch ms): it names the claim, so only its holder settles or releases it. */
+  claimed_until: string;
 }
+
+/** How often a settle the database did not take is tried again while the claim's lease runs. */
+const SETTLE_RETRY_MS = 500;
 
 export class PostgresEffectsQueue {
   private deliver?: Deliver;
@@ -120,7 +125,7 @@ export class PostgresEffectsQueue {
        UPDATE {s}.effects e SET claimed_until = $1 + $3::bigint, attempts = e.attempts + 1,
          first_attempt_at = coalesce(e.first_attempt_at, $1)
        FROM ready WHERE e.name = ready.name AND e.version = ready.version
-       RETURNING e.name, e.version, e.transition, e.attempts, e.first_attempt_at, e.redriven, e.last_error`,
+       RETURNING e.name, e.version, e.transition, e.attempts, e.first_attempt_at, e.redriven, e.last_error, e.claimed_until`,
       [nowMs, limit, this.leaseMs],
     );
   }
@@ -136,16 +141,53 @@ export class PostgresEffectsQueue {
         redriven: row.redriven,
       });
     } catch (error) {
-      // The delivery's own records could not be written (the database away): its lease ends and it comes up again.
-      this.options.logger.warn('effects queue: a delivery could not be settled; it is offered again after its lease', { error });
+      // The delivery's own records could not be written (the database away, restarting): the claim is released as
+      // soon as the database answers again, so the effect comes up again then, not at the end of its lease.
+      this.options.logger.warn('effects queue: a delivery could not be settled; its claim is released once the database answers', {
+        error,
+      });
+      await this.settle(row, () =>
+        this.db.run('UPDATE {s}.effects SET claimed_until = 0 WHERE name = $1 AND version = $2 AND claimed_until = $3', [
+          row.name,
+          row.version,
+          row.claimed_until,
+        ]),
+      );
       return;
     }
-    if (outcome.kind === 'done') await this.db.run('DELETE FROM {s}.effects WHERE name = $1 AND version = $2', [row.name, row.version]);
-    else
-      await this.db.run(
-        'UPDATE {s}.effects SET next_attempt_at = $3, claimed_until = 0, last_error = $4 WHERE name = $1 AND version = $2',
-        [row.name, row.version, Date.now() + outcome.inMs, outcome.lastError],
-      );
+    await this.settle(row, () =>
+      outcome.kind === 'done'
+        ? this.db.run('DELETE FROM {s}.effects WHERE name = $1 AND version = $2 AND claimed_until = $3', [
+            row.name,
+            row.version,
+            row.claimed_until,
+          ])
+        : this.db.run(
+            'UPDATE {s}.effects SET next_attempt_at = $3, claimed_until = 0, last_error = $4 WHERE name = $1 AND version = $2 AND claimed_until = $5',
+            [row.name, row.version, Date.now() + outcome.inMs, outcome.lastError, row.claimed_until],
+          ),
+    );
+  }
+
+  /**
+   * `write` (this claim's settle or release), tried again every half second while
+   * the database does not take it, until the claim's lease ends (then the lease
+   * frees the effect anyway) or the queue stops. Only the claim's own holder
+   * matches `claimed_until`: a lease that ran out and was claimed again is left alone.
+   */
+  private async settle(row: EffectRow, write: () => Promise<number>): Promise<void> {
+    for (;;) {
+      try {
+        await write();
+        return;
+      } catch (error) {
+        if (this.stopped || Date.now() + SETTLE_RETRY_MS >= Number(row.claimed_until)) {
+          this.options.logger.warn('effects queue: a claim could not be settled; its lease frees it', { error });
+          return;
+        }
+        await new Promise((resolve) => setTimeout(resolve, SETTLE_RETRY_MS));
+      }
+    }
   }
 
   /** Puts transitions back (redrive): offered again from their first attempt, marked re-driven. */

@@ -3,11 +3,17 @@
  * failover or a suspended compute sends) while Ratchet holds it in a
  * transaction, between two queries: that transaction fails, the process goes
  * on (an unheard 'error' event of a checked-out pg client would end it), and
- * the next transaction gets a working connection.
+ * the next transaction gets a working connection. And an effect whose
+ * delivery could not be settled while the database was away is offered again
+ * as soon as the database answers, not after its whole lease.
  */
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
+import type { Postgres } from '../../engines/postgres/database.ts';
 import { connect } from '../../engines/postgres/database.ts';
+import { PostgresEffectsQueue } from '../../engines/postgres/effects-queue.ts';
+import { migrate } from '../../engines/postgres/schema.ts';
+import { silentLogger } from '../support/silent-logger.ts';
 
 const url = inject('postgresUrl');
 const admin = new pg.Pool({ connectionString: url, max: 1 });
@@ -37,5 +43,55 @@ describe('a connection the server ends mid-transaction', () => {
       process.off('uncaughtException', heard);
     }
     expect(unexpected).toEqual([]);
+  });
+});
+
+describe('an effect cut off by the database going away', () => {
+  it('is released as soon as the database answers again, not after its lease, and then delivered once', async () => {
+    await migrate(db);
+    const transition = {
+      name: 'batches/cut-off',
+      kind: 'batch',
+      state: 'SUCCEEDED',
+      previousState: null,
+      version: 1,
+      updateTime: null,
+      providerState: 'x',
+      result: null,
+      recordedAt: '2026-12-06T10:00:00Z',
+    };
+    await db.run('INSERT INTO {s}.effects (name, version, transition) VALUES ($1, 1, $2)', [transition.name, JSON.stringify(transition)]);
+    // The database "away" for the first two writes after the delivery failed (fault injection on the engine's seam).
+    let failures = 2;
+    const flaky = new Proxy(db, {
+      get(target, property, receiver) {
+        if (property === 'run')
+          return async (...args: Parameters<Postgres['run']>) => {
+            if (failures-- > 0) throw Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+            return target.run(...args);
+          };
+        return Reflect.get(target, property, receiver);
+      },
+    });
+    const queue = new PostgresEffectsQueue(flaky, { logger: silentLogger, leaseMs: 60_000 });
+    const started = Date.now();
+    // The delivery's own records could not be written: it throws.
+    expect(
+      await queue.drain(async () => {
+        throw new Error('the ledger could not be written');
+      }, Date.now() + 100),
+    ).toBe(1);
+    const claim = await db.rows<{ claimed_until: string }>('SELECT claimed_until FROM {s}.effects WHERE name = $1', [transition.name]);
+    expect(claim).toEqual([{ claimed_until: '0' }]);
+    expect(Date.now() - started).toBeLessThan(5_000);
+    // Offered again at once: delivered, and gone.
+    const delivered: string[] = [];
+    await queue.drain(async (effect) => {
+      delivered.push(`${effect.transition.name}#${effect.transition.version}`);
+      return { kind: 'done' };
+    }, Date.now() + 2_000);
+    expect(delivered).toEqual(['batches/cut-off#1']);
+    expect(await db.rows('SELECT name FROM {s}.effects')).toEqual([]);
+    await queue.stop();
   });
 });
