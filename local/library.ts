@@ -143,16 +143,18 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
   const dataDir = onPostgres ? IN_MEMORY : (config.DATA_DIR ?? DEFAULT_DATA_DIR);
   const logger = createLogger('ratchet', env.POWERTOOLS_LOG_LEVEL);
   if (!config.WEBHOOK_SIGNING_SECRETS) {
-    // No secret a sender could know: a generated one would refuse every webhook, in silence, for as long as the data lives.
-    if (onPostgres || dataDir !== IN_MEMORY)
+    // On PostgreSQL no secret a sender could know: a generated one would refuse every webhook, in silence, for as long as
+    // the data lives. A data folder keeps its development secret in a file, as ratchet start does (said once it opens).
+    if (onPostgres)
       throw new ConfigError(
-        `webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS) must be set where the data outlives this process (${onPostgres ? 'PostgreSQL' : 'a data folder'}): ` +
+        'webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS) must be set on PostgreSQL, where the data outlives this process: ' +
           "Gemini's webhook signing secret, whsec_… (docs/apps.md: make one and send a signed test webhook)",
         'WEBHOOK_SIGNING_SECRETS',
       );
-    logger.warn(
-      'ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): a secret for this process only was generated; webhooks signed with any other are refused',
-    );
+    if (dataDir === IN_MEMORY)
+      logger.warn(
+        'ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): a secret for this process only was generated; webhooks signed with any other are refused',
+      );
   }
   const sink = webhookSinkSettingsOf(config);
   const derived = derivedWorkOptionsOf(config, sink, { onChange: Boolean(options.onChange) });
@@ -177,6 +179,10 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
       });
       try {
         const assembled = assemble(config, home, { dataDir, logger, basePath });
+        if (assembled.devSecretFile)
+          logger.warn(
+            `ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): webhooks are checked against the development secret in ${assembled.devSecretFile}`,
+          );
         // SQLite derives history and the effects from its outbox in this process, from now on.
         if (!onPostgres) await home.start();
         return { home, assembled, reconciler: await reconcilerOf(config, home, logger, assembled.credentials) };

@@ -123,18 +123,15 @@ describe('createRatchet', () => {
     expect(() => createRatchet({ databaseUrl: 'mysql://x', env: {} })).toThrow(/DATABASE_URL must be a postgres:\/\/ URL/);
   });
 
-  it('refuses no signing secret where the data outlives the process, naming both names; in memory it makes one and says so', async () => {
+  it('refuses no signing secret on PostgreSQL, naming both names; in memory it makes one and says so', async () => {
     const refuse = (options: Parameters<typeof createRatchet>[0]) => () =>
       createRatchet({ ...options, env: { POWERTOOLS_LOG_LEVEL: 'CRITICAL' } });
-    for (const options of [
-      { databaseUrl: url },
-      { pool: new pg.Pool({ connectionString: url, max: 1 }) },
-      { dataDir: join(PROJECT_ROOT, '.never') },
-    ]) {
-      expect(refuse(options)).toThrow(
-        /^webhookSigningSecrets \(WEBHOOK_SIGNING_SECRETS\) must be set where the data outlives this process/,
-      );
+    for (const options of [{ databaseUrl: url }, { pool: new pg.Pool({ connectionString: url, max: 1 }) }]) {
+      expect(refuse(options)).toThrow(/^webhookSigningSecrets \(WEBHOOK_SIGNING_SECRETS\) must be set on PostgreSQL/);
     }
+    // A data folder keeps a development secret in a file, as ratchet start does (and says where once it opens): a
+    // build step that imports the app's module (next build) creates one without a secret and opens nothing.
+    expect(refuse({ dataDir: join(PROJECT_ROOT, '.never') })).not.toThrow();
     const logged: string[] = [];
     const streams = [process.stdout, process.stderr];
     const writes = streams.map((stream) => stream.write);
