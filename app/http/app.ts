@@ -213,7 +213,8 @@ export function createApp(deps: AppDeps): Hono {
       );
     }
     try {
-      const record = trackedRecord(name, kindOfName(name), timeFromDate(clock()), metadata, credential);
+      // A job tracked with no label is polled with the first key: its record says so.
+      const record = trackedRecord(name, kindOfName(name), timeFromDate(clock()), metadata, credential ?? known?.[0]);
       const written = await store.write(record, undefined);
       if (written.ok) {
         logger.info('operation tracked', { operation: name });

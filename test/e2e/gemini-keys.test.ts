@@ -112,6 +112,15 @@ describe('several Gemini API keys', () => {
     expect(keysAskedFor(byA)).toEqual(new Set([KEY_A]));
   });
 
+  it('records the first key’s label on a job tracked with none, the key it is polled with', async () => {
+    const name = 'batches/no-label';
+    gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: new Date().toISOString() });
+    gemini.owners.set(name, KEY_A);
+    expect((await client.track(name)).operation).toMatchObject({ credential: 'team-a' });
+    expect(await client.waitFor(name, { timeoutMs: 20_000 })).toMatchObject({ state: 'SUCCEEDED', credential: 'team-a' });
+    expect(keysAskedFor(name)).toEqual(new Set([KEY_A]));
+  });
+
   it('refuses a track whose credential names no key, listing the labels (400, nothing stored)', async () => {
     const error = await client.track('batches/nobody', { credential: 'team-z' }).catch((e) => e);
     expect(error).toBeInstanceOf(RatchetError);

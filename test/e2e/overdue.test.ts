@@ -47,8 +47,7 @@ describe('overdue jobs', () => {
   it('sends one operation.overdue effect in order, lists and flags the job while open, then its end follows', async () => {
     const name = 'interactions/slow-research';
     const batch = 'batches/never-late';
-    gemini.interactions.set(name, { status: 'in_progress', updated: '2026-12-06T09:00:00Z' });
-    gemini.batches.set(batch, { state: 'BATCH_STATE_RUNNING', updateTime: '2026-12-06T09:00:00Z' });
+    // Tracked first: a batch Gemini lists before it is tracked is adopted by discovery (then the track answers 200).
     for (const job of [name, batch]) {
       const tracked = await ratchet.api('/operations', {
         method: 'POST',
@@ -57,6 +56,8 @@ describe('overdue jobs', () => {
       });
       expect(tracked.status).toBe(201);
     }
+    gemini.interactions.set(name, { status: 'in_progress', updated: '2026-12-06T09:00:00Z' });
+    gemini.batches.set(batch, { state: 'BATCH_STATE_RUNNING', updateTime: '2026-12-06T09:00:00Z' });
     const of = (job: string) => receiver.applied().filter((d) => d.body.data.name === job);
     await eventually(() => of(name).some((d) => d.body.type === 'operation.overdue'), 20_000, 'the overdue effect');
 
