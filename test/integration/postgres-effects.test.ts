@@ -71,9 +71,6 @@ describe('the PostgreSQL effects queue', () => {
     // One operation's receiver fails for a while: its effects wait, the others go on.
     receiver.mode = 'fail';
     receiver.refuseOnly = (name) => name === 'batches/fx-3';
-    setTimeout(() => {
-      receiver.mode = 'ok';
-    }, 400);
     const schema = `rt_fx_${Date.now().toString(36)}`;
     const [a, b] = [await instance(schema, receiver), await instance(schema, receiver)];
     const names = Array.from({ length: 24 }, (_, i) => `batches/fx-${i}`);
@@ -87,6 +84,10 @@ describe('the PostgreSQL effects queue', () => {
         }
       }),
     );
+    // Until the failing operation was refused at least once (a timer from the start raced the instances' start on a
+    // loaded machine: the window could close before any attempt), then its receiver is back.
+    await eventually(() => receiver.refused > 0, 20_000, 'a refused attempt');
+    receiver.mode = 'ok';
     const changes = async () => {
       const rows = await a.engine.db.rows<{ name: string; version: number }>(
         "SELECT name, version FROM {s}.changes WHERE write_kind = 'state-change' ORDER BY name, version",
