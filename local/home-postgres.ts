@@ -16,7 +16,7 @@ import { PostgresAppSink } from '../engines/postgres/app-sink.ts';
 import { PostgresChangeFeed } from '../engines/postgres/change-feed.ts';
 import { pruneChanges } from '../engines/postgres/change-log.ts';
 import { type Deliver, PostgresEffectsQueue, pendingEffects, retryingOperations } from '../engines/postgres/effects-queue.ts';
-import { databaseFailure } from '../engines/postgres/failures.ts';
+import { type DatabasePlace, databaseFailure, placeOf } from '../engines/postgres/failures.ts';
 import { openPostgresEngine, type PostgresEngine } from '../engines/postgres/index.ts';
 import { claimJob } from '../engines/postgres/leases.ts';
 import { type Listener, listen, notifier } from '../engines/postgres/listener.ts';
@@ -27,7 +27,8 @@ import { webhookSinkOf } from './outbound-pool.ts';
 export async function openPostgresHome(config: Config, options: HomeOptions): Promise<Home> {
   const { logger } = options;
   const url = config.DATABASE_URL;
-  const where = url ? databaseInWords(url, config.DATABASE_SCHEMA) : `the application's pool, schema ${config.DATABASE_SCHEMA}`;
+  const place = placeOf(url, config.DATABASE_SCHEMA);
+  const { where } = place;
   const label = `PostgreSQL (schema ${config.DATABASE_SCHEMA} of ${url ? where.replace(/\?.*$/, '') : "the application's pool"})`;
   let feed: PostgresChangeFeed | undefined;
   let queue: PostgresEffectsQueue | undefined;
@@ -49,7 +50,7 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
       onPollingStopped: () => feed?.notify(),
     });
   } catch (error) {
-    throw unavailable(error, where, config);
+    throw unavailable(error, place);
   }
   const { db, store } = engine;
   announce = notifier(db);
@@ -133,21 +134,9 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
   };
 }
 
-/** The database as a URL without its user or password, the schema as its parameter: `postgres://host:5432/db?schema=ratchet`. */
-function databaseInWords(url: string, schema: string): string {
-  const parsed = new URL(url);
-  return `postgres://${parsed.hostname}:${parsed.port || 5432}${parsed.pathname || '/'}?schema=${schema}`;
-}
-
 /** Why the database cannot be used, in one line that names it (never its password): a setting to change is a ConfigError (exit 2). */
-function unavailable(error: unknown, where: string, config: Config): Error {
-  const url = config.DATABASE_URL ? new URL(config.DATABASE_URL) : undefined;
-  const failure = databaseFailure(error, {
-    where,
-    schema: config.DATABASE_SCHEMA,
-    ...(url?.username && { role: decodeURIComponent(url.username) }),
-    ...(url && url.pathname.length > 1 && { database: decodeURIComponent(url.pathname.slice(1)) }),
-  });
+function unavailable(error: unknown, place: DatabasePlace): Error {
+  const failure = databaseFailure(error, place);
   if (!failure) return error as Error;
   return failure.kind === 'configuration' ? new ConfigError(failure.message, failure.setting) : new HomeUnavailableError(failure.message);
 }

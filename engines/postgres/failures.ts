@@ -25,6 +25,18 @@ export interface DatabasePlace {
   database?: string;
 }
 
+/** Where a DATABASE_URL points, in words (no user or password), with the role and database a GRANT names. */
+export function placeOf(databaseUrl: string | undefined, schema: string): DatabasePlace {
+  if (!databaseUrl) return { where: `the application's pool, schema ${schema}`, schema };
+  const url = new URL(databaseUrl);
+  return {
+    where: `postgres://${url.hostname}:${url.port || 5432}${url.pathname || '/'}?schema=${schema}`,
+    schema,
+    ...(url.username && { role: decodeURIComponent(url.username) }),
+    ...(url.pathname.length > 1 && { database: decodeURIComponent(url.pathname.slice(1)) }),
+  };
+}
+
 const CONDITIONS: Readonly<Record<string, string>> = {
   '28P01': 'the password was refused',
   '28000': 'the role may not connect',
@@ -85,10 +97,8 @@ function privilegeInWords(message: string, place: DatabasePlace): string {
         : object === 'sequence'
           ? `GRANT USAGE ON ALL SEQUENCES IN SCHEMA ${schema} TO ${role};`
           : `GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA ${schema} TO ${role};`;
-  return `DATABASE_URL: the role ${place.role ?? ''} lacks a privilege on ${place.where} (${message.split('\n')[0]}): ${grant}`.replace(
-    'role  lacks',
-    'role lacks',
-  );
+  const who = place.role ? `the role ${place.role}` : 'the role';
+  return `DATABASE_URL: ${who} lacks a privilege on ${place.where} (${message.split('\n')[0]}): ${grant}`;
 }
 
 /** An identifier as SQL writes it: bare when it is plain lower case, else in double quotes. */

@@ -27,7 +27,7 @@ try {
 if (!config.DATABASE_URL) usageError(command, 'DATABASE_URL is not set (the SQLite file of ratchet start migrates itself at start)');
 const { connect } = await import('../../engines/postgres/database.ts');
 const { migrate, SCHEMA_VERSION } = await import('../../engines/postgres/schema.ts');
-const { databaseFailure } = await import('../../engines/postgres/failures.ts');
+const { databaseFailure, placeOf } = await import('../../engines/postgres/failures.ts');
 const db = connect({ url: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, maxConnections: 1 });
 try {
   const before = await migrate(db);
@@ -37,13 +37,7 @@ try {
       : `schema ${config.DATABASE_SCHEMA} migrated from version ${before} to ${SCHEMA_VERSION}`,
   );
 } catch (error) {
-  const url = new URL(config.DATABASE_URL);
-  const said = databaseFailure(error, {
-    where: `postgres://${url.hostname}:${url.port || 5432}${url.pathname}?schema=${config.DATABASE_SCHEMA}`,
-    schema: config.DATABASE_SCHEMA,
-    ...(url.username && { role: decodeURIComponent(url.username) }),
-    ...(url.pathname.length > 1 && { database: decodeURIComponent(url.pathname.slice(1)) }),
-  });
+  const said = databaseFailure(error, placeOf(config.DATABASE_URL, config.DATABASE_SCHEMA));
   // A setting to change exits 2, as bad usage does; the database's state exits 1.
   if (said?.kind === 'configuration') {
     console.error(`${command.name}: ${said.message}`);
