@@ -4,6 +4,7 @@
  */
 import * as z from 'zod/mini';
 import en from 'zod/v4/locales/en.js';
+import { geminiKeysOf } from '../core/credentials.ts';
 import { DEFAULT_OVERDUE_AFTER, OVERDUE_NAMES, type OverdueLimits, overdueLimitsOf } from '../core/overdue.ts';
 
 // zod/mini (a tenth of zod's size in the Lambda bundles), with its English messages ("Too big: expected number to be <=65535").
@@ -25,24 +26,6 @@ export const GOOGLE_WEBHOOK_ISSUER = 'https://generativelanguage.googleapis.com'
 /** A setting that holds several values (secrets, tokens, URLs, schemes): separated by spaces or commas. */
 export function listOf(value: string): string[] {
   return value.split(/[\s,]+/).filter(Boolean);
-}
-
-/** A label of GEMINI_API_KEYS: names a key in records, logs and the console (the key itself never shows). */
-export const CREDENTIAL_LABEL = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
-
-/**
- * `GEMINI_API_KEYS` (`label=key,label=key`, commas or spaces between pairs):
- * the keys by label, in order (the first polls jobs that name none);
- * undefined when a pair is not `label=key`, a label is malformed or repeats.
- */
-export function geminiKeysOf(value: string): Array<{ label: string; apiKey: string }> | undefined {
-  const pairs = listOf(value).map((pair) => {
-    const at = pair.indexOf('=');
-    return at < 0 ? { label: '', apiKey: '' } : { label: pair.slice(0, at), apiKey: pair.slice(at + 1) };
-  });
-  const labels = new Set(pairs.map((p) => p.label));
-  if (pairs.length === 0 || labels.size !== pairs.length) return undefined;
-  return pairs.every((p) => CREDENTIAL_LABEL.test(p.label) && p.apiKey.length > 0) ? pairs : undefined;
 }
 
 export const WEBHOOK_SCHEMES = ['hmac', 'v1a', 'jwt'] as const;

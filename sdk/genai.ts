@@ -19,6 +19,7 @@
  * batch; track a video or an interaction again yourself (`client.track`).
  */
 import type { GoogleGenAI } from '@google/genai';
+import { geminiKeysOf } from '../core/credentials.ts';
 
 export interface TrackJobsOptions {
   /**
@@ -116,9 +117,5 @@ export function trackJobs<T extends Tracked>(ai: T, client: JobTracker, options:
 function labelOfKey(ai: unknown, keys: string | undefined): string | undefined {
   const apiKey = (ai as { apiKey?: string }).apiKey;
   if (!keys || !apiKey) return undefined;
-  for (const pair of keys.split(/[\s,]+/)) {
-    const at = pair.indexOf('=');
-    if (at > 0 && pair.slice(at + 1) === apiKey) return pair.slice(0, at);
-  }
-  return undefined;
+  return geminiKeysOf(keys)?.find((key) => key.apiKey === apiKey)?.label;
 }

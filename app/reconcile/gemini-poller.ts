@@ -20,6 +20,7 @@
  * inline) is refused before it is parsed.
  */
 import type { GoogleGenAI } from '@google/genai/web';
+import { geminiKeysOf } from '../../core/credentials.ts';
 import {
   type BatchAnswer,
   batchAnswerOf,
@@ -35,7 +36,7 @@ import {
 } from '../../core/gemini-poll.ts';
 import { backendOf, type OperationKind } from '../../core/lifecycle.ts';
 import { isNameOfKind, platformScopeOf } from '../../core/names.ts';
-import { agentPlatformOf, type Config, ConfigError, geminiKeysOf } from '../config.ts';
+import { agentPlatformOf, type Config, ConfigError } from '../config.ts';
 import { CredentialHealth } from './credentials.ts';
 import type { BatchLister } from './discovery.ts';
 import { type GeminiPoller, type PollAnswer, PollFailedError } from './poller.ts';

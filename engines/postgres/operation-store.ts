@@ -272,12 +272,15 @@ export class PostgresOperationStore
     return { operations: taken.map(viewOf), ...(nextCursor && { nextCursor }) };
   }
 
-  /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind. */
-  async counts(): Promise<Array<{ state: OperationState | null; kind: OperationKind; count: number }>> {
-    const rows = await this.db.rows<{ state: OperationState | null; kind: OperationKind; count: string }>(
-      'SELECT state, kind, count(*) AS count FROM {s}.operations GROUP BY state, kind',
+  /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind, and how many of them are open and overdue. */
+  async counts(): Promise<Array<{ state: OperationState | null; kind: OperationKind; count: number; overdue: number }>> {
+    const rows = await this.db.rows<{ state: OperationState | null; kind: OperationKind; count: string; overdue: string }>(
+      `SELECT state, kind, count(*) AS count,
+         count(*) FILTER (WHERE (state IS NULL OR NOT (state = ANY($1))) AND record::jsonb ? 'overdue') AS overdue
+       FROM {s}.operations GROUP BY state, kind`,
+      [OPERATION_STATES.filter(isTerminal)],
     );
-    return rows.map((row) => ({ ...row, count: Number(row.count) }));
+    return rows.map((row) => ({ ...row, count: Number(row.count), overdue: Number(row.overdue) }));
   }
 
   /** The console's list: open operations first, then the newest; `state: null` selects the tracked ones. */

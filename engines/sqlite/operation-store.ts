@@ -273,9 +273,14 @@ export class SqliteOperationStore
     return { operations: taken.map(viewOf), ...(nextCursor && { nextCursor }) };
   }
 
-  /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind. */
-  counts(): Array<{ state: OperationState | null; kind: OperationKind; count: number }> {
-    return this.db.all('SELECT state, kind, COUNT(*) AS count FROM operations GROUP BY state, kind');
+  /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind, and how many of them are open and overdue. */
+  counts(): Array<{ state: OperationState | null; kind: OperationKind; count: number; overdue: number }> {
+    // The record is read only for open rows (CASE evaluates its branches lazily).
+    return this.db.all(
+      `SELECT state, kind, COUNT(*) AS count,
+         SUM(CASE WHEN state IN (${TERMINAL_LIST}) THEN 0 ELSE json_extract(record, '$.overdue') IS NOT NULL END) AS overdue
+       FROM operations GROUP BY state, kind`,
+    );
   }
 
   /**

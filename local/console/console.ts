@@ -36,7 +36,8 @@ export interface PendingEffectView {
 
 /** What the console reads of an engine beside the ports: counts per state and kind, and its own list. */
 export interface ConsoleStore {
-  counts(): Awaitable<Array<{ state: OperationState | null; kind: OperationKind; count: number }>>;
+  /** Per state and kind: how many, and how many of them are open and marked overdue. */
+  counts(): Awaitable<Array<{ state: OperationState | null; kind: OperationKind; count: number; overdue: number }>>;
   consoleList(filter: {
     /** Only open jobs marked overdue. */
     overdue?: boolean;
@@ -176,11 +177,7 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
         unusable +
           live(
             streamFrom(base, head),
-            (await countsNav(deps, filter, {
-              'dead-lettered': deadNames.size,
-              retrying: retrying.size,
-              overdue: (await deps.store.consoleList({ overdue: true, limit: 1000, offset: 0 })).length,
-            })) + table,
+            (await countsNav(deps, filter, { 'dead-lettered': deadNames.size, retrying: retrying.size })) + table,
           ) +
           footer,
         filter.refresh,
@@ -323,12 +320,9 @@ function duration(seconds: number): string {
 }
 
 /** Counts per state and per kind, each a link that filters the list (the other filter kept). */
-async function countsNav(
-  deps: ConsoleDeps,
-  filter: Filter,
-  troubled: Record<EffectsFilter, number> & { overdue: number },
-): Promise<string> {
+async function countsNav(deps: ConsoleDeps, filter: Filter, troubled: Record<EffectsFilter, number>): Promise<string> {
   const counts = await deps.store.counts();
+  const overdueCount = counts.reduce((total, row) => total + row.overdue, 0);
   const sum = (rows: typeof counts) => rows.reduce((total, row) => total + row.count, 0);
   const inKind = counts.filter((row) => !filter.kind || row.kind === filter.kind);
   const inState = counts.filter((row) =>
@@ -369,8 +363,8 @@ async function countsNav(
   const effects = chips.length > 0 ? `<p>effects: ${chips.join('')}</p>` : '';
   // Jobs open past their kind's limit, from the first one (a job stuck at Gemini for a day is the common complaint).
   const overdue =
-    troubled.overdue > 0 || filter.overdue
-      ? `<p>late: ${chip('overdue', troubled.overdue, linkTo(filter, { overdue: !filter.overdue }), Boolean(filter.overdue), 'retrying')}</p>`
+    overdueCount > 0 || filter.overdue
+      ? `<p>late: ${chip('overdue', overdueCount, linkTo(filter, { overdue: !filter.overdue }), Boolean(filter.overdue), 'retrying')}</p>`
       : '';
   return `<nav id="counts"><p>state: ${states.join('')}</p><p>kind: ${kinds.join('')}</p>${effects}${overdue}</nav>`;
 }

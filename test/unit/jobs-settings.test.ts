@@ -4,8 +4,9 @@
  * OVERDUE_AFTER's limits with the overdue rule itself.
  */
 import { describe, expect, it } from 'vitest';
-import { geminiKeysOf, loadConfig } from '../../app/config.ts';
+import { loadConfig } from '../../app/config.ts';
 import { pollerOptionsOf } from '../../app/reconcile/gemini-poller.ts';
+import { geminiKeysOf } from '../../core/credentials.ts';
 import { DEFAULT_OVERDUE_AFTER, overdueLimitsOf, overdueMark, overdueSince } from '../../core/overdue.ts';
 import { type OperationRecord, trackedRecord } from '../../core/reducer.ts';
 
