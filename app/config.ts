@@ -126,7 +126,7 @@ const Env = z.object({
    * the middle of a delivery leaves it to another instance after this. Above
    * the longest delivery (EFFECTS_WEBHOOK_TIMEOUT_MS, or an onChange handler).
    */
-  EFFECTS_LEASE_SECONDS: withDefault(number(z.positive(), z.maximum(3_600)), 60),
+  EFFECTS_LEASE_SECONDS: withDefault(number(z.positive(), z.maximum(3_600)), 5),
   /** In AWS: the effects FIFO queue (the handler sets its messages' visibility as the backoff). */
   EFFECTS_QUEUE_URL: optional(text()),
   /** Every applied write of every operation, from the stream; locally `<TABLE_NAME>-history`. */
@@ -171,7 +171,9 @@ const Env = z.object({
   /** `off`: never change the schema at start (a role that may not; run ratchet migrate with one that may). */
   DATABASE_MIGRATE: withDefault(z.enum(['on', 'off']), 'on'),
   /** Connections this instance opens to the database at most. */
-  DATABASE_POOL_SIZE: withDefault(number(integer, z.minimum(1), z.maximum(1000)), 10),
+  DATABASE_POOL_MAX: withDefault(number(integer, z.minimum(1), z.maximum(1000)), 10),
+  /** DATABASE_POOL_MAX's former name, still read. */
+  DATABASE_POOL_SIZE: optional(number(integer, z.minimum(1), z.maximum(1000))),
 });
 
 export type Config = z.infer<typeof Env>;
@@ -219,7 +221,8 @@ const EXPECTS: Partial<Record<Variable, string>> = {
   DATABASE_SCHEMA: 'a lower-case identifier (letters, digits, _) not starting with pg_',
   DATABASE_LISTEN_URL: 'a postgres:// URL',
   DATABASE_MIGRATE: 'on or off',
-  DATABASE_POOL_SIZE: 'a whole number from 1 to 1000',
+  DATABASE_POOL_MAX: 'a whole number from 1 to 1000',
+  DATABASE_POOL_SIZE: 'a whole number from 1 to 1000 (DATABASE_POOL_MAX is its name now)',
 };
 
 /** Settings whose values are secrets (or hold one): a message names them, never shows the value. */
@@ -277,6 +280,14 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
         'GEMINI_API_KEYS and GEMINI_API_KEY are both set: keep one (GEMINI_API_KEYS=label=key,label=key holds one key or several)',
         'GEMINI_API_KEYS',
       );
+    }
+    if (parsed.data.DATABASE_POOL_SIZE !== undefined) {
+      if (present.DATABASE_POOL_MAX && parsed.data.DATABASE_POOL_MAX !== parsed.data.DATABASE_POOL_SIZE)
+        throw new ConfigError(
+          'DATABASE_POOL_MAX and DATABASE_POOL_SIZE (its former name) disagree: keep DATABASE_POOL_MAX',
+          'DATABASE_POOL_MAX',
+        );
+      return { ...parsed.data, DATABASE_POOL_MAX: parsed.data.DATABASE_POOL_SIZE };
     }
     return parsed.data;
   }

@@ -38,7 +38,7 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
     engine = await openPostgresEngine({
       ...(options.pool ? { pool: options.pool } : { url }),
       schema: config.DATABASE_SCHEMA,
-      maxConnections: config.DATABASE_POOL_SIZE,
+      maxConnections: config.DATABASE_POOL_MAX,
       migrate: config.DATABASE_MIGRATE === 'on',
       historyRetentionDays: options.historyRetentionDays,
       effects: Boolean(options.derived.effects),

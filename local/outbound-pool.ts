@@ -12,12 +12,13 @@ export function pooledPost(url: string, connections: number): Post {
   const target = new URL(url);
   const pool = new Pool(target.origin, { connections, pipelining: 1, keepAliveTimeout: 10_000 });
   const path = `${target.pathname}${target.search}`;
-  return async ({ headers, body, timeoutMs }) => {
+  return async ({ headers, body, timeoutMs, signal }) => {
     const response = await pool.request({
       method: 'POST',
       path,
       headers,
       body,
+      ...(signal && { signal }),
       headersTimeout: timeoutMs,
       bodyTimeout: timeoutMs,
     });

@@ -27,6 +27,8 @@ export interface PendingEffect {
   earlierFailure?: string;
   /** Put back by redrive: delivered, it clears its dead letter. */
   redriven: boolean;
+  /** Aborted when the queue can no longer keep this delivery's claim: each sink is told to stop. */
+  signal?: AbortSignal;
 }
 
 export type EffectOutcome = { kind: 'done' } | { kind: 'retry'; inMs: number; lastError: string };
@@ -74,7 +76,7 @@ export async function deliverEffect(effect: PendingEffect, deps: DeliveryDeps): 
   try {
     for (const sink of sinks) {
       if (await ledger.isDelivered(sink.name, key)) continue;
-      await sink.deliver(transition);
+      await sink.deliver(transition, effect.signal);
       await ledger.markDelivered(sink.name, key, {
         attempts: attempt,
         ...(effect.earlierFailure && { earlierFailure: effect.earlierFailure }),

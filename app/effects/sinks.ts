@@ -4,7 +4,8 @@ import type { Transition } from './transition.ts';
 export interface EffectSink {
   /** Names the sink in the ledger: changing it re-delivers everything. */
   readonly name: string;
-  deliver(transition: Transition): Promise<void>;
+  /** `signal` aborts a delivery whose claim could not be kept (the PostgreSQL queue's lease): a sink that can stop, stops. */
+  deliver(transition: Transition, signal?: AbortSignal): Promise<void>;
 }
 
 export class SinkError extends Error {

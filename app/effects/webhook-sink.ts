@@ -8,7 +8,9 @@ import { type EffectSink, SinkError } from './sinks.ts';
 import { effectEvent, idempotencyKey, type Transition } from './transition.ts';
 
 /** One POST of a signed effect; resolves with the answer's status, rejects when none came (a timeout included). */
-export type Post = (request: { headers: Record<string, string>; body: string; timeoutMs: number }) => Promise<{ status: number }>;
+export type Post = (request: { headers: Record<string, string>; body: string; timeoutMs: number; signal?: AbortSignal }) => Promise<{
+  status: number;
+}>;
 
 export interface WebhookSinkOptions {
   timeoutMs?: number;
@@ -35,7 +37,7 @@ export class WebhookSink implements EffectSink {
     this.signer = new Webhook(secret);
   }
 
-  async deliver(transition: Transition): Promise<void> {
+  async deliver(transition: Transition, signal?: AbortSignal): Promise<void> {
     const { timeoutMs = 5_000, clock = () => new Date(), post = this.fetchPost } = this.options;
     const id = idempotencyKey(transition);
     const body = JSON.stringify(effectEvent(transition));
@@ -48,9 +50,11 @@ export class WebhookSink implements EffectSink {
     };
     let response: { status: number };
     try {
-      response = await post({ headers, body, timeoutMs });
+      response = await post({ headers, body, timeoutMs, ...(signal && { signal }) });
     } catch (error) {
-      const outcome = networkFailureInWords(error, timeoutMs);
+      const outcome = signal?.aborted
+        ? `stopped: ${String(signal.reason?.message ?? signal.reason)}`
+        : networkFailureInWords(error, timeoutMs);
       throw new SinkError(`webhook ${id} not delivered: ${outcome}`, { outcome });
     }
     if (response.status >= 200 && response.status < 300) return;
@@ -59,8 +63,15 @@ export class WebhookSink implements EffectSink {
     throw new SinkError(`webhook ${id} not delivered: ${outcome}`, { permanent: response.status === 410, outcome });
   }
 
-  private readonly fetchPost: Post = async ({ headers, body, timeoutMs }) => {
-    const response = await fetch(this.url, { method: 'POST', body, redirect: 'manual', headers, signal: AbortSignal.timeout(timeoutMs) });
+  private readonly fetchPost: Post = async ({ headers, body, timeoutMs, signal }) => {
+    const timeout = AbortSignal.timeout(timeoutMs);
+    const response = await fetch(this.url, {
+      method: 'POST',
+      body,
+      redirect: 'manual',
+      headers,
+      signal: signal ? AbortSignal.any([timeout, signal]) : timeout,
+    });
     await response.arrayBuffer().catch(() => undefined);
     return { status: response.status };
   };

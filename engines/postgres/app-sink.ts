@@ -11,7 +11,7 @@ import { APP_SINK, changeOf, handlerFailure, type OnChange } from '../../app/eff
 import { LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
 import type { EffectSink } from '../../app/effects/sinks.ts';
 import { idempotencyKey, type Transition } from '../../app/effects/transition.ts';
-import type { Postgres } from './database.ts';
+import { EFFECTS_WORKER, type Postgres } from './database.ts';
 
 export class PostgresAppSink implements EffectSink {
   readonly name = APP_SINK;
@@ -39,6 +39,6 @@ export class PostgresAppSink implements EffectSink {
       } catch (error) {
         throw handlerFailure(error);
       }
-    });
+    }, EFFECTS_WORKER);
   }
 }

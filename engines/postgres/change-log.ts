@@ -4,15 +4,35 @@
  * Rows are written in the write's own transaction (operation-store.ts) with an
  * order key `tx`: that transaction's id, raised to the operation's previous
  * change's key where that is higher. A reader takes only rows whose key is
- * below the oldest transaction still running (`pg_snapshot_xmin`), in
- * (tx, seq) order. A row so taken belongs to a finished transaction (its own id
- * is at most its key), and any row committed later has a key at or above that
- * horizon: nothing ever appears before a cursor already handed out (gap-free),
- * each operation's changes come in version order, and every instance reads
- * the same order. The price: a transaction left open anywhere on the server
- * holds the horizon, and the feed waits for it (docs/operations.md).
+ * below the horizon (HORIZON): the oldest of Ratchet's transactions that its
+ * snapshot still sees running, else the snapshot's end. A row so taken
+ * belongs to a finished transaction (its own id is at most its key), and any
+ * row committed later has a key at or above that horizon: nothing ever
+ * appears before a cursor already handed out (gap-free), each operation's
+ * changes come in version order, and every instance reads the same order.
+ *
+ * Transactions that may not write here (the application's own, a long import,
+ * a session left `idle in transaction`, an `onChange` handler's) do not hold
+ * the horizon: a running transaction is passed over when `pg_stat_activity`,
+ * read after the snapshot, shows it under another name than FEED_WRITER
+ * (every transaction of Ratchet's names itself: database.ts). Every doubt
+ * holds the horizon instead: a transaction that ended between the snapshot
+ * and that read counts as a writer until the next read. Every write to this
+ * log must go through `Postgres.transaction` (a single autocommitted statement
+ * would not be named).
  */
-import type { Postgres } from './database.ts';
+import { FEED_WRITER, type Postgres } from './database.ts';
+
+/**
+ * The feed's horizon, in SQL: no Ratchet transaction the statement's snapshot
+ * sees running has an id below it. `pg_snapshot_xip` lists the transactions
+ * running when the snapshot was taken; one still running under another name
+ * (read now, after the snapshot) is passed over.
+ */
+const HORIZON = `(SELECT coalesce(min(x), pg_snapshot_xmax(pg_current_snapshot()))
+   FROM pg_snapshot_xip(pg_current_snapshot()) AS x
+   WHERE NOT EXISTS (SELECT 1 FROM pg_stat_get_activity(NULL) AS a WHERE a.backend_xid = xid(x)
+     AND a.application_name IS DISTINCT FROM '${FEED_WRITER}'))`;
 
 export interface LoggedChange {
   /** Opaque: pass it back to read on after this change, from any instance. */
@@ -52,7 +72,7 @@ export async function changesAfter(
   }
   const rows = await db.rows<{ tx: string; seq: string; name: string; version: number; write_kind: string; new_record: string; at: Date }>(
     `SELECT tx, seq, name, version, write_kind, new_record, at FROM {s}.changes
-     WHERE (tx, seq) > ($1::xid8, $2::bigint) AND tx < pg_snapshot_xmin(pg_current_snapshot())${name === undefined ? '' : ' AND name = $4'}
+     WHERE (tx, seq) > ($1::xid8, $2::bigint) AND tx < ${HORIZON}${name === undefined ? '' : ' AND name = $4'}
      ORDER BY tx, seq LIMIT $3`,
     [after[0], after[1], limit, ...(name === undefined ? [] : [name])],
   );
@@ -70,7 +90,7 @@ export async function changesAfter(
 /** The cursor of the last settled change (`0.0` before any): reading after it returns what changes from now on. */
 export async function headCursor(db: Postgres): Promise<string> {
   const [row] = await db.rows<{ tx: string; seq: string }>(
-    'SELECT tx, seq FROM {s}.changes WHERE tx < pg_snapshot_xmin(pg_current_snapshot()) ORDER BY tx DESC, seq DESC LIMIT 1',
+    `SELECT tx, seq FROM {s}.changes WHERE tx < ${HORIZON} ORDER BY tx DESC, seq DESC LIMIT 1`,
   );
   return row ? cursorOf(row.tx, row.seq) : '0.0';
 }
@@ -85,7 +105,7 @@ export async function pruneChanges(db: Postgres, retentionMs: number): Promise<v
     const [last] = await db.rows<{ tx: string; seq: string }>(
       `WITH gone AS (
          DELETE FROM {s}.changes WHERE at < now() - ($1::bigint * interval '1 millisecond')
-           AND tx < pg_snapshot_xmin(pg_current_snapshot()) RETURNING tx, seq)
+           AND tx < ${HORIZON} RETURNING tx, seq)
        SELECT tx, seq FROM gone ORDER BY tx DESC, seq DESC LIMIT 1`,
       [retentionMs],
       tx,

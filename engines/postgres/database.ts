@@ -5,11 +5,23 @@
  * path leaves state on a connection (no SET, no session advisory lock, no named
  * prepared statement), so it works through PgBouncer or Supavisor in
  * transaction mode.
+ *
+ * Every transaction of Ratchet's names itself in `pg_stat_activity`
+ * (`application_name`, set for the transaction alone, in BEGIN's round trip):
+ * FEED_WRITER where it may write to the change log, EFFECTS_WORKER where it
+ * runs an application's `onChange`. The change feed's horizon waits only for
+ * the first (change-log.ts); another session's transaction, or a slow
+ * handler's, holds nothing.
  */
 import pg from 'pg';
 
 /** A schema name Ratchet accepts: a plain lower-case identifier, quoted where it is used. */
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
+
+/** The `application_name` of Ratchet's transactions that may write to the change log (and of the connections it opens). */
+export const FEED_WRITER = 'ratchet';
+/** The `application_name` of a transaction that runs an application's `onChange` (app-sink.ts). */
+export const EFFECTS_WORKER = 'ratchet effects';
 
 export class PostgresConfigError extends Error {
   override name = 'PostgresConfigError';
@@ -52,8 +64,11 @@ export class Postgres {
     return (await on.query(this.sql(text), values)).rowCount ?? 0;
   }
 
-  /** `fn` in one transaction on one connection (READ COMMITTED): committed when it returns, rolled back when it throws. */
-  async transaction<T>(fn: (tx: Queryable) => Promise<T>): Promise<T> {
+  /**
+   * `fn` in one transaction on one connection (READ COMMITTED): committed when it returns, rolled back when it throws.
+   * `as` names it (FEED_WRITER unless it runs an application's handler).
+   */
+  async transaction<T>(fn: (tx: Queryable) => Promise<T>, as: typeof FEED_WRITER | typeof EFFECTS_WORKER = FEED_WRITER): Promise<T> {
     const client = await this.pool.connect();
     let broken: Error | undefined;
     // A checked-out connection the server ends between two queries (57P01 on a restart or a failover) emits
@@ -64,7 +79,8 @@ export class Postgres {
     };
     client.on('error', lost);
     try {
-      await client.query('BEGIN');
+      // One round trip (a simple query of two statements): the name is set before the transaction writes anything.
+      await client.query(`BEGIN; SELECT set_config('application_name', '${as}', true)`);
       try {
         const result = await fn(client);
         await client.query('COMMIT');
@@ -124,7 +140,12 @@ export function connect(options: PostgresOptions): Postgres {
   if (url.protocol !== 'postgres:' && url.protocol !== 'postgresql:')
     throw new PostgresConfigError(`DATABASE_URL must be a postgres:// URL, not ${url.protocol}//…`);
   // Idle connections do not hold a process open whose work is done (a serverless function, a script).
-  const pool = new pg.Pool({ connectionString: verifiedFull(url), max: options.maxConnections ?? 10, allowExitOnIdle: true });
+  const pool = new pg.Pool({
+    connectionString: verifiedFull(url),
+    max: options.maxConnections ?? 10,
+    allowExitOnIdle: true,
+    application_name: FEED_WRITER,
+  });
   // An idle connection the server (or a pooler) dropped is an error on the pool: logged by the caller's queries, not fatal.
   pool.on('error', () => {});
   return new Postgres(pool, schema, true);

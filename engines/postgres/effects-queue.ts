@@ -3,9 +3,13 @@
  * change's effect is a row written in the change's own transaction
  * (operation-store.ts). Per operation only the lowest version is ever offered
  * (first in, first out), and only when it is neither waiting out a backoff nor
- * claimed; a claim is a lease (`claimed_until`), so an instance killed in the
- * middle of a delivery leaves nothing stuck: after the lease another instance
- * offers it again, with the same id (the ledger skips a sink that recorded it).
+ * claimed; a claim is a short lease (`claimed_until`, EFFECTS_LEASE_SECONDS),
+ * renewed while its delivery runs, so an instance killed in the middle of a
+ * delivery, or cut off from the database, leaves nothing stuck for long: after
+ * the lease another instance offers it again, with the same id (the ledger
+ * skips a sink that recorded it). A delivery whose lease could not be renewed
+ * is stopped before the lease ends (its sinks are signalled), so two
+ * instances never deliver one effect at once (as far as their clocks agree).
  * Claims take rows with `FOR UPDATE SKIP LOCKED`: two instances are never
  * handed the same effect.
  *
@@ -24,7 +28,7 @@ export interface PostgresEffectsQueueOptions {
   logger: Pick<Logger, 'error' | 'warn'>;
   /** Effects delivered at once by this instance (each of another operation; default 8). */
   concurrency?: number;
-  /** How long a claim holds before another instance may take the effect again (default 60 s: above a delivery's timeout). */
+  /** How long a claim holds unless renewed (default 5 s; renewed while its delivery runs). */
   leaseMs?: number;
   /** How often an idle instance looks for effects other instances' writes queued (default 250 ms; a local write wakes it at once). */
   pollMs?: number;
@@ -60,7 +64,7 @@ export class PostgresEffectsQueue {
     private readonly options: PostgresEffectsQueueOptions,
   ) {
     this.concurrency = options.concurrency ?? 8;
-    this.leaseMs = options.leaseMs ?? 60_000;
+    this.leaseMs = options.leaseMs ?? 5_000;
     this.pollMs = options.pollMs ?? 250;
   }
 
@@ -131,6 +135,7 @@ export class PostgresEffectsQueue {
   }
 
   private async offer(row: EffectRow, deliver: Deliver): Promise<void> {
+    const claim = this.keep(row);
     let outcome: EffectOutcome;
     try {
       outcome = await deliver({
@@ -139,6 +144,7 @@ export class PostgresEffectsQueue {
         firstAttemptAtMs: Number(row.first_attempt_at),
         ...(row.last_error && { earlierFailure: row.last_error }),
         redriven: row.redriven,
+        signal: claim.signal,
       });
     } catch (error) {
       // The delivery's own records could not be written (the database away, restarting): the claim is released as
@@ -146,27 +152,69 @@ export class PostgresEffectsQueue {
       this.options.logger.warn('effects queue: a delivery could not be settled; its claim is released once the database answers', {
         error,
       });
-      await this.settle(row, () =>
+      const token = await claim.end();
+      await this.settle(token, () =>
         this.db.run('UPDATE {s}.effects SET claimed_until = 0 WHERE name = $1 AND version = $2 AND claimed_until = $3', [
           row.name,
           row.version,
-          row.claimed_until,
+          token,
         ]),
       );
       return;
     }
-    await this.settle(row, () =>
+    const token = await claim.end();
+    await this.settle(token, () =>
       outcome.kind === 'done'
-        ? this.db.run('DELETE FROM {s}.effects WHERE name = $1 AND version = $2 AND claimed_until = $3', [
-            row.name,
-            row.version,
-            row.claimed_until,
-          ])
+        ? this.db.run('DELETE FROM {s}.effects WHERE name = $1 AND version = $2 AND claimed_until = $3', [row.name, row.version, token])
         : this.db.run(
             'UPDATE {s}.effects SET next_attempt_at = $3, claimed_until = 0, last_error = $4 WHERE name = $1 AND version = $2 AND claimed_until = $5',
-            [row.name, row.version, Date.now() + outcome.inMs, outcome.lastError, row.claimed_until],
+            [row.name, row.version, Date.now() + outcome.inMs, outcome.lastError, token],
           ),
     );
+  }
+
+  /**
+   * Keeps `row`'s claim while its delivery runs: a fifth of the lease apart it
+   * looks, renews the lease once less than three fifths of it is left, and
+   * aborts the delivery's signal when the claim was taken over, or when the
+   * lease is about to end unrenewed (the database away). `end` stops it and
+   * gives the claim's latest `claimed_until`, which names it for the settle.
+   */
+  private keep(row: EffectRow): { signal: AbortSignal; end(): Promise<string> } {
+    const controller = new AbortController();
+    let token = row.claimed_until;
+    let renewing: Promise<void> | undefined;
+    const tickMs = Math.max(50, Math.floor(this.leaseMs / 5));
+    const renew = async () => {
+      const until = Date.now() + this.leaseMs;
+      try {
+        const renewed = await this.db.run(
+          'UPDATE {s}.effects SET claimed_until = $4 WHERE name = $1 AND version = $2 AND claimed_until = $3',
+          [row.name, row.version, token, until],
+        );
+        if (renewed === 1) token = String(until);
+        else controller.abort(new Error('its claim was taken over (its lease ran out)'));
+      } catch {
+        // The database away: the next tick tries again, and stops the delivery if the lease is about to end.
+      }
+    };
+    const timer = setInterval(() => {
+      const left = Number(token) - Date.now();
+      if (left <= tickMs) controller.abort(new Error('its claim could not be renewed before its lease ended (the database away)'));
+      else if (!renewing && left <= (this.leaseMs * 3) / 5)
+        renewing = renew().finally(() => {
+          renewing = undefined;
+        });
+    }, tickMs);
+    timer.unref();
+    return {
+      signal: controller.signal,
+      end: async () => {
+        clearInterval(timer);
+        await renewing;
+        return token;
+      },
+    };
   }
 
   /**
@@ -175,13 +223,13 @@ export class PostgresEffectsQueue {
    * frees the effect anyway) or the queue stops. Only the claim's own holder
    * matches `claimed_until`: a lease that ran out and was claimed again is left alone.
    */
-  private async settle(row: EffectRow, write: () => Promise<number>): Promise<void> {
+  private async settle(claimedUntil: string, write: () => Promise<number>): Promise<void> {
     for (;;) {
       try {
         await write();
         return;
       } catch (error) {
-        if (this.stopped || Date.now() + SETTLE_RETRY_MS >= Number(row.claimed_until)) {
+        if (this.stopped || Date.now() + SETTLE_RETRY_MS >= Number(claimedUntil)) {
           this.options.logger.warn('effects queue: a claim could not be settled; its lease frees it', { error });
           return;
         }

@@ -95,3 +95,110 @@ describe('an effect cut off by the database going away', () => {
     await queue.stop();
   });
 });
+
+describe('an effect’s short lease', () => {
+  const transitionOf = (name: string) => ({
+    name,
+    kind: 'batch',
+    state: 'SUCCEEDED',
+    previousState: null,
+    version: 1,
+    updateTime: null,
+    providerState: 'x',
+    result: null,
+    recordedAt: '2026-12-06T10:00:00Z',
+  });
+  const queueOne = async (name: string) => {
+    await migrate(db);
+    await db.run('INSERT INTO {s}.effects (name, version, transition) VALUES ($1, 1, $2)', [name, JSON.stringify(transitionOf(name))]);
+  };
+
+  it('is renewed while a delivery outlasts it: a second instance never takes the effect meanwhile, and it is settled once', async () => {
+    await queueOne('batches/slow-receiver');
+    const first = new PostgresEffectsQueue(db, { logger: silentLogger, leaseMs: 300 });
+    const second = new PostgresEffectsQueue(db, { logger: silentLogger, leaseMs: 300 });
+    const deliveries: string[] = [];
+    let aborted = false;
+    const slow = first.drain(async (effect) => {
+      deliveries.push(`first#${effect.attempt}`);
+      effect.signal?.addEventListener('abort', () => {
+        aborted = true;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 1_500)); // five leases long
+      return { kind: 'done' };
+    }, Date.now() + 100);
+    // The second instance keeps looking while the first delivers.
+    const until = Date.now() + 1_400;
+    while (Date.now() < until) {
+      await second.drain(async (effect) => {
+        deliveries.push(`second#${effect.attempt}`);
+        return { kind: 'done' };
+      }, Date.now() + 50);
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(await slow).toBe(1);
+    expect(deliveries).toEqual(['first#1']);
+    expect(aborted).toBe(false);
+    expect(await db.rows('SELECT name FROM {s}.effects WHERE name = $1', ['batches/slow-receiver'])).toEqual([]);
+  });
+
+  it('stops a delivery it cannot renew before the lease ends (the database away), and another instance then takes it', async () => {
+    await queueOne('batches/cut-renewal');
+    // The database "away" for every renewal (fault injection on the engine's seam): claims and settles still go through.
+    const away = new Proxy(db, {
+      get(target, property, receiver) {
+        if (property === 'run')
+          return async (...args: Parameters<Postgres['run']>) => {
+            if (args[0].includes('SET claimed_until = $4'))
+              throw Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+            return target.run(...args);
+          };
+        return Reflect.get(target, property, receiver);
+      },
+    });
+    const first = new PostgresEffectsQueue(away, { logger: silentLogger, leaseMs: 500 });
+    let stoppedAfter = Number.NaN;
+    const started = Date.now();
+    const cut = first.drain(async (effect) => {
+      await new Promise<void>((resolve) => {
+        effect.signal?.addEventListener('abort', () => {
+          stoppedAfter = Date.now() - started;
+          resolve();
+        });
+      });
+      return { kind: 'retry', inMs: 0, lastError: String(effect.signal?.reason) };
+    }, Date.now() + 100);
+    await cut;
+    // Stopped before its lease (500 ms) ended: nobody else could have taken it yet.
+    expect(stoppedAfter).toBeLessThan(500);
+    expect(stoppedAfter).toBeGreaterThanOrEqual(250);
+    const second = new PostgresEffectsQueue(db, { logger: silentLogger, leaseMs: 500 });
+    const delivered: string[] = [];
+    await eventuallyDrained(second, delivered);
+    expect(delivered).toEqual(['batches/cut-renewal#2']);
+  });
+
+  it('frees an effect whose claim was cut off (claimed, then the instance gone) after the default lease: seconds, not a minute', async () => {
+    await queueOne('batches/orphaned-claim');
+    const gone = new PostgresEffectsQueue(db, { logger: silentLogger });
+    const claimedAt = Date.now();
+    expect((await gone.claim(10)).map((row) => row.name)).toEqual(['batches/orphaned-claim']);
+    const other = new PostgresEffectsQueue(db, { logger: silentLogger });
+    const delivered: string[] = [];
+    await eventuallyDrained(other, delivered, 8_000);
+    expect(delivered).toEqual(['batches/orphaned-claim#2']);
+    expect(Date.now() - claimedAt).toBeLessThan(5_500);
+  });
+});
+
+/** Drains `queue` every 100 ms until it delivered something (or `withinMs` passed), noting `name#attempt`. */
+async function eventuallyDrained(queue: PostgresEffectsQueue, delivered: string[], withinMs = 3_000): Promise<void> {
+  const until = Date.now() + withinMs;
+  while (delivered.length === 0 && Date.now() < until) {
+    await queue.drain(async (effect) => {
+      delivered.push(`${effect.transition.name}#${effect.attempt}`);
+      return { kind: 'done' };
+    }, Date.now() + 100);
+    await new Promise((resolve) => setTimeout(resolve, 100));
+  }
+}
