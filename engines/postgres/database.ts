@@ -157,7 +157,7 @@ export function connect(options: PostgresOptions): Postgres {
  * the terminal at every start: the URL is handed over with the mode it means.
  * `uselibpqcompat=true` (libpq's weaker meanings) is left as it is.
  */
-function verifiedFull(url: URL): string {
+export function verifiedFull(url: URL): string {
   const mode = url.searchParams.get('sslmode');
   if (url.searchParams.get('uselibpqcompat') === 'true' || !mode || !['prefer', 'require', 'verify-ca'].includes(mode)) return url.href;
   const copy = new URL(url.href);

@@ -8,7 +8,10 @@
  * what wake them; a listener that loses its connection connects again.
  */
 import pg from 'pg';
-import type { Postgres } from './database.ts';
+import { type Postgres, verifiedFull } from './database.ts';
+
+/** The `application_name` of the listening connection (it never writes: the feed's horizon passes it over). */
+const LISTENER = 'ratchet listener';
 
 /** The notify channel of a schema's instances. */
 export const channelOf = (schema: string) => `ratchet_${schema}`;
@@ -38,7 +41,7 @@ export function listen(url: string, schema: string, onNotice: () => void, onErro
   let timer: NodeJS.Timeout | undefined;
   const connect = async () => {
     if (closed) return;
-    const next = new pg.Client({ connectionString: url });
+    const next = new pg.Client({ connectionString: verifiedFull(new URL(url)), application_name: LISTENER });
     next.on('notification', () => onNotice());
     next.on('error', (error) => {
       onError(error);

@@ -6,7 +6,7 @@
  * packages are found on PATH or under /usr/lib/postgresql/<major>/bin.
  */
 import { execFile } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -53,8 +53,11 @@ export function asOwner(command: string, args: string[]): [string, string[]] {
   return process.getuid?.() === 0 ? ['runuser', ['-u', 'postgres', '--', command, ...args]] : [command, args];
 }
 
-/** `durable`: the server's defaults (fsync on), for the bench; the tests run it without fsync. */
-export async function startPostgres(options: { durable?: boolean } = {}): Promise<TestPostgres> {
+/**
+ * `durable`: the server's defaults (fsync on), for the bench; the tests run it without fsync.
+ * `tls`: PEM texts of the server's certificate and key, served with `ssl=on` (see tls.ts).
+ */
+export async function startPostgres(options: { durable?: boolean; tls?: { cert: string; key: string } } = {}): Promise<TestPostgres> {
   const given = process.env.RATCHET_TEST_DATABASE_URL;
   if (given) return { url: given, dir: '', port: Number(new URL(given).port || 5432), stop: async () => {} };
   const bin = postgresBin();
@@ -69,7 +72,18 @@ export async function startPostgres(options: { durable?: boolean } = {}): Promis
   await run(...asOwner(join(bin, 'initdb'), ['-D', data, '-U', 'ratchet', '--auth=trust', '-E', 'UTF8', '--no-sync', '--no-instructions']));
   const port = await freePort();
   // fsync off: the tests kill Ratchet's processes, never the server; the bench runs its own with the defaults.
-  const settings = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=300${options.durable ? '' : ' -c fsync=off -c full_page_writes=off'}`;
+  let settings = `-p ${port} -k ${dir} -c listen_addresses=127.0.0.1 -c max_connections=300${options.durable ? '' : ' -c fsync=off -c full_page_writes=off'}`;
+  if (options.tls) {
+    // The server reads its key only when the key is its own user's and private.
+    for (const [file, text] of [
+      ['server.crt', options.tls.cert],
+      ['server.key', options.tls.key],
+    ] as const) {
+      writeFileSync(join(dir, file), text, { mode: 0o600 });
+      if (process.getuid?.() === 0) chownSync(join(dir, file), statSync(dir).uid, statSync(dir).gid);
+    }
+    settings += ` -c ssl=on -c ssl_cert_file=${join(dir, 'server.crt')} -c ssl_key_file=${join(dir, 'server.key')}`;
+  }
   await run(...asOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', settings, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start']));
   return {
     url: `postgres://ratchet@127.0.0.1:${port}/postgres`,
