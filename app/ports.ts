@@ -210,3 +210,18 @@ export interface PollSchedule {
     poll: Omit<PollState, 'nextPollAt'> & { nextPollAt: string | null; note?: string },
   ): Promise<boolean>;
 }
+
+/**
+ * The console's sign-ins (sessions and one-time sign-in codes), each under a
+ * key made from a digest of its secret, never the secret itself: in the
+ * process on one machine, in the database where instances share one (so a
+ * browser behind a round-robin front stays signed in).
+ */
+export interface SignInStore {
+  put(key: string, value: string, expiresAtMs: number): Promise<void>;
+  /** The value while it has not expired. */
+  get(key: string, nowMs: number): Promise<string | undefined>;
+  /** The value, removed in the same step: a one-time code is taken once, by one instance. */
+  take(key: string, nowMs: number): Promise<string | undefined>;
+  delete(key: string): Promise<void>;
+}

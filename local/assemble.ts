@@ -69,6 +69,7 @@ export function assemble(config: Config, home: Home, options: AssembleOptions): 
     trackRatePerMinute: config.TRACK_RATE_PER_MINUTE,
     logger,
     basePath,
+    ...(home.signIns && { signIns: home.signIns }),
   });
   // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
   const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;

@@ -21,6 +21,7 @@ import { openPostgresEngine, type PostgresEngine } from '../engines/postgres/ind
 import { claimJob } from '../engines/postgres/leases.ts';
 import { type Listener, listen, notifier } from '../engines/postgres/listener.ts';
 import { pruneEffectRecords } from '../engines/postgres/records.ts';
+import { PostgresSignIns, pruneSignIns } from '../engines/postgres/sign-ins.ts';
 import { type EffectsRecords, type Home, type HomeOptions, HomeUnavailableError } from './home.ts';
 import { webhookSinkOf } from './outbound-pool.ts';
 
@@ -98,6 +99,7 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
       return redrive(engine.deadLetters, (letter) => active.send([letter.transition], { redriven: true }), redriveOptions);
     },
     claimJob: (job, forMs) => claimJob(db, job, instance, forMs),
+    signIns: new PostgresSignIns(db),
     maintenance: [
       () => store.pruneDecisions(),
       async () => {
@@ -107,6 +109,7 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
       () => engine.history.prune(),
       () => pruneChanges(db, changesRetentionMs),
       () => pruneEffectRecords(db),
+      () => pruneSignIns(db),
     ],
     drainEffects: async (budgetMs) => (queue && deliver ? queue.drain(deliver, Date.now() + budgetMs) : 0),
     start: async () => {

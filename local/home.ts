@@ -22,6 +22,7 @@ import type {
   OperationStore,
   PollRequests,
   PollSchedule,
+  SignInStore,
   UnprocessableLog,
 } from '../app/ports.ts';
 import type { PoolLike } from '../engines/postgres/database.ts';
@@ -72,6 +73,8 @@ export interface Home {
    * is all there is.
    */
   claimJob?: (job: string, forMs: number) => Promise<boolean>;
+  /** Where the console's sessions live when instances share them (PostgreSQL); absent: this process's memory. */
+  signIns?: SignInStore;
   /** The hourly pruning this engine needs. */
   maintenance: Array<() => unknown>;
   /**

@@ -33,7 +33,7 @@ export interface LocalRuntime {
   /** Where the tokens came from, and the token file when that is where. */
   tokens: Pick<ApiTokens, 'source' | 'file'>;
   /** A one-time link that signs the console in (within 15 minutes), then opens `next` (default `/`). */
-  loginLink(next?: string): string;
+  loginLink(next?: string): Promise<string>;
   stop(): Promise<void>;
 }
 

@@ -53,7 +53,7 @@ try {
         ? `API: every route but the webhook and /healthz needs Authorization: Bearer <the token in ${file}>${source === 'generated' ? ' (generated now, owner-only)' : ''}, e.g. curl -H "Authorization: Bearer $(cat ${file})" ${runtime.url}/operations`
         : 'API: every route but the webhook and /healthz needs a token: this run generated one it keeps in memory only; set RATCHET_API_TOKEN to call the API',
   );
-  console.log(`Console: ${runtime.loginLink()} (signs in once, within 15 minutes; or sign in with the API token)`);
+  console.log(`Console: ${await runtime.loginLink()} (signs in once, within 15 minutes; or sign in with the API token)`);
   console.log(`Ratchet ready at ${runtime.url} (webhook: POST ${runtime.url}/webhooks/gemini, data: ${runtime.dataFile})`);
 } catch (error) {
   // The runtime has already stopped what it started, and removed a data folder it created.

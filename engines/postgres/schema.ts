@@ -104,6 +104,9 @@ export const MIGRATIONS: readonly string[] = [
    );
    -- Timed work one instance at a time (discovery, webhook health, pruning): a lease per job.
    CREATE TABLE {s}.leases (job text PRIMARY KEY, holder text NOT NULL, until bigint NOT NULL);`,
+  // 2: the console's sign-ins, shared by every instance (sign-ins.ts): keys are digests of the secrets.
+  `CREATE TABLE {s}.sign_ins (key text PRIMARY KEY, value text NOT NULL, expires_at bigint NOT NULL);
+   CREATE INDEX sign_ins_expiry ON {s}.sign_ins (expires_at);`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -13,7 +13,9 @@
  *   or asked for with the token: `POST /login/link`, what `ratchet login`
  *   calls) or with the token pasted into `/login`: a session cookie follows
  *   (HttpOnly, SameSite=Strict, Secure behind HTTPS, 12 h), and the browser
- *   lands on the page it asked for.
+ *   lands on the page it asked for. Sessions and codes live in a SignInStore
+ *   under digests of their secrets: this process's memory on one machine, the
+ *   database on PostgreSQL (every instance honours a session any began).
  * - Tracking (`POST /operations`) is rate-limited per credential (429 with
  *   Retry-After).
  *
@@ -28,8 +30,10 @@ import { bearerAuth } from 'hono/bearer-auth';
 import { getCookie, setCookie } from 'hono/cookie';
 import { NONCE, secureHeaders } from 'hono/secure-headers';
 import { TokenBucket } from '../../app/http/token-bucket.ts';
+import type { SignInStore } from '../../app/ports.ts';
 import { failureResponse as fail } from '../../core/failures.ts';
 import { escapeHtml, page } from '../console/view.ts';
+import { MemorySignIns } from './sign-ins.ts';
 
 const SESSION_COOKIE = 'ratchet_session';
 const SESSION_MS = 12 * 3_600_000;
@@ -65,18 +69,18 @@ export interface AccessOptions {
   clock?: () => number;
   /** Where the app is mounted (`/api/ratchet` inside an application; '' for ratchet start): every link and redirect under it. */
   basePath?: string;
+  /** Where sessions and sign-in codes are kept (default: this process's memory). */
+  signIns?: SignInStore;
 }
 
 interface Session {
   csrf: string;
-  expiresAt: number;
   /** Which token signed it in (rate limits are per credential). */
   principal: string;
 }
 
 export class AccessGuard {
-  private readonly sessions = new Map<string, Session>();
-  private readonly loginCodes = new Map<string, { expiresAt: number; next: string }>();
+  private readonly signIns: SignInStore;
   private readonly digests: Buffer[];
   private readonly tracking: TokenBucket;
   private readonly clock: () => number;
@@ -85,6 +89,7 @@ export class AccessGuard {
 
   constructor(private readonly options: AccessOptions) {
     this.clock = options.clock ?? Date.now;
+    this.signIns = options.signIns ?? new MemorySignIns();
     this.digests = options.tokens.map(digest);
     this.tracking = new TokenBucket(options.trackRatePerMinute, 60_000, this.clock);
     this.allowedHosts = new Set([...LOOPBACK_HOSTS, ...options.publicUrls.map((url) => url.hostname)]);
@@ -106,9 +111,9 @@ export class AccessGuard {
   }
 
   /** A link that signs the console in once, within 15 minutes, then opens `next` (a path of the console, default `/`). */
-  loginLink(baseUrl: string, next = '/'): string {
+  async loginLink(baseUrl: string, next = '/'): Promise<string> {
     const code = randomBytes(24).toString('base64url');
-    this.loginCodes.set(code, { expiresAt: this.clock() + LOGIN_CODE_MS, next: localPath(next) });
+    await this.signIns.put(keyOf('code', code), localPath(next), this.clock() + LOGIN_CODE_MS);
     return `${baseUrl}${this.base}/login?code=${code}`;
   }
 
@@ -142,17 +147,25 @@ export class AccessGuard {
       c.header('cache-control', 'no-store');
     });
     app.use('*', this.check());
-    app.get('/login', (c) => this.loginWithCode(c));
-    app.post('/login', (c) => this.loginWithToken(c));
+    app.get('/login', (c) => this.orUnavailable(() => this.loginWithCode(c)));
+    app.post('/login', (c) => this.orUnavailable(() => this.loginWithToken(c)));
     // A fresh one-time link, for the bearer of a token (`ratchet login`): the printed one lasts 15 minutes.
     app.post('/login/link', async (c) => {
       if (!this.bearerMatches(c)) return this.unauthorized(c, 'a sign-in link is given for the API token only');
       const next = c.req.query('next');
-      return c.json({ link: this.loginLink(new URL(c.req.url).origin, next ?? '/'), expiresInSeconds: LOGIN_CODE_MS / 1000 });
+      return this.orUnavailable(async () =>
+        c.json({ link: await this.loginLink(new URL(c.req.url).origin, next ?? '/'), expiresInSeconds: LOGIN_CODE_MS / 1000 }),
+      );
     });
-    app.post('/logout', (c) => {
+    app.post('/logout', async (c) => {
       const id = getCookie(c, SESSION_COOKIE);
-      if (id) this.sessions.delete(id);
+      if (id) {
+        const failed = await this.orUnavailable(async () => {
+          await this.signIns.delete(keyOf('session', id));
+          return undefined;
+        });
+        if (failed) return failed;
+      }
       setCookie(c, SESSION_COOKIE, '', { path: '/', httpOnly: true, sameSite: 'Strict', maxAge: 0 });
       return c.redirect(`${this.base}/login`, 303);
     });
@@ -190,7 +203,12 @@ export class AccessGuard {
           await next();
         });
       }
-      const session = this.sessionOf(c);
+      let session: Session | undefined;
+      try {
+        session = await this.sessionOf(c);
+      } catch (error) {
+        return this.unavailable(error);
+      }
       if (!session) return this.unauthorized(c, 'Authorization: Bearer <token> is required');
       if (c.req.method !== 'GET' && c.req.method !== 'HEAD' && !sameSecret(c.req.header('x-csrf-token') ?? '', session.csrf)) {
         return fail('unauthorized', 'a signed-in console request that changes something must carry its x-csrf-token');
@@ -238,21 +256,32 @@ export class AccessGuard {
     return found;
   }
 
-  private sessionOf(c: Context): Session | undefined {
-    const id = getCookie(c, SESSION_COOKIE);
-    const session = id ? this.sessions.get(id) : undefined;
-    if (!session) return undefined;
-    if (session.expiresAt <= this.clock()) {
-      this.sessions.delete(id as string);
-      return undefined;
+  /** `answer`, or 503 with Retry-After when the sign-ins cannot be read or written (the database away). */
+  private async orUnavailable<T>(answer: () => Promise<T>): Promise<T | Response> {
+    try {
+      return await answer();
+    } catch (error) {
+      return this.unavailable(error);
     }
-    return session;
   }
 
-  private startSession(c: Context, principal: string, next = '/'): Response {
-    for (const [id, session] of this.sessions) if (session.expiresAt <= this.clock()) this.sessions.delete(id);
+  private unavailable(error: unknown): Response {
+    this.options.logger.warn('the console sign-ins could not be read or written', { error });
+    const response = fail('not-recorded', 'sign-ins cannot be read now (the database is away); retry shortly');
+    response.headers.set('retry-after', '1');
+    return response;
+  }
+
+  private async sessionOf(c: Context): Promise<Session | undefined> {
+    const id = getCookie(c, SESSION_COOKIE);
+    const value = id ? await this.signIns.get(keyOf('session', id), this.clock()) : undefined;
+    return value === undefined ? undefined : (JSON.parse(value) as Session);
+  }
+
+  private async startSession(c: Context, principal: string, next = '/'): Promise<Response> {
     const id = randomBytes(32).toString('base64url');
-    this.sessions.set(id, { csrf: randomBytes(24).toString('base64url'), expiresAt: this.clock() + SESSION_MS, principal });
+    const session: Session = { csrf: randomBytes(24).toString('base64url'), principal };
+    await this.signIns.put(keyOf('session', id), JSON.stringify(session), this.clock() + SESSION_MS);
     setCookie(c, SESSION_COOKIE, id, {
       path: '/',
       httpOnly: true,
@@ -263,20 +292,18 @@ export class AccessGuard {
     return c.redirect(`${this.base}${next}`, 303);
   }
 
-  private loginWithCode(c: Context): Response {
+  private async loginWithCode(c: Context): Promise<Response> {
     const code = c.req.query('code');
     if (code === undefined) return this.loginPage(c, 200, undefined, c.req.query('next'));
-    const link = this.loginCodes.get(code);
-    this.loginCodes.delete(code);
-    for (const [other, { expiresAt }] of this.loginCodes) if (expiresAt <= this.clock()) this.loginCodes.delete(other);
-    if (!link || link.expiresAt <= this.clock())
+    const next = await this.signIns.take(keyOf('code', code), this.clock());
+    if (next === undefined)
       return this.loginPage(
         c,
         401,
         'This sign-in link was used already, or has expired: each works once, within 15 minutes. For a new one run ratchet login ' +
           '(npm run login in the checkout Ratchet runs from) where its API token is, or paste the token below.',
       );
-    return this.startSession(c, 'login-link', link.next);
+    return this.startSession(c, 'login-link', next);
   }
 
   private async loginWithToken(c: Context): Promise<Response> {
@@ -343,4 +370,9 @@ function localPath(path: string): string {
 function hostnameOf(host: string): string {
   const match = host.toLowerCase().match(/^(\[[^\]]*\]|[^:]*)(?::\d+)?$/);
   return match?.[1] ?? '';
+}
+
+/** A sign-in's key in its store: its kind and a digest of its secret (whoever reads the store cannot sign in with it). */
+function keyOf(kind: 'session' | 'code', secret: string): string {
+  return `${kind}:${createHash('sha256').update(secret).digest('base64url')}`;
 }

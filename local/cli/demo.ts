@@ -120,7 +120,7 @@ async function until(check: () => Promise<boolean> | boolean, what: string) {
 
 try {
   say(`Ratchet ready at ${runtime.url} (demo: a fake Gemini at ${gemini.baseUrl} and a receiver; data: ${runtime.dataFile})`);
-  say(`Console (this link signs you in, once): ${runtime.loginLink()}`);
+  say(`Console (this link signs you in, once): ${await runtime.loginLink()}`);
 
   const batch = 'batches/demo-race';
   say(`\n1. A poll and a webhook race on ${batch}, while the receiver is down.`);
@@ -160,7 +160,7 @@ try {
 
   say(`\nDone: ${new Set(received).size} state changes, each delivered once, in order per operation.`);
   say(
-    `The race in the console, every event with its reason and each effect's delivery (signs you in, once): ${runtime.loginLink(`/console/operations/${batch}`)}`,
+    `The race in the console, every event with its reason and each effect's delivery (signs you in, once): ${await runtime.loginLink(`/console/operations/${batch}`)}`,
   );
   say(`Every job, once signed in: ${runtime.url}/ — Ctrl-C stops the demo.`);
 } catch (error) {

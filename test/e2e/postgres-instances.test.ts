@@ -12,11 +12,12 @@
  * fake Gemini are each polled by one instance only, however many reconcile.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
-import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { newSecret } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { PGBOUNCER, startPgBouncer, type TestPgBouncer } from '../support/pgbouncer.ts';
 import { killHard, type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
+import { stormAndCheck } from '../support/storm.ts';
 
 const inbound = newSecret();
 const outbound = newSecret();
@@ -56,119 +57,53 @@ afterAll(async () => {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
-let turn = 0;
-let resent = 0;
-/** Sent until answered 200, each try to the next instance of `front` (whatever is up there now). */
-async function deliverUntilAcknowledged(front: RatchetProcess[], payload: object, id: string): Promise<void> {
-  for (;;) {
-    const instance = front[turn++ % front.length] as RatchetProcess;
-    const { body, headers } = signedDelivery(inbound, payload, { id });
-    const status = await fetch(`${instance.url}/webhooks/gemini`, {
-      method: 'POST',
-      body,
-      headers,
-      signal: AbortSignal.timeout(5_000),
-    }).then(
-      (response) => response.status,
-      () => 0,
-    );
-    if (status === 200) return;
-    resent++;
-    expect([0, 503]).toContain(status); // down, or not recorded: never a 4xx or a 500 for a good delivery
-    await sleep(20);
-  }
-}
-
-async function readFeed(instance: RatchetProcess): Promise<Array<{ cursor: string; name: string; version: number }>> {
-  const all: Array<{ cursor: string; name: string; version: number }> = [];
-  let after = '0.0';
-  for (;;) {
-    const page = (await (await instance.api(`/changes?after=${after}&limit=1000`)).json()) as {
-      changes: Array<{ cursor: string; name: string; version: number }>;
-      cursor: string;
-    };
-    if (page.changes.length === 0) return all;
-    all.push(...page.changes.map(({ cursor, name, version }) => ({ cursor, name, version })));
-    after = page.cursor;
-  }
-}
-
-/**
- * A storm of OPERATIONS interactions (three events each, each sent twice) over
- * `front`, `midway` run while it goes on; then every check of the file's
- * header, with `receiver` the effects' receiver of these instances.
- */
-async function stormAndCheck(front: RatchetProcess[], receiver: Receiver, prefix: string, midway?: () => Promise<void>): Promise<void> {
-  const names = Array.from({ length: OPERATIONS }, (_, i) => `interactions/${prefix}-${i}`);
-  const eventsOf = (name: string) => [
-    { id: `${name}:1`, payload: envelope('interaction.requires_action', { id: name }, '2026-11-30T10:00:01Z') },
-    { id: `${name}:2`, payload: envelope('interaction.requires_action', { id: name }, '2026-11-30T10:00:02Z') },
-    { id: `${name}:3`, payload: envelope('interaction.completed', { id: name }, '2026-11-30T10:00:03Z') },
-  ];
-  let next = 0;
-  let over = false;
-  const storm = Promise.all(
-    Array.from({ length: WORKERS }, async () => {
-      while (next < names.length) {
-        const name = names[next++] as string;
-        for (const event of eventsOf(name)) {
-          // Each event twice, as a retrying sender would: the second is a duplicate.
-          await deliverUntilAcknowledged(front, event.payload, event.id);
-          await deliverUntilAcknowledged(front, event.payload, event.id);
-        }
-      }
-    }),
-  ).finally(() => {
-    over = true;
-  });
-  if (midway) {
-    await sleep(700);
-    expect(over).toBe(false);
-    await midway();
-  }
-  await storm;
-
-  for (const name of names) {
-    const record = await (await (front[turn++ % front.length] as RatchetProcess).api(`/operations/${name}`)).json();
-    expect(record, name).toMatchObject({ state: 'SUCCEEDED', version: 3, eventId: `${name}:3` });
-    // Every acknowledged delivery was decided: its event is among the operation's decisions.
-    const { decisions } = (await (await (front[0] as RatchetProcess).api(`/operations/${name}/decisions`)).json()) as {
-      decisions: Array<{ eventId: string }>;
-    };
-    expect(new Set(decisions.map((d) => d.eventId))).toEqual(new Set([`${name}:1`, `${name}:2`, `${name}:3`]));
-  }
-
-  const effectsOf = (name: string) => receiver.accepted.filter((d) => d.body.data.name === name);
-  await eventually(() => names.every((name) => effectsOf(name).some((d) => d.id === `${name}#3`)), 60_000, 'every effect');
-  await sleep(500);
-  for (const name of names) {
-    const arrived = effectsOf(name).map((d) => d.id);
-    // A repeat only ever of the id just sent (a delivery in flight at the kill); none skipped, none out of order.
-    expect(
-      arrived.filter((id, i) => id !== arrived[i - 1]),
-      name,
-    ).toEqual([`${name}#1`, `${name}#3`]);
-  }
-  const repeats = receiver.accepted.length - receiver.applied().length;
-  expect(repeats).toBeLessThanOrEqual(WORKERS * 2);
-
-  // One feed: the same changes in the same order from every instance, each operation's versions in order.
-  const feeds = await Promise.all(front.map(readFeed));
-  for (const feed of feeds.slice(1)) expect(feed).toEqual(feeds[0]);
-  for (const name of names) expect(feeds[0]?.filter((c) => c.name === name).map((c) => c.version)).toEqual([1, 2, 3]);
-  console.log(`${front.length} instances (${prefix}): ${resent} deliveries resent so far; ${repeats} effects repeated with their id`);
-}
-
 describe('three instances on one PostgreSQL database', () => {
   it('a storm spread over them, one killed with kill -9 and started again: nothing acknowledged lost, each effect once in order, one feed', {
     timeout: 180_000,
   }, async () => {
-    await stormAndCheck(instances, receiver, 'pg', async () => {
-      await killHard(instances[1] as RatchetProcess);
-      await sleep(300);
-      instances[1] = await start();
+    const { resent } = await stormAndCheck({
+      front: instances,
+      receiver,
+      secret: inbound,
+      prefix: 'pg',
+      operations: OPERATIONS,
+      workers: WORKERS,
+      midway: async () => {
+        await killHard(instances[1] as RatchetProcess);
+        await sleep(300);
+        instances[1] = await start();
+      },
     });
     expect(resent).toBeGreaterThan(0);
+  });
+
+  it('signs the console in on every instance: a link asked of one is taken once at another, and its session is honoured by all', async () => {
+    const [first, second, third] = instances as [RatchetProcess, RatchetProcess, RatchetProcess];
+    const asked = await fetch(`${first.url}/login/link?next=/console/`, {
+      method: 'POST',
+      headers: { authorization: `Bearer ${first.apiToken}` },
+    });
+    expect(asked.status).toBe(200);
+    const { link } = (await asked.json()) as { link: string };
+    const code = new URL(link).search;
+    // Taken at the second instance (a round-robin front): signed in there.
+    const taken = await fetch(`${second.url}/login${code}`, { redirect: 'manual' });
+    expect(taken.status).toBe(303);
+    const cookie = (taken.headers.get('set-cookie') ?? '').split(';')[0] as string;
+    expect(cookie).toMatch(/^ratchet_session=.+/);
+    // Once only, at any instance.
+    expect((await fetch(`${first.url}/login${code}`, { redirect: 'manual' })).status).toBe(401);
+    const page = (instance: RatchetProcess) =>
+      fetch(`${instance.url}/`, { headers: { cookie, accept: 'text/html' }, redirect: 'manual' }).then((r) => r.status);
+    expect(await Promise.all(instances.map(page))).toEqual([200, 200, 200]);
+    // Signed out at the third: signed out at all of them.
+    const out = await fetch(`${third.url}/logout`, {
+      method: 'POST',
+      headers: { cookie, origin: 'null', 'sec-fetch-site': 'same-origin' },
+      redirect: 'manual',
+    });
+    expect(out.status).toBe(303);
+    expect((await Promise.all(instances.map(page))).every((status) => status !== 200)).toBe(true);
   });
 
   it('reconcile on three instances polls each due job once at a time', { timeout: 60_000 }, async () => {
@@ -236,6 +171,6 @@ describe.skipIf(!PGBOUNCER && !process.env.CI)('two instances through PgBouncer 
   it('the same storm: nothing acknowledged lost, each effect once in order, one feed (LISTEN hears nothing there: the polls wake)', {
     timeout: 180_000,
   }, async () => {
-    await stormAndCheck(front, through, 'bouncer');
+    await stormAndCheck({ front, receiver: through, secret: inbound, prefix: 'bouncer', operations: OPERATIONS, workers: WORKERS });
   });
 });

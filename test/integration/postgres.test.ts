@@ -81,6 +81,7 @@ describe('the PostgreSQL engine', () => {
       'meta',
       'notes',
       'operations',
+      'sign_ins',
       'unprocessable',
     ]);
     await open({ schema, migrate: false });

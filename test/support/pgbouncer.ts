@@ -18,6 +18,8 @@ export const PGBOUNCER = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((pat
 export interface TestPgBouncer {
   url: string;
   stop(): Promise<void>;
+  /** Stops PgBouncer at once (every client connection cut), and starts it again on the same port `downMs` later. */
+  restart(downMs: number): Promise<void>;
 }
 
 export async function startPgBouncer(serverUrl: string, poolSize = 4): Promise<TestPgBouncer> {
@@ -50,28 +52,40 @@ logfile = ${join(dir, 'pgbouncer.log')}
     const gid = Number(execFileSync('id', ['-g', 'postgres']).toString().trim());
     for (const file of ['', 'users.txt', 'pgbouncer.ini']) chownSync(join(dir, file), uid, gid);
   }
-  const child: ChildProcess = spawn(...asOwner(PGBOUNCER, [join(dir, 'pgbouncer.ini')]), { stdio: 'ignore' });
   const url = `postgres://${server.username}@127.0.0.1:${port}/postgres`;
-  const deadline = Date.now() + 10_000;
-  for (;;) {
-    const client = new pg.Client({ connectionString: url });
-    try {
-      await client.connect();
-      await client.query('SELECT 1');
-      await client.end();
-      break;
-    } catch (error) {
-      await client.end().catch(() => undefined);
-      if (Date.now() > deadline || child.exitCode !== null) throw new Error(`PgBouncer did not start: ${(error as Error).message}`);
-      await new Promise((resolve) => setTimeout(resolve, 100));
+  const launch = async (): Promise<ChildProcess> => {
+    const child: ChildProcess = spawn(...asOwner(PGBOUNCER, [join(dir, 'pgbouncer.ini')]), { stdio: 'ignore' });
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      const client = new pg.Client({ connectionString: url });
+      try {
+        await client.connect();
+        await client.query('SELECT 1');
+        await client.end();
+        return child;
+      } catch (error) {
+        await client.end().catch(() => undefined);
+        if (Date.now() > deadline || child.exitCode !== null) throw new Error(`PgBouncer did not start: ${(error as Error).message}`);
+        await new Promise((resolve) => setTimeout(resolve, 100));
+      }
     }
-  }
+  };
+  // SIGTERM: PgBouncer stops at once, cutting every connection (SIGINT would wait for them).
+  const halt = async (child: ChildProcess) => {
+    child.kill('SIGTERM');
+    await new Promise((resolve) => (child.exitCode !== null ? resolve(undefined) : child.once('exit', resolve)));
+  };
+  let child = await launch();
   return {
     url,
     stop: async () => {
-      child.kill('SIGTERM');
-      await new Promise((resolve) => (child.exitCode !== null ? resolve(undefined) : child.once('exit', resolve)));
+      await halt(child);
       rmSync(dir, { recursive: true, force: true });
+    },
+    restart: async (downMs) => {
+      await halt(child);
+      await new Promise((resolve) => setTimeout(resolve, downMs));
+      child = await launch();
     },
   };
 }

@@ -23,6 +23,10 @@ export interface TestPostgres {
   dataDir?: string;
   port: number;
   stop(): Promise<void>;
+  /** Stops the server as a crash (`immediate`) or an orderly restart or failover (`fast`) would, keeping its data. */
+  halt(mode: 'immediate' | 'fast'): Promise<void>;
+  /** Starts it again on the same port and data (after `halt`). */
+  resume(): Promise<void>;
 }
 
 /** The folder of PostgreSQL's server binaries: initdb's on PATH, else the newest under /usr/lib/postgresql. */
@@ -59,7 +63,12 @@ export function asOwner(command: string, args: string[]): [string, string[]] {
  */
 export async function startPostgres(options: { durable?: boolean; tls?: { cert: string; key: string } } = {}): Promise<TestPostgres> {
   const given = process.env.RATCHET_TEST_DATABASE_URL;
-  if (given) return { url: given, dir: '', port: Number(new URL(given).port || 5432), stop: async () => {} };
+  if (given) {
+    const cannot = async () => {
+      throw new Error('RATCHET_TEST_DATABASE_URL names a server the tests cannot stop and start');
+    };
+    return { url: given, dir: '', port: Number(new URL(given).port || 5432), stop: async () => {}, halt: cannot, resume: cannot };
+  }
   const bin = postgresBin();
   if (!bin) throw new Error('PostgreSQL is not installed (initdb): apt-get install postgresql, or set RATCHET_TEST_DATABASE_URL');
   const dir = mkdtempSync(join(tmpdir(), 'ratchet-pg-'));
@@ -84,8 +93,15 @@ export async function startPostgres(options: { durable?: boolean; tls?: { cert: 
     }
     settings += ` -c ssl=on -c ssl_cert_file=${join(dir, 'server.crt')} -c ssl_key_file=${join(dir, 'server.key')}`;
   }
-  await run(...asOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', settings, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start']));
+  const startServer = async () => {
+    await run(...asOwner(join(bin, 'pg_ctl'), ['-D', data, '-o', settings, '-l', join(dir, 'server.log'), '-w', '-t', '60', 'start']));
+  };
+  await startServer();
   return {
+    halt: async (mode) => {
+      await run(...asOwner(join(bin, 'pg_ctl'), ['-D', data, '-m', mode, '-w', 'stop']));
+    },
+    resume: startServer,
     url: `postgres://ratchet@127.0.0.1:${port}/postgres`,
     dataDir: data,
     dir,

@@ -1,0 +1,175 @@
+/**
+ * PostgreSQL going away under two `ratchet start` instances mid-storm, as
+ * managed databases do: a crash (immediate stop) and a restart or failover
+ * (fast stop, 4 s down), PgBouncer restarted in front of it, and a write
+ * transaction of another application's held open in another schema through
+ * the whole storm. Each time: no instance exits, no acknowledged delivery is
+ * lost, every final effect arrives within 5 s of the database's return (or
+ * of the storm's end, when that is later), each once and in version order, a
+ * waiter on the change feed is woken within a second of a commit, and the
+ * feed is the same from both instances. The server is this file's own (the
+ * other tests' is never stopped).
+ */
+import pg from 'pg';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { PGBOUNCER, startPgBouncer, type TestPgBouncer } from '../support/pgbouncer.ts';
+import { startPostgres, type TestPostgres } from '../support/postgres.ts';
+import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
+import { Receiver } from '../support/receiver.ts';
+import { stormAndCheck } from '../support/storm.ts';
+
+const inbound = newSecret();
+const outbound = newSecret();
+const OPERATIONS = 30;
+const WORKERS = 6;
+let server: TestPostgres;
+let receiver: Receiver;
+const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
+
+beforeAll(async () => {
+  server = await startPostgres();
+  receiver = await new Receiver(outbound).start();
+}, 60_000);
+afterAll(async () => {
+  await receiver?.stop();
+  await server?.stop();
+});
+
+const startInstance = (url: string, schema: string) =>
+  startRatchet({
+    DATABASE_URL: url,
+    DATABASE_SCHEMA: schema,
+    WEBHOOK_SIGNING_SECRETS: inbound,
+    EFFECTS_WEBHOOK_URL: receiver.url,
+    EFFECTS_SIGNING_SECRET: outbound,
+    EFFECTS_RETRY_BASE_MS: '100',
+    EFFECTS_RETRY_MAX_MS: '500',
+  });
+
+/** Both instances still running: none exited on what the database did. */
+function expectAlive(front: RatchetProcess[]): void {
+  for (const instance of front) expect(instance.child.exitCode, instance.output().slice(-2_000)).toBeNull();
+}
+
+/** A long poll on one instance's feed, woken by a webhook sent to the other: how long from the acknowledgement to the wake-up. */
+async function wakeUpMs(front: RatchetProcess[], name: string): Promise<number> {
+  const [waiter, writer] = front as [RatchetProcess, RatchetProcess];
+  const head = ((await (await waiter.api('/changes?limit=1')).json()) as { cursor: string }).cursor;
+  const woken = waiter.api(`/changes?after=${head}&wait=10`).then(async (response) => ({
+    at: Date.now(),
+    changes: ((await response.json()) as { changes: Array<{ name: string }> }).changes,
+  }));
+  await sleep(300);
+  const { body, headers } = signedDelivery(inbound, envelope('interaction.requires_action', { id: name }, '2026-11-30T10:00:01Z'));
+  expect((await fetch(`${writer.url}/webhooks/gemini`, { method: 'POST', body, headers })).status).toBe(200);
+  const acknowledged = Date.now();
+  const { at, changes } = await woken;
+  expect(changes.map((c) => c.name)).toEqual([name]);
+  return at - acknowledged;
+}
+
+describe('two instances while PostgreSQL goes away and comes back', () => {
+  const front: RatchetProcess[] = [];
+  beforeAll(async () => {
+    const schema = `rt_failover_${Date.now().toString(36)}`;
+    front.push(await startInstance(server.url, schema));
+    front.push(await startInstance(server.url, schema));
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all(front.map((instance) => instance.stop()));
+  });
+
+  for (const [fault, mode, downMs] of [
+    ['a crash (immediate stop), back 1 s later', 'immediate', 1_000],
+    ['a restart or failover (fast stop), down 4 s', 'fast', 4_000],
+  ] as const)
+    it(`${fault}: none exits, nothing lost, every final effect within 5 s of its return, waits woken`, { timeout: 120_000 }, async () => {
+      let backAt = Number.NaN;
+      const outcome = await stormAndCheck({
+        front,
+        receiver,
+        secret: inbound,
+        prefix: `down-${mode}`,
+        operations: OPERATIONS,
+        workers: WORKERS,
+        midway: async () => {
+          await server.halt(mode);
+          await sleep(downMs);
+          await server.resume();
+          backAt = Date.now();
+        },
+      });
+      expectAlive(front);
+      expect(outcome.resent).toBeGreaterThan(0);
+      const lag = outcome.lastEffectAt - Math.max(backAt, outcome.acknowledgedAt);
+      console.log(`${fault}: last final effect ${lag} ms after the database's return or the storm's end`);
+      expect(lag).toBeLessThan(5_000);
+      expect(await wakeUpMs(front, `interactions/woken-${mode}`)).toBeLessThan(1_000);
+    });
+
+  it('an application’s write transaction held open in another schema through the storm holds nothing back', {
+    timeout: 120_000,
+  }, async () => {
+    const app = new pg.Client({ connectionString: server.url, application_name: 'nightly-import' });
+    await app.connect();
+    try {
+      await app.query('CREATE SCHEMA IF NOT EXISTS app_imports; CREATE TABLE IF NOT EXISTS app_imports.rows (id serial, body text)');
+      await app.query('BEGIN');
+      await app.query("INSERT INTO app_imports.rows (body) VALUES ('the nightly import')");
+      const outcome = await stormAndCheck({
+        front,
+        receiver,
+        secret: inbound,
+        prefix: 'beside-import',
+        operations: OPERATIONS,
+        workers: WORKERS,
+        effectsWithinMs: 5_000,
+      });
+      expect(outcome.lastEffectAt - outcome.acknowledgedAt).toBeLessThan(5_000);
+      expect(await wakeUpMs(front, 'interactions/woken-beside-import')).toBeLessThan(1_000);
+      // Still open: nothing waited for it to end.
+      expect((await app.query('SELECT count(*)::int AS n FROM app_imports.rows')).rows[0]).toEqual({ n: 1 });
+    } finally {
+      await app.query('ROLLBACK').catch(() => undefined);
+      await app.end();
+    }
+    expectAlive(front);
+  });
+});
+
+describe.skipIf(!PGBOUNCER && !process.env.CI)('two instances through PgBouncer, restarted mid-storm', () => {
+  const front: RatchetProcess[] = [];
+  let bouncer: TestPgBouncer;
+  beforeAll(async () => {
+    bouncer = await startPgBouncer(server.url, 4);
+    const schema = `rt_failover_bouncer_${Date.now().toString(36)}`;
+    front.push(await startInstance(bouncer.url, schema));
+    front.push(await startInstance(bouncer.url, schema));
+  }, 120_000);
+  afterAll(async () => {
+    await Promise.all(front.map((instance) => instance.stop()));
+    await bouncer?.stop();
+  });
+
+  it('none exits, nothing lost, every final effect within 5 s of its return, waits woken', { timeout: 120_000 }, async () => {
+    let backAt = Number.NaN;
+    const outcome = await stormAndCheck({
+      front,
+      receiver,
+      secret: inbound,
+      prefix: 'bouncer-restart',
+      operations: OPERATIONS,
+      workers: WORKERS,
+      midway: async () => {
+        await bouncer.restart(1_000);
+        backAt = Date.now();
+      },
+    });
+    expectAlive(front);
+    const lag = outcome.lastEffectAt - Math.max(backAt, outcome.acknowledgedAt);
+    console.log(`PgBouncer restart: last final effect ${lag} ms after its return or the storm's end`);
+    expect(lag).toBeLessThan(5_000);
+    expect(await wakeUpMs(front, 'interactions/woken-bouncer')).toBeLessThan(1_000);
+  });
+});
