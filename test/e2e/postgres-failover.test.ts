@@ -7,11 +7,14 @@
  * lost, every final effect arrives within 5 s of the database's return (or
  * of the storm's end, when that is later), each once and in version order, a
  * waiter on the change feed is woken within a second of a commit, and the
- * feed is the same from both instances. The server is this file's own (the
- * other tests' is never stopped).
+ * feed is the same from both instances. Inside an app (createRatchet, under
+ * `start()` and under `tick()`), a crash of the server leaves the host
+ * process up and each change reaches `onChange` once. The server is this
+ * file's own (the other tests' is never stopped).
  */
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRatchet } from '../../local/library.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { PGBOUNCER, startPgBouncer, type TestPgBouncer } from '../support/pgbouncer.ts';
 import { startPostgres, type TestPostgres } from '../support/postgres.ts';
@@ -172,4 +175,77 @@ describe.skipIf(!PGBOUNCER && !process.env.CI)('two instances through PgBouncer,
     expect(lag).toBeLessThan(5_000);
     expect(await wakeUpMs(front, 'interactions/woken-bouncer')).toBeLessThan(1_000);
   });
+});
+
+describe('inside an app (createRatchet) while PostgreSQL restarts', () => {
+  const TOKEN = 'failover-library-token-0123456789abcdef';
+  for (const mode of ['start', 'tick'] as const)
+    it(`under ${mode}(): the host process goes on, and each change reaches onChange once, in order`, { timeout: 120_000 }, async () => {
+      const schema = `rt_failover_lib_${mode}`;
+      const seen = `app_seen_${mode}`;
+      const admin = new pg.Pool({ connectionString: server.url, max: 1 });
+      // The test's own idle connection is cut by the crash too: not this test's subject.
+      admin.on('error', () => undefined);
+      await admin.query(`CREATE TABLE IF NOT EXISTS ${seen} (id text NOT NULL, name text NOT NULL, version int NOT NULL, at serial)`);
+      const ratchet = createRatchet({
+        databaseUrl: server.url,
+        schema,
+        webhookSigningSecrets: inbound,
+        apiToken: TOKEN,
+        onChange: async (change, { sql }) => {
+          await sql?.(`INSERT INTO ${seen} (id, name, version) VALUES ($1, $2, $3)`, [change.id, change.data.name, change.data.version]);
+        },
+        env: { POWERTOOLS_LOG_LEVEL: 'CRITICAL', EFFECTS_RETRY_BASE_MS: '50', EFFECTS_RETRY_MAX_MS: '200' },
+      });
+      const tickErrors: number[] = [];
+      let resumedAt = Number.NaN;
+      let ticking = mode === 'tick';
+      const ticks = (async () => {
+        while (ticking) {
+          await ratchet.tick({ budgetMs: 300 }).catch(() => tickErrors.push(Date.now()));
+          await sleep(100);
+        }
+      })();
+      try {
+        if (mode === 'start') await ratchet.start();
+        const names = Array.from({ length: 12 }, (_, i) => `interactions/lib-${mode}-${i}`);
+        const send = async (type: string, name: string, at: string) => {
+          const { body, headers } = signedDelivery(inbound, envelope(type, { id: name }, at), { id: `${name}:${type}` });
+          for (;;) {
+            const answer = await ratchet.fetch(new Request('http://127.0.0.1/webhooks/gemini', { method: 'POST', body, headers }));
+            if (answer.status === 200) return;
+            expect(answer.status).toBe(503);
+            await sleep(50);
+          }
+        };
+        const storm = Promise.all(
+          names.map(async (name, i) => {
+            await sleep(i * 120);
+            await send('interaction.requires_action', name, '2026-11-30T10:00:01Z');
+            await send('interaction.completed', name, '2026-11-30T10:00:03Z');
+          }),
+        );
+        await sleep(400);
+        await server.halt('immediate');
+        await sleep(1_000);
+        await server.resume();
+        resumedAt = Date.now();
+        await storm;
+        const expected = names.flatMap((name) => [`${name}#1`, `${name}#2`]);
+        const rows = async () =>
+          (await admin.query<{ id: string; name: string; version: number }>(`SELECT id, name, version FROM ${seen} ORDER BY at`)).rows;
+        const until = Date.now() + 15_000;
+        while ((await rows()).length < expected.length && Date.now() < until) await sleep(200);
+        const written = await rows();
+        expect(written.map((r) => r.id).sort()).toEqual(expected.sort());
+        for (const name of names) expect(written.filter((r) => r.name === name).map((r) => r.version)).toEqual([1, 2]);
+        // A tick while the database was away rejected (the app's own await hears why); within 2 s of its return they work again.
+        for (const at of tickErrors) expect(at).toBeLessThan(resumedAt + 2_000);
+      } finally {
+        ticking = false;
+        await ticks;
+        await ratchet.close();
+        await admin.end();
+      }
+    });
 });
