@@ -211,6 +211,9 @@ export interface PollSchedule {
   ): Promise<boolean>;
 }
 
+/** Whether the store takes writes now (`/healthz`): `ok`, or why not, in words that name no secret. */
+export type StoreHealth = 'ok' | { unavailable: string };
+
 /**
  * The console's sign-ins (sessions and one-time sign-in codes), each under a
  * key made from a digest of its secret, never the secret itself: in the

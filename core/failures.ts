@@ -37,10 +37,14 @@ export function failureBody(failure: Failure, message: string): { error: Failure
   return { error: failure, message };
 }
 
-/** A failure as the HTTP answer every route gives it: its status from FAILURES, its JSON body. */
+/** Every 503 says when to try again (`Retry-After`): nothing was recorded, and a second later may do. */
+export const RETRY_AFTER_SECONDS = 1;
+
+/** A failure as the HTTP answer every route gives it: its status from FAILURES, its JSON body (a 503 with Retry-After). */
 export function failureResponse(failure: Failure, message: string): Response {
+  const status = FAILURES[failure];
   return new Response(JSON.stringify(failureBody(failure, message)), {
-    status: FAILURES[failure],
-    headers: { 'content-type': 'application/json' },
+    status,
+    headers: { 'content-type': 'application/json', ...(status === 503 && { 'retry-after': String(RETRY_AFTER_SECONDS) }) },
   });
 }

@@ -88,8 +88,8 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
       try {
         await db.rows('SELECT 1');
         return 'ok';
-      } catch {
-        return 'unavailable';
+      } catch (error) {
+        return { unavailable: databaseFailure(error, place)?.message ?? `the database does not answer (${networkFailureInWords(error)})` };
       }
     },
     effects,

@@ -23,6 +23,7 @@ import type {
   PollRequests,
   PollSchedule,
   SignInStore,
+  StoreHealth,
   UnprocessableLog,
 } from '../app/ports.ts';
 import type { PoolLike } from '../engines/postgres/database.ts';
@@ -64,7 +65,7 @@ export interface Home {
   store: HomeStore;
   history: HistoryLog;
   changes: ChangeFeedPort;
-  health(): Promise<'ok' | 'unavailable'>;
+  health(): Promise<StoreHealth>;
   effects: EffectsRecords | undefined;
   redrive(options: RedriveOptions): Promise<RedriveResult>;
   /**

@@ -10,13 +10,20 @@ import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import * as z from 'zod/mini';
 import { LONG_POLL_HEADER } from '../../core/change.ts';
 import { CREDENTIAL_LABEL } from '../../core/credentials.ts';
-import { type Failure, failureBody, failureResponse } from '../../core/failures.ts';
+import { type Failure, failureBody, failureResponse, RETRY_AFTER_SECONDS } from '../../core/failures.ts';
 import { OPERATION_KINDS, OPERATION_STATES } from '../../core/lifecycle.ts';
 import { kindOfName, normalizeOperationName } from '../../core/names.ts';
 import { type OperationRecord, trackedRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
 import type { HistoryLog } from '../history.ts';
-import { EFFECTS_FILTERS, InvalidCursorError, type OperationQueries, StoreRejectedError, UnsupportedFilterError } from '../ports.ts';
+import {
+  EFFECTS_FILTERS,
+  InvalidCursorError,
+  type OperationQueries,
+  type StoreHealth,
+  StoreRejectedError,
+  UnsupportedFilterError,
+} from '../ports.ts';
 import type { CredentialStatus } from '../reconcile/credentials.ts';
 import { MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
@@ -29,7 +36,7 @@ export interface AppDeps extends WebhookDeps {
   /** `GET /operations/{name}/history` (written from the stream, see lambda/history); without it the route is 400. */
   history?: Pick<HistoryLog, 'list'>;
   /** Whether the store answers (the local runtime); without it `/healthz` reports the process only. */
-  health?: () => Promise<'ok' | 'unavailable'>;
+  health?: () => Promise<StoreHealth>;
   /** Whether Gemini takes each labelled API key (GEMINI_API_KEYS): `/healthz` names a refused one, by label. */
   geminiKeys?: () => CredentialStatus[];
   /**
@@ -132,7 +139,11 @@ export function createApp(deps: AppDeps): Hono {
   const fail = failureResponse;
 
   app.get('/healthz', async (c) => {
-    if ((await deps.health?.()) === 'unavailable') return c.json({ status: 'degraded', store: 'unavailable' }, 503);
+    const health = await deps.health?.();
+    if (health !== undefined && health !== 'ok') {
+      c.header('retry-after', String(RETRY_AFTER_SECONDS));
+      return c.json({ status: 'degraded', store: 'unavailable', reason: health.unavailable }, 503);
+    }
     // A key Gemini refuses stops only its own jobs' polls: said here (by label, never the key), the instance still serves.
     const refused = (deps.geminiKeys?.() ?? []).filter((key) => key.state === 'refused');
     if (refused.length === 0) return c.json({ status: 'ok' });

@@ -8,7 +8,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { FAILURES, type Failure, failureBody } from '../../core/failures.ts';
+import { FAILURES, type Failure, failureBody, RETRY_AFTER_SECONDS } from '../../core/failures.ts';
 import { MalformedEventError, mapWebhookDelivery } from '../../core/gemini-webhook.ts';
 import type { OperationKind } from '../../core/lifecycle.ts';
 import { InvalidNameError } from '../../core/names.ts';
@@ -34,7 +34,7 @@ export const UNPROCESSABLE_BODY_BYTES = 4 * 1024;
 export interface WebhookAnswer {
   status: (typeof FAILURES)[Failure] | 200;
   body: unknown;
-  /** `Retry-After` (seconds) of a 429. */
+  /** `Retry-After` (seconds) of a 429 or a 503. */
   retryAfterSeconds?: number;
 }
 
@@ -73,7 +73,12 @@ export interface WebhookDeps {
 }
 
 const ok = (body: unknown): WebhookAnswer => ({ status: 200, body });
-const fail = (failure: Failure, message: string): WebhookAnswer => ({ status: FAILURES[failure], body: failureBody(failure, message) });
+/** A refusal; a 503 (nothing recorded: the store away, no secret yet) says when to try again, as every 503 of Ratchet's does. */
+const fail = (failure: Failure, message: string): WebhookAnswer => ({
+  status: FAILURES[failure],
+  body: failureBody(failure, message),
+  ...(FAILURES[failure] === 503 && { retryAfterSeconds: RETRY_AFTER_SECONDS }),
+});
 
 /**
  * Why a signature may have failed on a delivery that was signed right: the

@@ -9,6 +9,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { ChangeFeedPort } from '../../app/feed.ts';
+import type { StoreHealth } from '../../app/ports.ts';
 import { ChangeFeed, feedPort } from './change-feed.ts';
 import { type OpenedData, openDataFolder } from './data-folder.ts';
 import { SqliteDeadLetters, SqliteEffectLedger } from './effects-records.ts';
@@ -34,7 +35,7 @@ export interface SqliteEngine {
   history: SqliteHistory;
   ledger: SqliteEffectLedger;
   deadLetters: SqliteDeadLetters;
-  health: () => Promise<'ok' | 'unavailable'>;
+  health: () => Promise<StoreHealth>;
 }
 
 export function openSqliteEngine(options: SqliteEngineOptions): SqliteEngine {

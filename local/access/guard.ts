@@ -267,9 +267,7 @@ export class AccessGuard {
 
   private unavailable(error: unknown): Response {
     this.options.logger.warn('the console sign-ins could not be read or written', { error });
-    const response = fail('not-recorded', 'sign-ins cannot be read now (the database is away); retry shortly');
-    response.headers.set('retry-after', '1');
-    return response;
+    return fail('not-recorded', 'sign-ins cannot be read now (the database is away); retry shortly');
   }
 
   private async sessionOf(c: Context): Promise<Session | undefined> {

@@ -176,7 +176,11 @@ describe('5. the store cannot be written mid-stream (another process holds its w
     };
     await sendAll();
     expect([...statuses].sort()).toEqual([200, 503]);
-    expect(healthDuringGap).toEqual({ status: 'degraded', store: 'unavailable' });
+    expect(healthDuringGap).toEqual({
+      status: 'degraded',
+      store: 'unavailable',
+      reason: expect.stringMatching(/^the data file does not take a write \(.+\)$/),
+    });
     await eventually(async () => (await fetch(`${ratchet.url}/healthz`)).status === 200, 5_000, 'healthz 200 again');
 
     for (const name of operations) expect((await read(name)).body).toMatchObject({ state: 'SUCCEEDED', version: 2 });

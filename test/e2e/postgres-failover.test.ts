@@ -141,6 +141,62 @@ describe('two instances while PostgreSQL goes away and comes back', () => {
   });
 });
 
+describe('a server that refuses more clients (53300)', () => {
+  it('answers webhooks and reads 503 with Retry-After, /healthz says so, and all is back once a connection is free', {
+    timeout: 60_000,
+  }, async () => {
+    const admin = new pg.Pool({ connectionString: server.url, max: 1 });
+    admin.on('error', () => undefined);
+    const limited = new URL(server.url);
+    limited.username = 'ratchet_limited';
+    // Not a superuser: a role's connection limit does not bind one.
+    await admin.query('CREATE ROLE ratchet_limited LOGIN CONNECTION LIMIT 2; GRANT CREATE ON DATABASE postgres TO ratchet_limited');
+    // One pool connection and the LISTEN one: the role's two.
+    const instance = await startRatchet({
+      DATABASE_URL: limited.href,
+      DATABASE_SCHEMA: 'rt_limited',
+      DATABASE_POOL_MAX: '1',
+      WEBHOOK_SIGNING_SECRETS: inbound,
+    });
+    const squatter = new pg.Client({ connectionString: limited.href });
+    try {
+      const send = async (name: string) => {
+        const { body, headers } = signedDelivery(inbound, envelope('interaction.requires_action', { id: name }, '2026-11-30T10:00:01Z'));
+        return fetch(`${instance.url}/webhooks/gemini`, { method: 'POST', body, headers });
+      };
+      expect((await send('interactions/limited-before')).status).toBe(200);
+      // The pool's connection is cut, and another client of the role takes its place: Ratchet's next connect is refused.
+      await admin.query(
+        "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = 'ratchet_limited' AND application_name = 'ratchet'",
+      );
+      await squatter.connect();
+      const refused = await send('interactions/limited-during');
+      expect(refused.status).toBe(503);
+      expect(Number(refused.headers.get('retry-after'))).toBeGreaterThan(0);
+      const read = await instance.api('/operations/interactions/limited-before');
+      expect(read.status).toBe(503);
+      expect(Number(read.headers.get('retry-after'))).toBeGreaterThan(0);
+      const health = await fetch(`${instance.url}/healthz`);
+      expect(health.status).toBe(503);
+      expect(await health.json()).toMatchObject({
+        status: 'degraded',
+        store: 'unavailable',
+        reason: expect.stringMatching(/too many connections/),
+      });
+      await squatter.end();
+      const backAt = Date.now();
+      let status = 0;
+      while (status !== 200 && Date.now() - backAt < 2_000) status = (await send('interactions/limited-after')).status;
+      expect(status).toBe(200);
+      expect(instance.child.exitCode).toBeNull();
+    } finally {
+      await squatter.end().catch(() => undefined);
+      await instance.stop();
+      await admin.end();
+    }
+  });
+});
+
 describe.skipIf(!PGBOUNCER && !process.env.CI)('two instances through PgBouncer, restarted mid-storm', () => {
   const front: RatchetProcess[] = [];
   let bouncer: TestPgBouncer;

@@ -2,7 +2,7 @@ import { Metrics } from '@aws-lambda-powertools/metrics';
 import { beforeEach, describe, expect, it, vi } from 'vitest';
 import { createApp } from '../../app/http/app.ts';
 import { NotConfiguredError, WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
-import { StoreRejectedError } from '../../app/ports.ts';
+import { type StoreHealth, StoreRejectedError } from '../../app/ports.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 import { silentLogger } from '../support/silent-logger.ts';
@@ -231,7 +231,7 @@ describe('store errors, classified once', () => {
 
 describe('/healthz', () => {
   it('answers 503 degraded while the store cannot be reached', async () => {
-    let store: 'ok' | 'unavailable' = 'unavailable';
+    let store: StoreHealth = { unavailable: 'the data file does not take a write (SQLITE_FULL)' };
     const withHealth = createApp({
       store: new MemoryStore(),
       verifier: new WebhookSignatureVerifier(async () => [secret]),
@@ -239,7 +239,11 @@ describe('/healthz', () => {
       health: async () => store,
     });
     const down = await withHealth.request('/healthz');
-    expect({ status: down.status, body: await down.json() }).toEqual({ status: 503, body: { status: 'degraded', store: 'unavailable' } });
+    expect({ status: down.status, body: await down.json() }).toEqual({
+      status: 503,
+      body: { status: 'degraded', store: 'unavailable', reason: 'the data file does not take a write (SQLITE_FULL)' },
+    });
+    expect(down.headers.get('retry-after')).toBe('1');
     store = 'ok';
     expect((await withHealth.request('/healthz')).status).toBe(200);
   });
