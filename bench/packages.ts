@@ -40,7 +40,7 @@ export async function benchPackages(root: string, runs: number): Promise<void> {
       ...['--target', 'ES2022', '--module', 'NodeNext', '--moduleResolution', 'NodeNext', '--types', 'node', '--verbatimModuleSyntax'],
       join(root, 'local/cli/ratchet.ts'),
       // Forked by path, so imported by nothing: named as a root of its own, as packages/build.ts names it an entry.
-      join(root, 'local/derived-process.ts'),
+      join(root, 'engines/sqlite/derived-process.ts'),
     ]).catch(() => undefined); // type errors do not stop the emit; the typecheck is npm run check's
     const ready = async (command: string[], cwd: string) => {
       const times: number[] = [];

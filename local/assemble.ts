@@ -14,6 +14,7 @@ import type { Hono, MiddlewareHandler } from 'hono';
 import * as z from 'zod/mini';
 import type { Config } from '../app/config.ts';
 import { agentPlatformOf, overdueAfterOf, publicUrls } from '../app/config.ts';
+import type { EffectsRecords, Engine } from '../app/engine.ts';
 import { createApp } from '../app/http/app.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
@@ -26,12 +27,11 @@ import { WebhookHealth } from '../app/reconcile/webhook-health.ts';
 import { geminiKeysOf } from '../core/credentials.ts';
 import type { Failure } from '../core/failures.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
-import { DEV_SECRET_FILE } from '../engines/sqlite/data-folder.ts';
+import { DEV_SECRET_FILE, IN_MEMORY } from '../engines/sqlite/index.ts';
 import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
 import { feedRoutes } from './feed/routes.ts';
-import { type EffectsRecords, type Home, type HomeOptions, IN_MEMORY, openSqliteHome } from './home.ts';
 
 export interface Assembled {
   app: Hono;
@@ -55,7 +55,7 @@ export interface AssembleOptions {
   basePath?: string;
 }
 
-export function assemble(config: Config, home: Home, options: AssembleOptions): Assembled {
+export function assemble(config: Config, home: Engine, options: AssembleOptions): Assembled {
   const { dataDir, logger, basePath = '' } = options;
   const { store, changes, history, effects } = home;
   // On PostgreSQL the folder holds only the generated token and development secret: made here, owner-only, when missing.
@@ -137,18 +137,6 @@ function credentialLabelsOf(config: Config): string[] {
   return (config.GEMINI_API_KEYS && geminiKeysOf(config.GEMINI_API_KEYS)?.map((key) => key.label)) || [];
 }
 
-/**
- * The home the configuration names: PostgreSQL where there is a database
- * (DATABASE_URL, or the application's pool; its module loaded only then),
- * else SQLite in `dataDir`.
- */
-export async function openHome(config: Config, options: Omit<HomeOptions, 'historyRetentionDays' | 'trackedExpiryDays'>): Promise<Home> {
-  const homeOptions = { ...options, historyRetentionDays: config.HISTORY_RETENTION_DAYS, trackedExpiryDays: config.TRACKED_EXPIRY_DAYS };
-  return config.DATABASE_URL || options.pool
-    ? (await import('./home-postgres.ts')).openPostgresHome(config, homeOptions)
-    : openSqliteHome(homeOptions);
-}
-
 /** Whether reconcile polls anything: a Gemini API key, or an Agent Platform project and location. */
 export function reconcileOn(config: Config): boolean {
   return Boolean(config.GEMINI_API_KEY || config.GEMINI_API_KEYS || agentPlatformOf(config));
@@ -163,7 +151,7 @@ export type Reconciler = (budgetMs: number) => Promise<ReconcileStats>;
  */
 export async function reconcilerOf(
   config: Config,
-  home: Home,
+  home: Engine,
   logger: Logger,
   credentialHealth?: CredentialHealth,
 ): Promise<Reconciler | undefined> {
@@ -227,7 +215,7 @@ function effectsAdminRoutes(
     sameOriginJson: MiddlewareHandler;
     fail: (failure: Failure, message: string) => Response;
     effects: EffectsRecords | undefined;
-    redrive: Home['redrive'];
+    redrive: Engine['redrive'];
   },
 ): void {
   const { effects } = deps;

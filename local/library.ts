@@ -24,20 +24,20 @@
 import { ConfigError, loadConfig } from '../app/config.ts';
 import type { OnChange } from '../app/effects/app-sink.ts';
 import { webhookSinkSettingsOf } from '../app/effects/webhook-sink.ts';
+import type { Engine } from '../app/engine.ts';
 import { createLogger } from '../app/logger.ts';
 import type { ReconcileStats } from '../app/reconcile/reconcile.ts';
-import type { PoolLike } from '../engines/postgres/database.ts';
-import { DEFAULT_DATA_DIR } from '../engines/sqlite/data-folder.ts';
+import { everyHour, LocalSchedule, maintain as runMaintenance } from '../app/schedule.ts';
+import type { PoolLike } from '../engines/postgres/index.ts';
+import { DEFAULT_DATA_DIR, IN_MEMORY } from '../engines/sqlite/index.ts';
 import { RatchetClient } from '../sdk/client.ts';
-import { type Assembled, assemble, openHome, type Reconciler, reconcilerOf } from './assemble.ts';
-import { derivedWorkOptionsOf } from './derived-work.ts';
-import { type Home, IN_MEMORY } from './home.ts';
-import { everyHour, LocalSchedule, maintain as runMaintenance } from './schedule.ts';
+import { type Assembled, assemble, type Reconciler, reconcilerOf } from './assemble.ts';
+import { engineWorkOf, openEngine } from './home.ts';
 import { checkStartConfig } from './start-config.ts';
 
 export { ConfigError } from '../app/config.ts';
 export type { ChangeContext, OnChange, StateChange } from '../app/effects/app-sink.ts';
-export type { PoolLike } from '../engines/postgres/database.ts';
+export type { PoolLike } from '../engines/postgres/index.ts';
 export { RatchetClient, RatchetError } from '../sdk/client.ts';
 
 export interface RatchetOptions {
@@ -157,21 +157,21 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
       );
   }
   const sink = webhookSinkSettingsOf(config);
-  const derived = derivedWorkOptionsOf(config, sink, { onChange: Boolean(options.onChange) });
+  const work = engineWorkOf(config, sink, { onChange: Boolean(options.onChange) });
   let opened: Promise<Opened> | undefined;
   let closed = false;
 
   interface Opened {
-    home: Home;
+    home: Engine;
     assembled: Assembled;
     reconciler: Reconciler | undefined;
   }
   const open = (): Promise<Opened> => {
     if (closed) return Promise.reject(new Error('this Ratchet is closed'));
     opened ??= (async () => {
-      const home = await openHome(config, {
+      const home = await openEngine(config, {
         dataDir,
-        derived,
+        work,
         logger,
         inProcess: true,
         ...(options.onChange && { onChange: options.onChange }),

@@ -10,12 +10,12 @@ import type { AddressInfo } from 'node:net';
 import type { Config } from '../app/config.ts';
 import { webhookSinkSettingsOf } from '../app/effects/webhook-sink.ts';
 import { createLogger } from '../app/logger.ts';
-import { DEFAULT_DATA_DIR } from '../engines/sqlite/data-folder.ts';
+import { everyHour, LocalSchedule } from '../app/schedule.ts';
+import { DEFAULT_DATA_DIR } from '../engines/sqlite/index.ts';
 import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
-import { assemble, openHome, reconcilerOf } from './assemble.ts';
-import { derivedWorkOptionsOf } from './derived-work.ts';
+import { assemble, reconcilerOf } from './assemble.ts';
+import { engineWorkOf, openEngine } from './home.ts';
 import { listen } from './http-server.ts';
-import { everyHour, LocalSchedule } from './schedule.ts';
 import { checkStartConfig } from './start-config.ts';
 
 export interface LocalRuntime {
@@ -44,9 +44,9 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   checkStartConfig(config);
   // Resolved once, here: what the derived work and the effects records need (the effects secret parsed in this one place).
   const sink = webhookSinkSettingsOf(config);
-  const derived = derivedWorkOptionsOf(config, sink);
+  const work = engineWorkOf(config, sink);
   resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST, { generate: false });
-  const home = await openHome(config, { dataDir, derived, logger });
+  const home = await openEngine(config, { dataDir, work, logger });
   let ready = false;
   // A start that fails closes what it opened and removes a data folder it created; a running one only closes.
   const stopped: Array<() => unknown> = [() => home.close(!ready)];

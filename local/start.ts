@@ -5,11 +5,10 @@
 
 import { failure, parseCommandLine, unexpected } from '../app/command-line.ts';
 import { ConfigError, loadConfig } from '../app/config.ts';
+import { EngineUnavailableError } from '../app/engine.ts';
 import { InvalidSecretError } from '../app/http/webhook-signature.ts';
-import { DataFolderError } from '../engines/sqlite/data-folder.ts';
-import { SchemaError } from '../engines/sqlite/schema.ts';
+import { DataFolderError, SchemaError } from '../engines/sqlite/index.ts';
 import { TokenConfigError } from './access/api-token.ts';
-import { HomeUnavailableError } from './home.ts';
 import { startLocalRuntime } from './runtime.ts';
 
 parseCommandLine({
@@ -78,7 +77,7 @@ function exitOnStartFailure(error: unknown): never {
     const why = code === 'EADDRINUSE' ? 'is in use' : code === 'EACCES' ? 'is not allowed' : 'is not an address of this machine';
     failure(command, `${address ?? 'the address'}:${port ?? '?'} ${why}; set PORT (and HOST) to another one, or PORT=0 for any free port`);
   }
-  if ([DataFolderError, SchemaError, HomeUnavailableError].some((type) => error instanceof type))
+  if ([DataFolderError, SchemaError, EngineUnavailableError].some((type) => error instanceof type))
     failure(command, (error as Error).message);
   unexpected(command, error);
 }

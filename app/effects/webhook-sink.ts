@@ -15,7 +15,7 @@ export type Post = (request: { headers: Record<string, string>; body: string; ti
 export interface WebhookSinkOptions {
   timeoutMs?: number;
   clock?: () => Date;
-  /** How the POST is sent: default `fetch` (in Lambda); the embedded engine passes a keep-alive pool (local/outbound-pool.ts). */
+  /** How the POST is sent: default `fetch` (in Lambda); the embedded engine passes a keep-alive pool (app/effects/pooled-post.ts). */
   post?: Post;
 }
 

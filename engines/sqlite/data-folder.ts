@@ -12,6 +12,9 @@ import { join, resolve } from 'node:path';
 import { checkNotNewer, migrate } from './schema.ts';
 import { Sqlite } from './sqlite.ts';
 
+/** The data folder that is none: a database that lives as long as the process. */
+export const IN_MEMORY = ':memory:';
+
 /** `./.ratchet-data` in the folder Ratchet is started in (npm start: this checkout). */
 export const DEFAULT_DATA_DIR = resolve('.ratchet-data');
 export const DB_FILE = 'ratchet.db';
@@ -56,7 +59,7 @@ export interface OpenedData {
 
 /** Opens (and migrates) the engine's file in `dataDir`, or an in-memory one for `:memory:`. */
 export function openDataFolder(dataDir: string): OpenedData {
-  if (dataDir === ':memory:') {
+  if (dataDir === IN_MEMORY) {
     const db = Sqlite.open(':memory:');
     const migratedFrom = migrate(db);
     return { db, migratedFrom, tightened: [], announce: () => {}, close: () => db.close(), discard: () => db.close() };

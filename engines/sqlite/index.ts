@@ -1,63 +1,12 @@
 /**
- * The SQLite engine's one factory: a data folder (one SQLite file, locked to
- * this process), and on it every port the application needs (app/ports.ts):
- * the operation store with its queries, schedule, decisions and receipts; the
- * change feed its writes wake; history; the effects ledger and dead letters;
- * the health probe. What runs beside it (history and the effects queue fed
- * from the outbox) is the derived work's (local/derived-work.ts), on a
- * connection of its own.
+ * The SQLite engine, as front ends reach it (they import nothing else of it):
+ * `openSqlite`, its factory behind the Engine port (app/engine.ts), and what
+ * the one-machine commands need of the data folder itself (backup, the
+ * webhook sender, the token and secret files beside the database).
  */
-import type { Logger } from '@aws-lambda-powertools/logger';
-import type { ChangeFeedPort } from '../../app/feed.ts';
-import type { StoreHealth } from '../../app/ports.ts';
-import { ChangeFeed, feedPort } from './change-feed.ts';
-import { type OpenedData, openDataFolder } from './data-folder.ts';
-import { SqliteDeadLetters, SqliteEffectLedger } from './effects-records.ts';
-import { writeProbe } from './health.ts';
-import { SqliteHistory } from './history.ts';
-import { SqliteOperationStore } from './operation-store.ts';
-
-export interface SqliteEngineOptions {
-  /** The data folder (`:memory:` for a database that lives as long as the process). */
-  dataDir: string;
-  historyRetentionDays: number;
-  logger: Pick<Logger, 'warn'>;
-  /** After each commit that applied a write (the derived work is woken by it). */
-  onCommit?: () => void;
-}
-
-export interface SqliteEngine {
-  data: OpenedData;
-  store: SqliteOperationStore;
-  feed: ChangeFeed;
-  /** The feed as the application's port (text cursors), for the routes and the console. */
-  changes: ChangeFeedPort;
-  history: SqliteHistory;
-  ledger: SqliteEffectLedger;
-  deadLetters: SqliteDeadLetters;
-  health: () => Promise<StoreHealth>;
-}
-
-export function openSqliteEngine(options: SqliteEngineOptions): SqliteEngine {
-  const data = openDataFolder(options.dataDir);
-  const { db } = data;
-  const feed = new ChangeFeed(db);
-  const store = new SqliteOperationStore(
-    db,
-    () => {
-      options.onCommit?.();
-      feed.notify();
-    },
-    (name) => feed.wake(name),
-  );
-  return {
-    data,
-    store,
-    feed,
-    changes: feedPort(feed),
-    history: new SqliteHistory(db, options.logger, options.historyRetentionDays),
-    ledger: new SqliteEffectLedger(db),
-    deadLetters: new SqliteDeadLetters(db),
-    health: writeProbe(db),
-  };
-}
+export { FEED_ID_NOTE } from './change-feed.ts';
+export { DataFolderError, DB_FILE, DEFAULT_DATA_DIR, DEV_SECRET_FILE, IN_MEMORY, readDataFolderFile } from './data-folder.ts';
+export { openSqlite, type SqliteOptions } from './engine.ts';
+export { openSqliteEngine, type SqliteEngine, type SqliteEngineOptions } from './open.ts';
+export { SchemaError, schemaVersionOf } from './schema.ts';
+export { Sqlite } from './sqlite.ts';

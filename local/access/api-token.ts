@@ -10,7 +10,7 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { listOf } from '../../app/config.ts';
-import { readDataFolderFile } from '../../engines/sqlite/data-folder.ts';
+import { readDataFolderFile } from '../../engines/sqlite/index.ts';
 
 export const TOKEN_FILE = 'api-token';
 /** What a bearer token may hold (RFC 6750's token68), and at least this long: a guessable token is no token. */

@@ -15,10 +15,7 @@
 import { existsSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
-import { FEED_ID_NOTE } from '../../engines/sqlite/change-feed.ts';
-import { DB_FILE, DEFAULT_DATA_DIR } from '../../engines/sqlite/data-folder.ts';
-import { schemaVersionOf } from '../../engines/sqlite/schema.ts';
-import { Sqlite } from '../../engines/sqlite/sqlite.ts';
+import { DB_FILE, DEFAULT_DATA_DIR, FEED_ID_NOTE, Sqlite, schemaVersionOf } from '../../engines/sqlite/index.ts';
 
 const command = {
   name: 'ratchet backup',

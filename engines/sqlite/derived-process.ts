@@ -5,10 +5,10 @@
  * redrive, told to stop. It ends with its parent: when the IPC channel
  * closes (the runtime stopped or was killed), it stops too.
  */
-import { createLogger } from '../app/logger.ts';
-import { Sqlite } from '../engines/sqlite/sqlite.ts';
+import { createLogger } from '../../app/logger.ts';
 import type { ToChild, ToParent } from './derived-supervisor.ts';
 import { type DerivedWork, startDerivedWork } from './derived-work.ts';
+import { Sqlite } from './sqlite.ts';
 
 const send = (message: ToParent) => process.send?.(message);
 const logger = createLogger();

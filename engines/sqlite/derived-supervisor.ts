@@ -10,7 +10,7 @@ import { type ChildProcess, fork } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '@aws-lambda-powertools/logger';
-import type { RedriveOptions } from '../app/effects/redrive.ts';
+import type { RedriveOptions } from '../../app/effects/redrive.ts';
 import type { DerivedWork, DerivedWorkOptions, RedriveResult } from './derived-work.ts';
 
 /** Messages between the runtime and its derived-work process. */

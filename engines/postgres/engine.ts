@@ -1,36 +1,51 @@
 /**
- * `ratchet start` on PostgreSQL (DATABASE_URL): the engine on one schema that
- * any number of instances share (engines/postgres), with what runs beside the
- * API in each of them: the change feed woken by this instance's commits, by
+ * The PostgreSQL engine behind the Engine port (app/engine.ts): one schema
+ * that any number of instances share, with what runs beside the API in each
+ * of them: the change feed woken by this instance's commits, by
  * other instances' NOTIFY (LISTEN on DATABASE_LISTEN_URL, else DATABASE_URL)
  * and by a short poll; the effects queue, delivered by whichever instance
  * claims an effect; the hourly chores on one instance at a time. History needs
  * nothing here: it is written with each change.
  */
 
-import { type Config, ConfigError } from '../app/config.ts';
-import { deliverEffect } from '../app/effects/deliver.ts';
-import { redrive } from '../app/effects/redrive.ts';
-import { networkFailureInWords } from '../core/network.ts';
-import { PostgresAppSink } from '../engines/postgres/app-sink.ts';
-import { PostgresChangeFeed } from '../engines/postgres/change-feed.ts';
-import { pruneChanges } from '../engines/postgres/change-log.ts';
-import { type Deliver, PostgresEffectsQueue, pendingEffects, retryingOperations } from '../engines/postgres/effects-queue.ts';
-import { type DatabasePlace, databaseFailure, placeOf } from '../engines/postgres/failures.ts';
-import { openPostgresEngine, type PostgresEngine } from '../engines/postgres/index.ts';
-import { claimJob } from '../engines/postgres/leases.ts';
-import { type Listener, listen, notifier } from '../engines/postgres/listener.ts';
-import { pruneEffectRecords } from '../engines/postgres/records.ts';
-import { PostgresSignIns, pruneSignIns } from '../engines/postgres/sign-ins.ts';
-import { type EffectsRecords, type Home, type HomeOptions, HomeUnavailableError } from './home.ts';
-import { webhookSinkOf } from './outbound-pool.ts';
+import { ConfigError } from '../../app/config.ts';
+import { deliverEffect } from '../../app/effects/deliver.ts';
+import { webhookSinkOf } from '../../app/effects/pooled-post.ts';
+import { redrive } from '../../app/effects/redrive.ts';
+import { type EffectsRecords, type Engine, type EngineOptions, EngineUnavailableError } from '../../app/engine.ts';
+import { networkFailureInWords } from '../../core/network.ts';
+import { PostgresAppSink } from './app-sink.ts';
+import { PostgresChangeFeed } from './change-feed.ts';
+import { pruneChanges } from './change-log.ts';
+import type { PoolLike } from './database.ts';
+import { type Deliver, PostgresEffectsQueue, pendingEffects, retryingOperations } from './effects-queue.ts';
+import { type DatabasePlace, databaseFailure, placeOf } from './failures.ts';
+import { claimJob } from './leases.ts';
+import { type Listener, listen, notifier } from './listener.ts';
+import { openPostgresEngine, type PostgresEngine } from './open.ts';
+import { pruneEffectRecords } from './records.ts';
+import { PostgresSignIns, pruneSignIns } from './sign-ins.ts';
 
-export async function openPostgresHome(config: Config, options: HomeOptions): Promise<Home> {
-  const { logger } = options;
-  const url = config.DATABASE_URL;
-  const place = placeOf(url, config.DATABASE_SCHEMA);
+export interface PostgresOptions extends EngineOptions {
+  /** DATABASE_URL; or `pool`, the application's own. */
+  url?: string;
+  pool?: PoolLike;
+  /** A direct URL for LISTEN (DATABASE_LISTEN_URL; default `url`): with neither, the feed and the effects poll. */
+  listenUrl?: string;
+  schema: string;
+  /** Connections this instance's pool opens at most (DATABASE_POOL_MAX). */
+  poolMax: number;
+  /** Migrate at start (default), or only check the schema is current. */
+  migrate: boolean;
+  /** An effect claim's lease, renewed while its delivery runs (EFFECTS_LEASE_SECONDS). */
+  effectsLeaseMs: number;
+}
+
+export async function openPostgres(options: PostgresOptions): Promise<Engine> {
+  const { logger, url } = options;
+  const place = placeOf(url, options.schema);
   const { where } = place;
-  const label = `PostgreSQL (schema ${config.DATABASE_SCHEMA} of ${url ? where.replace(/\?.*$/, '') : "the application's pool"})`;
+  const label = `PostgreSQL (schema ${options.schema} of ${url ? where.replace(/\?.*$/, '') : "the application's pool"})`;
   let feed: PostgresChangeFeed | undefined;
   let queue: PostgresEffectsQueue | undefined;
   let announce: () => void = () => {};
@@ -38,11 +53,11 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
   try {
     engine = await openPostgresEngine({
       ...(options.pool ? { pool: options.pool } : { url }),
-      schema: config.DATABASE_SCHEMA,
-      maxConnections: config.DATABASE_POOL_MAX,
-      migrate: config.DATABASE_MIGRATE === 'on',
-      historyRetentionDays: options.historyRetentionDays,
-      effects: Boolean(options.derived.effects),
+      schema: options.schema,
+      maxConnections: options.poolMax,
+      migrate: options.migrate,
+      historyRetentionDays: options.work.historyRetentionDays,
+      effects: Boolean(options.work.effects),
       onChange: () => {
         feed?.notify();
         queue?.wake();
@@ -56,9 +71,9 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
   const { db, store } = engine;
   announce = notifier(db);
   feed = new PostgresChangeFeed(db);
-  const changesRetentionMs = options.derived.changesRetentionMs;
+  const changesRetentionMs = options.work.changesRetentionMs;
   const instance = `${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
-  const effectsSettings = options.derived.effects;
+  const effectsSettings = options.work.effects;
   const effects: EffectsRecords | undefined = effectsSettings && {
     ledger: engine.ledger,
     deadLetters: engine.deadLetters,
@@ -74,7 +89,7 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
       ...(options.onChange ? [new PostgresAppSink(db, options.onChange)] : []),
     ];
     const deps = { sinks, ledger: engine.ledger, deadLetters: engine.deadLetters, retry: effectsSettings.retry, logger };
-    queue = new PostgresEffectsQueue(db, { logger, leaseMs: config.EFFECTS_LEASE_SECONDS * 1000 });
+    queue = new PostgresEffectsQueue(db, { logger, leaseMs: options.effectsLeaseMs });
     deliver = (effect) => deliverEffect(effect, deps);
   }
   let listener: Listener | undefined;
@@ -114,11 +129,11 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
     drainEffects: async (budgetMs) => (queue && deliver ? queue.drain(deliver, Date.now() + budgetMs) : 0),
     start: async () => {
       // LISTEN needs a session of its own: DATABASE_LISTEN_URL, else DATABASE_URL; with only the application's pool, polling.
-      const listenUrl = config.DATABASE_LISTEN_URL ?? url;
+      const listenUrl = options.listenUrl ?? url;
       if (listenUrl)
         listener = listen(
           listenUrl,
-          config.DATABASE_SCHEMA,
+          options.schema,
           () => {
             feed?.notify();
             queue?.wake();
@@ -141,5 +156,5 @@ export async function openPostgresHome(config: Config, options: HomeOptions): Pr
 function unavailable(error: unknown, place: DatabasePlace): Error {
   const failure = databaseFailure(error, place);
   if (!failure) return error as Error;
-  return failure.kind === 'configuration' ? new ConfigError(failure.message, failure.setting) : new HomeUnavailableError(failure.message);
+  return failure.kind === 'configuration' ? new ConfigError(failure.message, failure.setting) : new EngineUnavailableError(failure.message);
 }

@@ -6,7 +6,7 @@
  * far less, and the cap is what a receiver can count on.
  */
 import { Pool } from 'undici';
-import { type Post, WebhookSink, type WebhookSinkSettings } from '../app/effects/webhook-sink.ts';
+import { type Post, WebhookSink, type WebhookSinkSettings } from './webhook-sink.ts';
 
 export function pooledPost(url: string, connections: number): Post {
   const target = new URL(url);

@@ -12,22 +12,20 @@
  * share: it runs in the runtime's process.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import type { Config } from '../app/config.ts';
-import { ConfigError } from '../app/config.ts';
-import { deliverEffect } from '../app/effects/deliver.ts';
-import { type RetrySettings, retrySettings } from '../app/effects/queue.ts';
-import { type RedriveOptions, redrive } from '../app/effects/redrive.ts';
-import type { EffectSink } from '../app/effects/sinks.ts';
-import type { WebhookSinkSettings } from '../app/effects/webhook-sink.ts';
-import { SqliteEffectsQueue } from '../engines/sqlite/effects-queue.ts';
-import { pruneEffectRecords, SqliteDeadLetters, SqliteEffectLedger } from '../engines/sqlite/effects-records.ts';
-import { SqliteHistory } from '../engines/sqlite/history.ts';
-import { OutboxFeed } from '../engines/sqlite/outbox.ts';
-import type { Sqlite } from '../engines/sqlite/sqlite.ts';
-import { webhookSinkOf } from './outbound-pool.ts';
-import { everyHour } from './schedule.ts';
+import { ConfigError } from '../../app/config.ts';
+import { deliverEffect } from '../../app/effects/deliver.ts';
+import { webhookSinkOf } from '../../app/effects/pooled-post.ts';
+import { type RedriveOptions, redrive } from '../../app/effects/redrive.ts';
+import type { EffectSink } from '../../app/effects/sinks.ts';
+import type { EngineWork, RedriveResult } from '../../app/engine.ts';
+import { everyHour } from '../../app/schedule.ts';
+import { SqliteEffectsQueue } from './effects-queue.ts';
+import { pruneEffectRecords, SqliteDeadLetters, SqliteEffectLedger } from './effects-records.ts';
+import { SqliteHistory } from './history.ts';
+import { OutboxFeed } from './outbox.ts';
+import type { Sqlite } from './sqlite.ts';
 
-export type RedriveResult = Awaited<ReturnType<typeof redrive>>;
+export type { RedriveResult };
 
 export interface DerivedWork {
   /** An applied write committed: its changes are waiting in the outbox. */
@@ -37,29 +35,8 @@ export interface DerivedWork {
   stop(): Promise<void>;
 }
 
-/** What the derived work needs of the configuration, resolved once by the runtime (and sent as it is to its process). */
-export interface DerivedWorkOptions {
-  historyRetentionDays: number;
-  changesRetentionMs: number;
-  /**
-   * The effects path's retry policy and its outbound webhook; absent, the
-   * effects path is off. Without `sink`, only the application's `onChange`
-   * takes effects (the library, in its own process).
-   */
-  effects?: { sink?: WebhookSinkSettings; retry: RetrySettings };
-}
-
-export function derivedWorkOptionsOf(
-  config: Config,
-  sink: WebhookSinkSettings | undefined,
-  options: { onChange?: boolean } = {},
-): DerivedWorkOptions {
-  return {
-    historyRetentionDays: config.HISTORY_RETENTION_DAYS,
-    changesRetentionMs: config.CHANGES_RETENTION_HOURS * 3_600_000,
-    ...((sink || options.onChange) && { effects: { ...(sink && { sink }), retry: retrySettings(config) } }),
-  };
-}
+/** What the derived work is given: the engine's work settings, resolved once by the front end (and sent as they are to its process). */
+export type DerivedWorkOptions = EngineWork;
 
 /**
  * The feed, history and (with an outbound webhook, or the application's

@@ -1,0 +1,96 @@
+/**
+ * The SQLite engine behind the Engine port (app/engine.ts): the data folder's
+ * file, held by this process alone, with its derived work (history and the
+ * effects queue fed from the outbox, derived-work.ts) in a process of its own
+ * on a data file, in this one with `:memory:` or inside an application.
+ */
+import { resolve } from 'node:path';
+import { CallbackSink } from '../../app/effects/app-sink.ts';
+import type { EffectsRecords, Engine, EngineOptions } from '../../app/engine.ts';
+import { IN_MEMORY } from './data-folder.ts';
+import { startDerivedProcess } from './derived-supervisor.ts';
+import type { DerivedWork } from './derived-work.ts';
+import { pendingEffects, retryingOperations } from './effects-queue.ts';
+import { openSqliteEngine } from './open.ts';
+import { backlogOf } from './outbox.ts';
+
+export interface SqliteOptions extends EngineOptions {
+  /** The data folder (`:memory:`: a database that lives as long as the process). */
+  dataDir: string;
+  /** History and the effects in this process, not a process of their own (the library, inside an application). */
+  inProcess?: boolean;
+}
+
+/** The data folder's SQLite file, its derived work in a process of its own (in this one with `:memory:`). */
+export function openSqlite(options: SqliteOptions): Engine {
+  const { logger } = options;
+  let derived: DerivedWork | undefined;
+  const engine = openSqliteEngine({
+    dataDir: options.dataDir,
+    historyRetentionDays: options.work.historyRetentionDays,
+    logger,
+    onCommit: () => derived?.wake(),
+  });
+  const { data, store } = engine;
+  const { db } = data;
+  if (data.tightened.length > 0)
+    logger.warn(`data folder: brought to owner-only (0700 for the folder, 0600 for its files): ${data.tightened.join(', ')}`);
+  if (data.dynamoDbLocalLeftover)
+    logger.warn(
+      `${data.dynamoDbLocalLeftover} holds data of the DynamoDB Local runtime (before the embedded engine); it is left as it is and not read`,
+    );
+  // Reads only, here: history and the effects' records are written by the derived work (derived-work.ts).
+  const effects: EffectsRecords | undefined = options.work.effects && {
+    ledger: engine.ledger,
+    deadLetters: engine.deadLetters,
+    pending: (name) => pendingEffects(db, name),
+    retrying: () => retryingOperations(db),
+  };
+  if (!effects) logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
+  return {
+    label: `SQLite (${db.path})`,
+    where: db.path,
+    store,
+    history: engine.history,
+    changes: engine.changes,
+    health: engine.health,
+    effects,
+    redrive: (redriveOptions) => {
+      if (!derived) throw new Error('the effects process is not running');
+      return derived.redrive(redriveOptions);
+    },
+    maintenance: [
+      () => store.pruneDecisions(),
+      () => {
+        const deleted = store.deleteUnseen(options.trackedExpiryDays * 2 * 86_400_000);
+        if (deleted > 0) logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
+      },
+    ],
+    start: async () => {
+      if (effects) {
+        const backlog = backlogOf(db, 'effects', 'state-change');
+        if (backlog !== undefined)
+          logger.warn(
+            `outbound sink: first start: the ${backlog} state change(s) still in the outbox (it keeps a day) are delivered first, then new ones`,
+            { backlog },
+          );
+      }
+      // History, the effects queue and the outbound webhook: a process of their own on a data file.
+      derived =
+        db.path === IN_MEMORY || options.inProcess
+          ? (await import('./derived-work.ts')).startDerivedWork(
+              db,
+              options.work,
+              logger,
+              options.onChange ? [new CallbackSink(options.onChange)] : [],
+            )
+          : startDerivedProcess(resolve(db.path), options.work, logger);
+    },
+    announce: (url) => data.announce(url),
+    close: async (failed) => {
+      await derived?.stop();
+      if (failed) data.discard();
+      else data.close();
+    },
+  };
+}
