@@ -22,11 +22,10 @@ import type { Engine, EngineOptions } from '../../app/engine.ts';
 import type { OperationChange } from '../../app/feed.ts';
 import { ingest } from '../../app/ingest.ts';
 import type { OperationEvent } from '../../core/reducer.ts';
-import { normalizeTime } from '../../core/time.ts';
 import { openPostgres } from '../../engines/postgres/index.ts';
 import { openSqlite } from '../../engines/sqlite/index.ts';
+import { batchStorm } from '../support/batch-storm.ts';
 import { eventually } from '../support/receiver.ts';
-import { shuffle } from '../support/shuffle.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 
 interface PortUnderTest {
@@ -62,31 +61,9 @@ const PORTS: PortUnderTest[] = [
   },
 ];
 
-/** `name`'s events in order: PENDING → RUNNING → SUCCEEDED at increasing times (three versions, each a state change). */
-function inOrder(name: string): OperationEvent[] {
-  return storm([name], 0, false);
-}
-
-/** Events for `names`: PENDING → RUNNING → SUCCEEDED at increasing times, each twice, shuffled (or in order, once). */
-function storm(names: string[], seed: number, shuffled = true): OperationEvent[] {
-  const states = [
-    ['PENDING', 'BATCH_STATE_PENDING'],
-    ['RUNNING', 'BATCH_STATE_RUNNING'],
-    ['SUCCEEDED', 'BATCH_STATE_SUCCEEDED'],
-  ] as const;
-  const events = names.flatMap((name) =>
-    states.map(([state, providerState], i) => ({
-      name,
-      kind: 'batch' as const,
-      state,
-      providerState,
-      source: 'webhook' as const,
-      eventId: `${name}-${i}`,
-      updateTime: normalizeTime(`2026-12-06T00:00:0${i}Z`),
-    })),
-  );
-  return shuffled ? shuffle([...events, ...events], seed) : events;
-}
+/** `name`'s events in order: PENDING → RUNNING → SUCCEEDED (three versions, each a state change). */
+const inOrder = (name: string) => batchStorm([name], 0, false);
+const storm = batchStorm;
 
 /** An engine with `onChange` and fast retries (a change is retried for `retryForSeconds`, then dead-lettered), started. */
 async function started(port: PortUnderTest, id: string, onChange: (change: StateChange) => unknown, retryForSeconds = 60): Promise<Engine> {

@@ -46,21 +46,26 @@ describe('a connection the server ends mid-transaction', () => {
   });
 });
 
+/** One effect queued for `name` (version 1, SUCCEEDED), as a write would queue it. */
+async function queueOne(name: string): Promise<void> {
+  await migrate(db);
+  const transition = {
+    name,
+    kind: 'batch',
+    state: 'SUCCEEDED',
+    previousState: null,
+    version: 1,
+    updateTime: null,
+    providerState: 'x',
+    result: null,
+    recordedAt: '2026-12-06T10:00:00Z',
+  };
+  await db.run('INSERT INTO {s}.effects (name, version, transition) VALUES ($1, 1, $2)', [name, JSON.stringify(transition)]);
+}
+
 describe('an effect cut off by the database going away', () => {
   it('is released as soon as the database answers again, not after its lease, and then delivered once', async () => {
-    await migrate(db);
-    const transition = {
-      name: 'batches/cut-off',
-      kind: 'batch',
-      state: 'SUCCEEDED',
-      previousState: null,
-      version: 1,
-      updateTime: null,
-      providerState: 'x',
-      result: null,
-      recordedAt: '2026-12-06T10:00:00Z',
-    };
-    await db.run('INSERT INTO {s}.effects (name, version, transition) VALUES ($1, 1, $2)', [transition.name, JSON.stringify(transition)]);
+    await queueOne('batches/cut-off');
     // The database "away" for the first two writes after the delivery failed (fault injection on the engine's seam).
     let failures = 2;
     const flaky = new Proxy(db, {
@@ -81,7 +86,7 @@ describe('an effect cut off by the database going away', () => {
         throw new Error('the ledger could not be written');
       }, Date.now() + 100),
     ).toBe(1);
-    const claim = await db.rows<{ claimed_until: string }>('SELECT claimed_until FROM {s}.effects WHERE name = $1', [transition.name]);
+    const claim = await db.rows<{ claimed_until: string }>('SELECT claimed_until FROM {s}.effects WHERE name = $1', ['batches/cut-off']);
     expect(claim).toEqual([{ claimed_until: '0' }]);
     expect(Date.now() - started).toBeLessThan(5_000);
     // Offered again at once: delivered, and gone.
@@ -97,22 +102,6 @@ describe('an effect cut off by the database going away', () => {
 });
 
 describe('an effect’s short lease', () => {
-  const transitionOf = (name: string) => ({
-    name,
-    kind: 'batch',
-    state: 'SUCCEEDED',
-    previousState: null,
-    version: 1,
-    updateTime: null,
-    providerState: 'x',
-    result: null,
-    recordedAt: '2026-12-06T10:00:00Z',
-  });
-  const queueOne = async (name: string) => {
-    await migrate(db);
-    await db.run('INSERT INTO {s}.effects (name, version, transition) VALUES ($1, 1, $2)', [name, JSON.stringify(transitionOf(name))]);
-  };
-
   it('is renewed while a delivery outlasts it: a second instance never takes the effect meanwhile, and it is settled once', async () => {
     await queueOne('batches/slow-receiver');
     const first = new PostgresEffectsQueue(db, { logger: silentLogger, leaseMs: 300 });

@@ -8,14 +8,13 @@
  */
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import { ingest } from '../../app/ingest.ts';
-import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
-import { normalizeTime } from '../../core/time.ts';
+import type { OperationRecord } from '../../core/reducer.ts';
 import { changesAfter, type LoggedChange } from '../../engines/postgres/change-log.ts';
 import { connect } from '../../engines/postgres/database.ts';
 import { openPostgresEngine, type PostgresEngine } from '../../engines/postgres/index.ts';
 import { SCHEMA_VERSION, SchemaError, schemaVersionOf } from '../../engines/postgres/schema.ts';
+import { batchStorm } from '../support/batch-storm.ts';
 import { PGBOUNCER, startPgBouncer } from '../support/pgbouncer.ts';
-import { shuffle } from '../support/shuffle.ts';
 
 const url = inject('postgresUrl');
 const opened: PostgresEngine[] = [];
@@ -30,26 +29,7 @@ afterAll(async () => {
   for (const engine of opened) await engine.close();
 });
 
-/** Events for `names`: each operation PENDING → RUNNING → SUCCEEDED at increasing times, every one twice, shuffled. */
-function storm(names: string[], seed: number): OperationEvent[] {
-  const states = [
-    ['PENDING', 'BATCH_STATE_PENDING'],
-    ['RUNNING', 'BATCH_STATE_RUNNING'],
-    ['SUCCEEDED', 'BATCH_STATE_SUCCEEDED'],
-  ] as const;
-  const events = names.flatMap((name) =>
-    states.map(([state, providerState], i) => ({
-      name,
-      kind: 'batch' as const,
-      state,
-      providerState,
-      source: 'webhook' as const,
-      eventId: `${name}-${i}`,
-      updateTime: normalizeTime(`2026-12-06T00:00:0${i}Z`),
-    })),
-  );
-  return shuffle([...events, ...events], seed);
-}
+const storm = (names: string[], seed: number) => batchStorm(names, seed);
 
 async function readAll(engine: PostgresEngine, cursor?: string): Promise<LoggedChange[]> {
   const all: LoggedChange[] = [];
