@@ -52,3 +52,16 @@ export function networkFailureInWords(error: unknown, timeoutMs?: number): strin
 function secondsOf(ms: number): string {
   return ms % 1000 === 0 ? `${ms / 1000} s` : `${ms} ms`;
 }
+
+/**
+ * Whether `error` says a store is away for now, not that something is wrong
+ * in Ratchet: a connection refused, reset, cut or timed out; a database
+ * restarting, failing over, shutting down or full of clients (SQLSTATE class
+ * 08, 57P01–57P03, 53300). Such an error is answered 503 with Retry-After.
+ */
+export function storeAway(error: unknown): boolean {
+  const code = networkCodeOf(error);
+  if (code && (code in WORDS || /^(08...|57P0[123]|53300)$/.test(code))) return true;
+  const message = String((error as Error)?.message ?? '');
+  return /Connection terminated|timeout exceeded when trying to connect|terminating connection/i.test(message);
+}

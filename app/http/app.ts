@@ -13,6 +13,7 @@ import { CREDENTIAL_LABEL } from '../../core/credentials.ts';
 import { type Failure, failureBody, failureResponse, RETRY_AFTER_SECONDS } from '../../core/failures.ts';
 import { OPERATION_KINDS, OPERATION_STATES } from '../../core/lifecycle.ts';
 import { kindOfName, normalizeOperationName } from '../../core/names.ts';
+import { storeAway } from '../../core/network.ts';
 import { type OperationRecord, trackedRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
 import type { HistoryLog } from '../history.ts';
@@ -352,6 +353,11 @@ export function createApp(deps: AppDeps): Hono {
   app.onError((error) => {
     // A middleware's own answer (the local runtime's bearer check, a 401 with its WWW-Authenticate).
     if (error instanceof HTTPException) return error.getResponse();
+    // The database restarting, failing over or out of connections, under a route with no answer of its own for it.
+    if (storeAway(error)) {
+      logger.warn('store away: answered 503', { detail: (error as Error).message });
+      return fail('not-recorded', 'the store is away for now; retry shortly');
+    }
     logger.error('unhandled error', { error });
     return fail('internal', 'internal error');
   });

@@ -176,6 +176,12 @@ describe('a server that refuses more clients (53300)', () => {
       const read = await instance.api('/operations/interactions/limited-before');
       expect(read.status).toBe(503);
       expect(Number(read.headers.get('retry-after'))).toBeGreaterThan(0);
+      // Every read a client or the console makes: 503 with Retry-After, never a 500.
+      for (const path of ['/changes?limit=1', '/operations?limit=1', '/']) {
+        const answer = await instance.api(path, { headers: { accept: 'text/html' } });
+        expect(answer.status, path).toBe(503);
+        expect(Number(answer.headers.get('retry-after')), path).toBeGreaterThan(0);
+      }
       const health = await fetch(`${instance.url}/healthz`);
       expect(health.status).toBe(503);
       expect(await health.json()).toMatchObject({

@@ -1,6 +1,7 @@
-/** The PostgreSQL engine's pool setting: DATABASE_POOL_MAX, and DATABASE_POOL_SIZE (its former name) still read. */
+/** The PostgreSQL engine's pool setting (DATABASE_POOL_MAX, and DATABASE_POOL_SIZE, its former name), and which errors mean a store away for now. */
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../app/config.ts';
+import { storeAway } from '../../core/network.ts';
 
 describe('DATABASE_POOL_MAX', () => {
   it('is 10 unless set; its former name DATABASE_POOL_SIZE is still read', () => {
@@ -15,5 +16,28 @@ describe('DATABASE_POOL_MAX', () => {
     expect(() => loadConfig({ DATABASE_POOL_MAX: '8', DATABASE_POOL_SIZE: '4' })).toThrow(
       'DATABASE_POOL_MAX and DATABASE_POOL_SIZE (its former name) disagree: keep DATABASE_POOL_MAX',
     );
+  });
+});
+
+describe('storeAway: what a store away for now looks like (answered 503, never 500)', () => {
+  const pgError = (code: string, message: string) => Object.assign(new Error(message), { code });
+  it.each([
+    ['a refused connection', Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), { code: 'ECONNREFUSED' })],
+    ['a restart (57P01)', pgError('57P01', 'terminating connection due to administrator command')],
+    ['a server starting up (57P03)', pgError('57P03', 'the database system is starting up')],
+    ['too many clients (53300)', pgError('53300', 'too many connections for role "x"')],
+    ['a broken connection (08006)', pgError('08006', 'connection failure')],
+    ['a cut connection', new Error('Connection terminated unexpectedly')],
+    ['a pool that could not connect in time', new Error('timeout exceeded when trying to connect')],
+  ])('%s', (_, error) => {
+    expect(storeAway(error)).toBe(true);
+  });
+
+  it.each([
+    ['a bug', new TypeError("Cannot read properties of undefined (reading 'x')")],
+    ['a constraint (23505)', pgError('23505', 'duplicate key value violates unique constraint')],
+    ['a missing privilege (42501)', pgError('42501', 'permission denied for table operations')],
+  ])('not %s', (_, error) => {
+    expect(storeAway(error)).toBe(false);
   });
 });
