@@ -211,7 +211,10 @@ export class PostgresEffectsQueue {
       signal: controller.signal,
       end: async () => {
         clearInterval(timer);
-        await renewing;
+        // A renewal in flight is waited for a tick at most (a database that hangs does not hold the settle): if it
+        // lands later, the settle's token is stale, matches nothing, and the lease frees the effect (the ledger keeps
+        // a delivered sink from a second delivery).
+        await Promise.race([renewing, new Promise((resolve) => setTimeout(resolve, tickMs).unref())]);
         return token;
       },
     };

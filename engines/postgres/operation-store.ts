@@ -32,11 +32,11 @@ import {
   WriteContentionError,
   type WriteOutcome,
 } from '../../app/ports.ts';
-import { appliedDecisionOf, decisionOf, type OperationRow, pageKeyOf, pageOf, pollOf, viewOf } from '../../app/sql-rows.ts';
 import { sendsEffect, writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
+import { appliedDecisionOf, decisionOf, type OperationRow, pageKeyOf, pageOf, pollOf, viewOf } from '../sql/rows.ts';
 import type { Postgres, Queryable } from './database.ts';
 
 /** Tries of one write against racing instances before WriteContentionError. */

@@ -89,7 +89,7 @@ export class AccessGuard {
 
   constructor(private readonly options: AccessOptions) {
     this.clock = options.clock ?? Date.now;
-    this.signIns = options.signIns ?? new MemorySignIns();
+    this.signIns = options.signIns ?? new MemorySignIns(this.clock);
     this.digests = options.tokens.map(digest);
     this.tracking = new TokenBucket(options.trackRatePerMinute, 60_000, this.clock);
     this.allowedHosts = new Set([...LOOPBACK_HOSTS, ...options.publicUrls.map((url) => url.hostname)]);

@@ -4,8 +4,11 @@ import type { SignInStore } from '../../app/ports.ts';
 export class MemorySignIns implements SignInStore {
   private readonly entries = new Map<string, { value: string; expiresAtMs: number }>();
 
+  /** `clock`: the guard's own (its tests move it). */
+  constructor(private readonly clock: () => number = Date.now) {}
+
   async put(key: string, value: string, expiresAtMs: number): Promise<void> {
-    const now = Date.now();
+    const now = this.clock();
     for (const [other, entry] of this.entries) if (entry.expiresAtMs <= now) this.entries.delete(other);
     this.entries.set(key, { value, expiresAtMs });
   }

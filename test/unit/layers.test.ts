@@ -10,16 +10,30 @@ import { dirname, join, normalize } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 
-const RINGS = ['core', 'app', 'engines/dynamodb', 'engines/sqlite', 'engines/postgres', 'lambda', 'local', 'lib', 'bin', 'sdk'] as const;
+const RINGS = [
+  'core',
+  'app',
+  'engines/sql',
+  'engines/dynamodb',
+  'engines/sqlite',
+  'engines/postgres',
+  'lambda',
+  'local',
+  'lib',
+  'bin',
+  'sdk',
+] as const;
 type Ring = (typeof RINGS)[number];
 
 /** Who may import whom: a ring itself and those listed. */
 const MAY_IMPORT: Record<Ring, Ring[]> = {
   core: [],
   app: ['core'],
+  // What the SQL engines share (beside them, not in the application).
+  'engines/sql': ['core', 'app'],
   'engines/dynamodb': ['core', 'app'],
-  'engines/sqlite': ['core', 'app'],
-  'engines/postgres': ['core', 'app'],
+  'engines/sqlite': ['core', 'app', 'engines/sql'],
+  'engines/postgres': ['core', 'app', 'engines/sql'],
   lambda: ['core', 'app', 'engines/dynamodb'],
   local: ['core', 'app', 'engines/sqlite', 'engines/postgres', 'sdk'],
   lib: ['core', 'app', 'engines/dynamodb', 'lambda'],

@@ -3,8 +3,9 @@
  * a row's view and poll state, an event's decision, and the lists' opaque page
  * cursors. Their tables have the same columns; each engine keeps its own SQL.
  */
-import type { DiscardReason, OperationEvent, OperationRecord } from '../core/reducer.ts';
-import { type Decision, InvalidCursorError, type OperationView, type PollState } from './ports.ts';
+
+import { type Decision, InvalidCursorError, type OperationView, type PollState } from '../../app/ports.ts';
+import type { DiscardReason, OperationEvent, OperationRecord } from '../../core/reducer.ts';
 
 /** An operations row: the record as the JSON text the application wrote, and its polling columns. */
 export interface OperationRow {
