@@ -152,3 +152,15 @@ export interface EngineOptions {
   /** The application's own function for each change (the library, in this process). */
   onChange?: OnChange;
 }
+
+/** The store's own hourly chores, the same on every engine: old decisions pruned, tracked names never observed deleted. */
+export function storeMaintenance(store: EngineStore, options: Pick<EngineOptions, 'trackedExpiryDays' | 'logger'>): Array<() => unknown> {
+  return [
+    () => store.pruneDecisions(),
+    async () => {
+      const deleted = await store.deleteUnseen(options.trackedExpiryDays * 2 * 86_400_000);
+      if (deleted > 0)
+        options.logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
+    },
+  ];
+}

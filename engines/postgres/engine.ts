@@ -12,7 +12,7 @@ import { ConfigError } from '../../app/config.ts';
 import { deliverEffect } from '../../app/effects/deliver.ts';
 import { webhookSinkOf } from '../../app/effects/pooled-post.ts';
 import { redrive } from '../../app/effects/redrive.ts';
-import { type EffectsRecords, type Engine, type EngineOptions, EngineUnavailableError } from '../../app/engine.ts';
+import { type EffectsRecords, type Engine, type EngineOptions, EngineUnavailableError, storeMaintenance } from '../../app/engine.ts';
 import { networkFailureInWords } from '../../core/network.ts';
 import { PostgresAppSink } from './app-sink.ts';
 import { PostgresChangeFeed } from './change-feed.ts';
@@ -116,11 +116,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
     claimJob: (job, forMs) => claimJob(db, job, instance, forMs),
     signIns: new PostgresSignIns(db),
     maintenance: [
-      () => store.pruneDecisions(),
-      async () => {
-        const deleted = await store.deleteUnseen(options.trackedExpiryDays * 2 * 86_400_000);
-        if (deleted > 0) logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
-      },
+      ...storeMaintenance(store, options),
       () => engine.history.prune(),
       () => pruneChanges(db, changesRetentionMs),
       () => pruneEffectRecords(db),

@@ -6,7 +6,7 @@
  */
 import { resolve } from 'node:path';
 import { CallbackSink } from '../../app/effects/app-sink.ts';
-import type { EffectsRecords, Engine, EngineOptions } from '../../app/engine.ts';
+import { type EffectsRecords, type Engine, type EngineOptions, storeMaintenance } from '../../app/engine.ts';
 import { IN_MEMORY } from './data-folder.ts';
 import { startDerivedProcess } from './derived-supervisor.ts';
 import type { DerivedWork } from './derived-work.ts';
@@ -59,13 +59,8 @@ export function openSqlite(options: SqliteOptions): Engine {
       if (!derived) throw new Error('the effects process is not running');
       return derived.redrive(redriveOptions);
     },
-    maintenance: [
-      () => store.pruneDecisions(),
-      () => {
-        const deleted = store.deleteUnseen(options.trackedExpiryDays * 2 * 86_400_000);
-        if (deleted > 0) logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
-      },
-    ],
+    // History, the outbox and the effects' records are pruned by the derived work, where they are written.
+    maintenance: storeMaintenance(store, options),
     start: async () => {
       if (effects) {
         const backlog = backlogOf(db, 'effects', 'state-change');
