@@ -26,7 +26,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { getRequestListener } from '@hono/node-server';
 import { MAX_WEBHOOK_BODY_BYTES, type WebhookAnswer } from '../app/http/webhook.ts';
 import type { HeaderReader } from '../app/http/webhook-signature.ts';
-import { FAILURES, failureBody } from '../core/failures.ts';
+import { FAILURES, failureBody, RETRY_AFTER_SECONDS } from '../core/failures.ts';
 import { API_SECURITY_HEADERS } from './access/guard.ts';
 
 export interface HttpLimits {
@@ -65,7 +65,11 @@ export function listen(
     (req: IncomingMessage, res: ServerResponse) => {
       const refuse = (body: string) =>
         res
-          .writeHead(FAILURES.overloaded, { 'content-type': 'application/json', 'retry-after': '1', 'cache-control': 'no-store' })
+          .writeHead(FAILURES.overloaded, {
+            'content-type': 'application/json',
+            'retry-after': String(RETRY_AFTER_SECONDS),
+            'cache-control': 'no-store',
+          })
           .end(body);
       if (waits(req)) {
         if (waiting >= limits.maxWaiting) return refuse(TOO_MANY_WAITING);
