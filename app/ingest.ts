@@ -57,7 +57,7 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
   if (known) {
     const decision = applyEvent(known, event, now());
     if (!decision.applied && decision.reason !== 'duplicate') {
-      await guard(async () => store.noteDiscard?.(event, decision.reason, now()));
+      await guard(async () => store.noteDiscard?.(event, decision.reason, now(), known));
       return { outcome: 'discarded', reason: decision.reason, record: known, attempts: 0 };
     }
   }

@@ -47,9 +47,9 @@ export interface OperationStore {
   apply(event: OperationEvent, now: string, hint?: { current?: OperationRecord }): Promise<ApplyOutcome>;
   /**
    * Where a store keeps decisions (the embedded engine): an event ingest
-   * discarded without asking the store (the record at hand already refused it).
+   * discarded without asking the store (`known`, the record at hand, already refused it).
    */
-  noteDiscard?(event: OperationEvent, reason: DiscardReason, now: string): Promise<void>;
+  noteDiscard?(event: OperationEvent, reason: DiscardReason, now: string, known?: OperationRecord): Promise<void>;
 }
 
 /**

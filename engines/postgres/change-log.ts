@@ -1,7 +1,7 @@
 /**
  * The change log on PostgreSQL, read by cursor: one feed for every instance.
  *
- * Rows are written in the write's own transaction (operation-store.ts) with an
+ * Rows are written in the write's own statement (one-write.ts) with an
  * order key `tx`: that transaction's id, raised to the operation's previous
  * change's key where that is higher. A reader takes only rows whose key is
  * below the horizon (HORIZON): the oldest of Ratchet's transactions that its
@@ -18,8 +18,8 @@
  * (every transaction of Ratchet's names itself: database.ts). Every doubt
  * holds the horizon instead: a transaction that ended between the snapshot
  * and that read counts as a writer until the next read. Every write to this
- * log must go through `Postgres.transaction` (a single autocommitted statement
- * would not be named).
+ * log must be named before it takes a transaction id: in `Postgres.transaction`,
+ * or, in one statement, as one-write.ts does.
  */
 import { FEED_WRITER, type Postgres } from './database.ts';
 

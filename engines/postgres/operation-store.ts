@@ -1,18 +1,22 @@
 /**
  * The operations store on PostgreSQL, for any number of instances on one
- * database. A write is a compare-and-set on the version read: in one
- * transaction the record moves only if it is still at that version, and its
- * change-log row, history entry, effect (a state change, with effects on) and
- * decision are written with it. A lost race (another instance wrote the same
- * operation meanwhile) reads again and reduces again; past MAX_ATTEMPTS it is
- * WriteContentionError (the webhook answers 503 and Gemini sends it again).
+ * database. Each write is one statement (one-write.ts): a compare-and-set on
+ * the version the reducer read, with its change-log row, history entry,
+ * effect and decisions; on a lost race the same statement hands back the
+ * winner and the events are reduced again (past MAX_ATTEMPTS it is
+ * WriteContentionError: the webhook answers 503 and Gemini sends it again).
+ *
+ * Events for one operation go through its lane: while one statement for it is
+ * on its way, the events that arrive meanwhile wait, and are then reduced one
+ * after another and written together in the next statement. A hot operation
+ * costs one round trip per batch, not per event, and loses no race to itself.
+ * The record a lane reduces against comes from the caller (ingest's write
+ * hints, reconcile's poll) or the lane's last statement: no read first.
  *
  * The same ports as the SQLite and DynamoDB stores, held to the same
  * conformance suite.
  */
 
-import { transitionOf } from '../../app/effects/transition.ts';
-import { entryOf } from '../../app/history.ts';
 import {
   type ApplyOutcome,
   type Decision,
@@ -32,18 +36,19 @@ import {
   WriteContentionError,
   type WriteOutcome,
 } from '../../app/ports.ts';
-import { sendsEffect, writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
 import { appliedDecisionOf, decisionOf, type OperationRow, pageKeyOf, pageOf, pollOf, viewOf } from '../sql/rows.ts';
-import type { Postgres, Queryable } from './database.ts';
+import type { Postgres } from './database.ts';
+import { DECISIONS_KEPT, writeOnce } from './one-write.ts';
 
-/** Tries of one write against racing instances before WriteContentionError. */
+export { DECISIONS_KEPT };
+/** Statements one batch of writes tries against racing instances before WriteContentionError. */
 export const MAX_ATTEMPTS = 8;
+/** Events of one operation written together at most. */
+const MAX_BATCH = 64;
 const UNMAPPED_NOTE = 'unmapped-delivery';
-/** Decisions kept per operation (and 30 days, see pruneDecisions), as on SQLite. */
-export const DECISIONS_KEPT = 200;
 export const DECISION_RETENTION_DAYS = 30;
 
 export interface PostgresStoreOptions {
@@ -56,16 +61,36 @@ export interface PostgresStoreOptions {
   onPollingStopped?: (name: string) => void;
 }
 
+/** An event waiting in its operation's lane: to apply, or (`held`) only to note as discarded. */
+interface Waiting {
+  event: OperationEvent;
+  now: string;
+  /** noteDiscard's: the reason it was discarded with against the caller's record. */
+  held?: DiscardReason;
+  resolve(outcome: ApplyOutcome): void;
+  reject(error: unknown): void;
+}
+
+interface Lane {
+  waiting: Waiting[];
+  /** The record the next batch is reduced against (undefined: none stored, as far as this lane knows). */
+  base: OperationRecord | undefined;
+}
+
+const newer = (a: OperationRecord | undefined, b: OperationRecord | undefined) => (b && (!a || b.version > a.version) ? b : a);
+
 export class PostgresOperationStore
   implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
 {
+  private readonly lanes = new Map<string, Lane>();
+
   constructor(
     private readonly db: Postgres,
     private readonly options: PostgresStoreOptions,
   ) {}
 
-  private async row(name: string, on?: Queryable): Promise<OperationRow | undefined> {
-    const [row] = await this.db.rows<OperationRow>('SELECT * FROM {s}.operations WHERE name = $1', [name], on);
+  private async row(name: string): Promise<OperationRow | undefined> {
+    const [row] = await this.db.rows<OperationRow>('SELECT * FROM {s}.operations WHERE name = $1', [name]);
     return row;
   }
 
@@ -74,120 +99,90 @@ export class PostgresOperationStore
     return row && (JSON.parse(row.record) as OperationRecord);
   }
 
+  /** `next` whole, only at `expectedVersion`: one statement, and the stored record back when it was not. */
   async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
-    const outcome = await this.db.transaction(async (tx): Promise<WriteOutcome> => {
-      if (!(await this.store(tx, expectedVersion, next))) {
-        const row = await this.row(next.name, tx);
-        return { ok: false, current: row && (JSON.parse(row.record) as OperationRecord) };
-      }
-      await this.decide(tx, next.name, appliedDecisionOf(next));
-      return { ok: true };
-    });
+    const outcome = await writeOnce(
+      this.db,
+      { name: next.name, expected: expectedVersion, versions: [next], decisions: [appliedDecisionOf(next)] },
+      this.options,
+    );
     if (outcome.ok) this.options.onChange?.(next.name);
     return outcome;
   }
 
-  /** Read, reduce, compare-and-set, in one transaction; again from the read when another instance won the race. */
-  async apply(event: OperationEvent, now: string): Promise<ApplyOutcome> {
-    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
-      const outcome = await this.db.transaction(async (tx): Promise<ApplyOutcome | 'lost'> => {
-        const row = await this.row(event.name, tx);
-        const current = row && (JSON.parse(row.record) as OperationRecord);
-        const decision = applyEvent(current, event, now);
-        if (!decision.applied) {
-          await this.decide(tx, event.name, decisionOf(event, now, { verdict: 'discarded', reason: decision.reason }));
-          return { ok: false, current };
-        }
-        if (!(await this.store(tx, current?.version, decision.next))) return 'lost';
-        await this.decide(tx, event.name, decisionOf(event, now, { verdict: 'applied', version: decision.next.version }));
-        return { ok: true, record: decision.next };
-      });
-      if (outcome === 'lost') continue;
-      if (outcome.ok) this.options.onChange?.(event.name);
-      return outcome;
-    }
-    throw new WriteContentionError(`${event.name}: ${MAX_ATTEMPTS} attempts lost to concurrent writes`);
+  /** Through the operation's lane: reduced against the record at hand, written in one statement with the events beside it. */
+  apply(event: OperationEvent, now: string, hint?: { current?: OperationRecord }): Promise<ApplyOutcome> {
+    return this.enqueue(event.name, hint?.current, (resolve, reject) => ({ event, now, resolve, reject }));
   }
 
-  /**
-   * The record, only if it is still at `expectedVersion` (undefined: only if
-   * none is stored), with its change, history entry and effect; false when
-   * another write got there first. In the caller's transaction.
-   *
-   * The change's order key is this transaction's id, or the operation's last
-   * change's key if that is higher (it committed before this write could take
-   * the row): each operation's changes read in version order.
-   */
-  private async store(tx: Queryable, expectedVersion: number | undefined, next: OperationRecord): Promise<boolean> {
-    const open = !isTerminal(next.state);
-    const record = JSON.stringify(next);
-    const values = [next.name, next.kind, next.state, next.version, next.recordedAt, record, open ? next.recordedAt : null];
-    const written =
-      expectedVersion === undefined
-        ? await this.db.rows<{ change_key: string }>(
-            `INSERT INTO {s}.operations (name, kind, state, version, recorded_at, record, next_poll_at, created_at, change_key)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, pg_current_xact_id())
-             ON CONFLICT (name) DO NOTHING RETURNING change_key`,
-            [...values, next.createdAt],
-            tx,
-          )
-        : await this.db.rows<{ change_key: string }>(
-            `UPDATE {s}.operations SET kind = $2, state = $3, version = $4, recorded_at = $5, record = $6,
-               next_poll_at = CASE WHEN $7::text IS NULL THEN NULL ELSE coalesce(next_poll_at, $7::text) END,
-               change_key = greatest(pg_current_xact_id(), change_key)
-             WHERE name = $1 AND version = $8 RETURNING change_key`,
-            [...values, expectedVersion],
-            tx,
-          );
-    const [stored] = written;
-    if (!stored) return false;
-    const writeKind = writeKindOf(next);
-    await this.db.run(
-      'INSERT INTO {s}.changes (tx, name, version, write_kind, new_record) VALUES ($1, $2, $3, $4, $5)',
-      [stored.change_key, next.name, next.version, writeKind, record],
-      tx,
-    );
-    const expiresAt = Math.floor(Date.parse(next.recordedAt) / 1000) + this.options.historyRetentionDays * 86_400;
-    await this.db.run(
-      'INSERT INTO {s}.history (name, version, entry, expires_at) VALUES ($1, $2, $3, $4) ON CONFLICT (name, version) DO NOTHING',
-      [next.name, next.version, JSON.stringify(entryOf(next as unknown as Record<string, unknown>)), expiresAt],
-      tx,
-    );
-    if (this.options.effects && sendsEffect(writeKind))
-      await this.db.run(
-        'INSERT INTO {s}.effects (name, version, transition) VALUES ($1, $2, $3) ON CONFLICT (name, version) DO NOTHING',
-        [next.name, next.version, JSON.stringify(transitionOf(next))],
-        tx,
-      );
-    return true;
+  /** A discard ingest decided against `known`: its decision, with the reason the stored record gives (one statement while `known` is current). */
+  async noteDiscard(event: OperationEvent, held: DiscardReason, now: string, known?: OperationRecord): Promise<void> {
+    await this.enqueue(event.name, known, (resolve, reject) => ({ event, now, held, resolve, reject }));
   }
 
-  async noteDiscard(event: OperationEvent, heldReason: DiscardReason, now: string): Promise<void> {
-    await this.db.transaction(async (tx) => {
-      const row = await this.row(event.name, tx);
-      const stored = row && applyEvent(JSON.parse(row.record) as OperationRecord, event, now);
-      const reason = stored && !stored.applied ? stored.reason : heldReason;
-      await this.decide(tx, event.name, decisionOf(event, now, { verdict: 'discarded', reason }));
+  private enqueue(
+    name: string,
+    known: OperationRecord | undefined,
+    waiting: (resolve: (outcome: ApplyOutcome) => void, reject: (error: unknown) => void) => Waiting,
+  ): Promise<ApplyOutcome> {
+    return new Promise((resolve, reject) => {
+      const running = this.lanes.get(name);
+      const lane = running ?? { waiting: [], base: undefined };
+      lane.base = newer(lane.base, known);
+      lane.waiting.push(waiting(resolve, reject));
+      if (running) return;
+      this.lanes.set(name, lane);
+      void this.drive(name, lane);
     });
   }
 
-  async note(name: string, decision: Decision): Promise<void> {
-    await this.db.transaction((tx) => this.decide(tx, name, decision));
+  /** Writes the lane's events, batch by batch, until none wait. */
+  private async drive(name: string, lane: Lane): Promise<void> {
+    // A turn of the event loop first: events sent at once go in one batch.
+    await Promise.resolve();
+    while (lane.waiting.length > 0) {
+      const batch = lane.waiting.splice(0, MAX_BATCH);
+      try {
+        const outcomes = await this.writeBatch(name, lane, batch);
+        for (const [i, waiting] of batch.entries()) waiting.resolve(outcomes[i] as ApplyOutcome);
+      } catch (error) {
+        lane.base = undefined;
+        for (const waiting of batch) waiting.reject(error);
+      }
+    }
+    this.lanes.delete(name);
   }
 
-  /** One decision; the operation keeps its last DECISIONS_KEPT (trimmed now and then, not on every write). */
-  private async decide(tx: Queryable, name: string, decision: Decision): Promise<void> {
-    const [row] = await this.db.rows<{ id: string }>(
-      'INSERT INTO {s}.decisions (name, decision, at) VALUES ($1, $2, $3) RETURNING id',
-      [name, JSON.stringify(decision), Date.now()],
-      tx,
-    );
-    if (Number(row?.id) % 50 === 0)
-      await this.db.run(
-        `DELETE FROM {s}.decisions WHERE name = $1 AND id <= (SELECT id FROM {s}.decisions WHERE name = $1 ORDER BY id DESC LIMIT 1 OFFSET $2)`,
-        [name, DECISIONS_KEPT],
-        tx,
-      );
+  /** The batch reduced in order against the lane's record, written in one statement; again against the winner on a lost race. */
+  private async writeBatch(name: string, lane: Lane, batch: Waiting[]): Promise<ApplyOutcome[]> {
+    for (let attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+      const base = lane.base;
+      let record = base;
+      const versions: OperationRecord[] = [];
+      const decisions: Decision[] = [];
+      const outcomes: ApplyOutcome[] = [];
+      for (const { event, now, held } of batch) {
+        const decision = applyEvent(record, event, now);
+        if (held !== undefined || !decision.applied) {
+          const reason = decision.applied ? (held as DiscardReason) : decision.reason;
+          decisions.push(decisionOf(event, now, { verdict: 'discarded', reason }));
+          outcomes.push({ ok: false, current: record });
+          continue;
+        }
+        record = decision.next;
+        versions.push(record);
+        decisions.push(decisionOf(event, now, { verdict: 'applied', version: record.version }));
+        outcomes.push({ ok: true, record });
+      }
+      const outcome = await writeOnce(this.db, { name, expected: base?.version, versions, decisions }, this.options);
+      if (outcome.ok) {
+        lane.base = record;
+        if (versions.length > 0) this.options.onChange?.(name);
+        return outcomes;
+      }
+      lane.base = outcome.current;
+    }
+    throw new WriteContentionError(`${name}: ${MAX_ATTEMPTS} attempts lost to concurrent writes`);
   }
 
   async decisions(name: string): Promise<Decision[]> {

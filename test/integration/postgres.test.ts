@@ -6,9 +6,11 @@
  * each operation in version order); and the engine through PgBouncer in
  * transaction mode, where no connection keeps anything between transactions.
  */
+import fc from 'fast-check';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import { ingest } from '../../app/ingest.ts';
+import { ingest, RecentRecords } from '../../app/ingest.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
+import { normalizeTime } from '../../core/time.ts';
 import { changesAfter, type LoggedChange } from '../../engines/postgres/change-log.ts';
 import { connect } from '../../engines/postgres/database.ts';
 import { openPostgresEngine, type PostgresEngine } from '../../engines/postgres/index.ts';
@@ -125,6 +127,56 @@ describe('the PostgreSQL engine', () => {
       // History was written with each change.
       expect((await (instances[1] as PostgresEngine).history.list(name)).map((e) => e.version)).toEqual(versions);
     }
+  });
+
+  it('one operation written from three instances at once, each with its own write hints: every lost race is reduced again against the winner (fast-check)', async () => {
+    const schema = freshSchema();
+    const instances = await Promise.all([open({ schema }), open({ schema }), open({ schema })]);
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.shuffledSubarray(
+          Array.from({ length: 40 }, (_, i) => i),
+          { minLength: 1 },
+        ),
+        async (order) => {
+          const name = `interactions/hot-${++run}`;
+          const events = order.map((i) => ({
+            name,
+            kind: 'interaction' as const,
+            state: 'REQUIRES_ACTION' as const,
+            providerState: 'requires_action',
+            source: 'webhook' as const,
+            eventId: `${name}-${i}`,
+            updateTime: normalizeTime(`2026-12-06T00:00:${String(i).padStart(2, '0')}Z`),
+          }));
+          const hints = instances.map(() => new RecentRecords());
+          let next = 0;
+          const applied: number[] = [];
+          await Promise.all(
+            instances.flatMap((instance, k) =>
+              Array.from({ length: 3 }, async () => {
+                for (let event = events[next++]; event; event = events[next++]) {
+                  const result = await ingest(event, { store: instance.store, hints: hints[k] });
+                  if (result.outcome === 'applied') applied.push(result.record.version);
+                }
+              }),
+            ),
+          );
+          const record = await (instances[0] as PostgresEngine).store.get(name);
+          expect(record?.updateTime).toBe(normalizeTime(`2026-12-06T00:00:${String(Math.max(...order)).padStart(2, '0')}Z`));
+          // Each applied event made exactly one version, 1..n with no gap or repeat, each logged once with its history.
+          const versions = Array.from({ length: record?.version ?? 0 }, (_, i) => i + 1);
+          expect(applied.sort((a, b) => a - b)).toEqual(versions);
+          expect((await readAll(instances[1] as PostgresEngine)).filter((c) => c.name === name).map((c) => c.version)).toEqual(versions);
+          expect((await (instances[2] as PostgresEngine).history.list(name)).map((e) => e.version)).toEqual(versions);
+          // One decision per event, whichever instance took it.
+          const decided = await (instances[0] as PostgresEngine).store.decisions(name);
+          expect(decided.map((d) => d.eventId).sort()).toEqual(events.map((e) => e.eventId).sort());
+        },
+      ),
+      { numRuns: 15 },
+    );
   });
 
   // Skipped only off CI, where PgBouncer may not be installed (.ci/run installs it).

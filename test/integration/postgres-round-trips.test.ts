@@ -1,0 +1,92 @@
+/**
+ * Round trips to PostgreSQL, counted at a TCP proxy in front of the real
+ * server (test/support/pg-proxy.ts): a webhook is one statement, whether it
+ * creates an operation, moves it on, or is a redelivery; a burst of webhooks
+ * for one operation costs fewer statements than webhooks; effects are
+ * claimed and settled in batches. A change that adds a round trip to these
+ * paths fails here, with the statements it cost listed.
+ */
+import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { createRatchet, type Ratchet } from '../../local/library.ts';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { type PgProxy, startPgProxy } from '../support/pg-proxy.ts';
+
+const secret = newSecret();
+const TOKEN = 'round-trips-token-0123456789abcdef';
+let proxy: PgProxy;
+const cleanup: Array<() => unknown> = [];
+
+beforeAll(async () => {
+  const url = new URL(inject('postgresUrl'));
+  proxy = await startPgProxy({ host: url.hostname, port: Number(url.port) });
+  cleanup.push(() => proxy.stop());
+});
+afterAll(async () => {
+  for (const step of cleanup.reverse()) await step();
+});
+
+const at = (second: number) => `2026-11-30T10:00:${String(second).padStart(2, '0')}Z`;
+
+function webhook(type: string, id: string, second: number, messageId?: string): Request {
+  const { body, headers } = signedDelivery(secret, envelope(type, { id, update_time: at(second) }, at(second)), { id: messageId });
+  return new Request('http://127.0.0.1/webhooks/gemini', { method: 'POST', headers, body });
+}
+
+/** The statements `work` cost, NOTIFY (sent after the answer, at most every few ms) left aside. */
+async function statementsOf(work: () => Promise<unknown>): Promise<string[]> {
+  proxy.reset();
+  await work();
+  return proxy.exchanges().filter((statement) => !statement.includes('pg_notify'));
+}
+
+describe('round trips to PostgreSQL', () => {
+  let ratchet: Ratchet;
+  beforeAll(async () => {
+    ratchet = createRatchet({
+      databaseUrl: proxy.urlFor(inject('postgresUrl')),
+      schema: `round_trips_${Date.now().toString(36)}`,
+      webhookSigningSecrets: secret,
+      apiToken: TOKEN,
+      env: { POWERTOOLS_LOG_LEVEL: 'CRITICAL' },
+    });
+    cleanup.push(() => ratchet.close());
+    // Opened, migrated, and a connection in the pool.
+    expect((await ratchet.fetch(webhook('interaction.requires_action', 'interactions/warm', 1))).status).toBe(200);
+  });
+
+  it('a webhook is one statement: a new operation, its next state, and a redelivery', async () => {
+    const name = 'interactions/one';
+    const first = webhook('interaction.requires_action', name, 1, 'msg_one_1');
+    const steps = [
+      ['new', first],
+      ['moved on', webhook('interaction.completed', name, 2)],
+      ['redelivered', first],
+      ['stale', webhook('interaction.requires_action', name, 3)],
+    ] as const;
+    for (const [step, request] of steps) {
+      let status = 0;
+      const statements = await statementsOf(async () => {
+        status = (await ratchet.fetch(request.clone())).status;
+      });
+      expect(status, step).toBe(200);
+      expect(statements, `${step}: ${statements.join(' | ')}`).toHaveLength(1);
+    }
+    const history = (await (
+      await ratchet.fetch(new Request(`http://127.0.0.1/operations/${name}/history`, { headers: { authorization: `Bearer ${TOKEN}` } }))
+    ).json()) as { history: Array<{ state: string }> };
+    expect(history.history.map((entry) => entry.state)).toEqual(['REQUIRES_ACTION', 'SUCCEEDED']);
+  });
+
+  it('webhooks for one operation at once share statements, and every one is written', async () => {
+    const name = 'interactions/hot';
+    const requests = Array.from({ length: 16 }, (_, i) => webhook('interaction.requires_action', name, i + 1));
+    const statements = await statementsOf(() => Promise.all(requests.map((request) => ratchet.fetch(request))));
+    expect(statements.length, statements.join(' | ')).toBeLessThan(requests.length / 2);
+    const answer = await ratchet.fetch(
+      new Request(`http://127.0.0.1/operations/${name}/decisions`, { headers: { authorization: `Bearer ${TOKEN}` } }),
+    );
+    const { decisions } = (await answer.json()) as { decisions: Array<{ verdict: string; version?: number }> };
+    expect(decisions.map((decision) => decision.verdict)).toEqual(Array(16).fill('applied'));
+    expect(decisions.map((decision) => decision.version)).toEqual(Array.from({ length: 16 }, (_, i) => i + 1));
+  });
+});

@@ -1,0 +1,104 @@
+/**
+ * A TCP proxy in front of PostgreSQL: the database a zone away on one
+ * machine (every chunk held `delayMs` each way, in order), and a count of
+ * round trips. A round trip is an exchange: the client speaks after the
+ * server last did (or first); its first statement's text is kept (from the
+ * wire protocol's Parse or Query message), so a test can say which
+ * statements one webhook cost. Connection set-up (startup, TLS, password) is
+ * not counted.
+ */
+import { createServer, type Server, Socket } from 'node:net';
+
+export interface PgProxy {
+  /** `url` with its host and port pointed at the proxy. */
+  urlFor(url: string): string;
+  port: number;
+  /** Exchanges since the last reset, each with the first statement the client sent in it. */
+  exchanges(): string[];
+  reset(): void;
+  stop(): Promise<void>;
+}
+
+/** The first Parse ('P') or simple Query ('Q') message's text in a chunk of the client's, if any. */
+function statementIn(chunk: Buffer): string | undefined {
+  let at = 0;
+  while (at + 5 <= chunk.length) {
+    const type = String.fromCharCode(chunk[at] as number);
+    const length = chunk.readInt32BE(at + 1);
+    if (length < 4) return undefined;
+    if (type === 'Q') return chunk.toString('utf8', at + 5, chunk.indexOf(0, at + 5));
+    if (type === 'P') {
+      const text = chunk.indexOf(0, at + 5) + 1;
+      return chunk.toString('utf8', text, chunk.indexOf(0, text));
+    }
+    at += 1 + length;
+  }
+  return undefined;
+}
+
+/** Forwards `chunk`s to `to` after `delayMs`, in order (Node fires timers of one duration in the order they were set). */
+function delayed(to: Socket, delayMs: number): (chunk: Buffer) => void {
+  if (delayMs <= 0) return (chunk) => to.write(chunk);
+  return (chunk) => {
+    setTimeout(() => to.write(chunk), delayMs);
+  };
+}
+
+export async function startPgProxy(target: { host: string; port: number }, options: { delayMs?: number } = {}): Promise<PgProxy> {
+  const delayMs = options.delayMs ?? 0;
+  let log: string[] = [];
+  const sockets = new Set<Socket>();
+  const server: Server = createServer((client) => {
+    const upstream = new Socket();
+    sockets.add(client).add(upstream);
+    client.setNoDelay(true);
+    upstream.setNoDelay(true);
+    upstream.connect(target.port, target.host);
+    const toServer = delayed(upstream, delayMs);
+    const toClient = delayed(client, delayMs);
+    // Whose turn it was last: an exchange begins when the client speaks after the server (a query, not set-up).
+    let serverSpoke = true;
+    let ready = false;
+    client.on('data', (chunk: Buffer) => {
+      if (serverSpoke && ready) {
+        const statement = statementIn(chunk);
+        if (statement !== undefined) log.push(statement);
+      }
+      serverSpoke = false;
+      toServer(chunk);
+    });
+    upstream.on('data', (chunk: Buffer) => {
+      serverSpoke = true;
+      // ReadyForQuery ('Z') ends set-up: from then on, the client's turns are round trips.
+      if (!ready && chunk.includes(Buffer.from([0x5a, 0, 0, 0, 5]))) ready = true;
+      toClient(chunk);
+    });
+    const end = () => {
+      client.destroy();
+      upstream.destroy();
+      sockets.delete(client);
+      sockets.delete(upstream);
+    };
+    client.on('close', end).on('error', end);
+    upstream.on('close', end).on('error', end);
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as { port: number }).port;
+  return {
+    port,
+    urlFor(url) {
+      const copy = new URL(url);
+      copy.hostname = '127.0.0.1';
+      copy.port = String(port);
+      return copy.href;
+    },
+    exchanges: () => [...log],
+    reset() {
+      log = [];
+    },
+    stop: async () => {
+      for (const socket of sockets) socket.destroy();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
+    },
+  };
+}
