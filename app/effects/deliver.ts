@@ -36,7 +36,7 @@ export type EffectOutcome = { kind: 'done' } | { kind: 'retry'; inMs: number; la
 export interface DeliveryDeps {
   sinks: EffectSink[];
   ledger: EffectLedger;
-  deadLetters: DeadLetters;
+  deadLetters: Pick<DeadLetters, 'holdsBack' | 'put' | 'remove'>;
   retry: RetrySettings;
   logger: Logger;
   metrics?: Metrics;

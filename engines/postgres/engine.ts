@@ -89,8 +89,9 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
       ...(options.onChange ? [new PostgresAppSink(db, options.onChange)] : []),
     ];
     const deps = { sinks, ledger: engine.ledger, deadLetters: engine.deadLetters, retry: effectsSettings.retry, logger };
-    queue = new PostgresEffectsQueue(db, { logger, leaseMs: options.effectsLeaseMs });
-    deliver = (effect) => deliverEffect(effect, deps);
+    queue = new PostgresEffectsQueue(db, { logger, leaseMs: options.effectsLeaseMs, sinks: sinks.map((sink) => sink.name) });
+    // The ledger and the dead letters' hold as the claim read them; the ledger rows written with the settle.
+    deliver = (effect, records) => deliverEffect(effect, { ...deps, ...records });
   }
   let listener: Listener | undefined;
   return {

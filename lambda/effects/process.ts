@@ -14,12 +14,14 @@
  * decoded is dead-lettered at once, raw, and holds up nothing.
  */
 import type { DynamoDBRecord, SQSBatchItemFailure, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
+import type { DeadLetters } from '../../app/effects/dead-letters.ts';
 import { type DeliveryDeps, deliverEffect, type PendingEffect } from '../../app/effects/deliver.ts';
 import { InvalidStreamRecordError, type Transition } from '../../app/effects/transition.ts';
 import { REDRIVEN_ATTRIBUTE, type RetryScheduler } from './sqs-retry-scheduler.ts';
 import { transitionFromRecord } from './stream-records.ts';
 
 export interface EffectsDeps extends DeliveryDeps {
+  deadLetters: DeadLetters;
   queue: RetryScheduler;
 }
 

@@ -7,9 +7,14 @@
  * paths fails here, with the statements it cost listed.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { ingest } from '../../app/ingest.ts';
+import { openPostgres } from '../../engines/postgres/index.ts';
 import { createRatchet, type Ratchet } from '../../local/library.ts';
+import { batchStorm } from '../support/batch-storm.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { type PgProxy, startPgProxy } from '../support/pg-proxy.ts';
+import { Receiver } from '../support/receiver.ts';
+import { silentLogger } from '../support/silent-logger.ts';
 
 const secret = newSecret();
 const TOKEN = 'round-trips-token-0123456789abcdef';
@@ -88,5 +93,48 @@ describe('round trips to PostgreSQL', () => {
     const { decisions } = (await answer.json()) as { decisions: Array<{ verdict: string; version?: number }> };
     expect(decisions.map((decision) => decision.verdict)).toEqual(Array(16).fill('applied'));
     expect(decisions.map((decision) => decision.version)).toEqual(Array.from({ length: 16 }, (_, i) => i + 1));
+  });
+
+  it('effects are claimed and settled in batches: 24 effects cost under one statement each in all, each delivered once', async () => {
+    const outbound = newSecret();
+    const receiver = await new Receiver(outbound).start();
+    cleanup.push(() => receiver.stop());
+    const engine = await openPostgres({
+      url: proxy.urlFor(inject('postgresUrl')),
+      schema: `round_trips_effects_${Date.now().toString(36)}`,
+      poolMax: 4,
+      migrate: true,
+      effectsLeaseMs: 5_000,
+      work: {
+        historyRetentionDays: 30,
+        changesRetentionMs: 86_400_000,
+        effects: {
+          sink: { url: receiver.url, secret: outbound, timeoutMs: 5_000, connections: 8 },
+          retry: { baseMs: 20, maxMs: 60, forSeconds: 60 },
+        },
+      },
+      trackedExpiryDays: 7,
+      logger: silentLogger,
+    });
+    cleanup.push(() => engine.close(false));
+    // Eight operations, three state changes each: 24 effects, each operation's in version order.
+    const names = Array.from({ length: 8 }, (_, i) => `batches/effects-${i}`);
+    for (const event of batchStorm(names, 0, false)) await ingest(event, { store: engine.store });
+    let settled = 0;
+    const statements = await statementsOf(async () => {
+      settled = (await engine.drainEffects?.(10_000)) ?? 0;
+    });
+    expect(settled).toBe(24);
+    expect(
+      receiver
+        .applied()
+        .map((delivery) => delivery.id)
+        .sort(),
+    ).toEqual(names.flatMap((name) => [1, 2, 3].map((version) => `${name}#${version}`)).sort());
+    expect(receiver.accepted).toHaveLength(24);
+    expect(statements.length, statements.join(' | ')).toBeLessThan(24);
+    console.log(
+      `24 effects: ${statements.length} statements (${statements.filter((s) => s.includes('unnest($1::text[]')).length} settles)`,
+    );
   });
 });
