@@ -18,10 +18,13 @@
  *    interaction whose video comes back inline, by its size.
  * 6. PostgreSQL (bench/postgres.ts): one and three instances beside SQLite
  *    and the seed; effect and watch lag across instances.
+ * 6b. PostgreSQL at network distance (bench/postgres-distance.ts): one
+ *    instance beside the seed's recipe on the same server, here and through
+ *    a proxy 1 ms away each way; statements per delivery counted there.
  * 7. Inside your app (bench/library.ts): createRatchet's cold start beside a
  *    hello-world handler; the webhook's answer time in library mode.
  *
- * BENCH_SECTIONS (embedded,postgres,library,feed,packages,gemini,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
+ * BENCH_SECTIONS (embedded,postgres,postgres-distance,library,feed,packages,gemini,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
  * BENCH_ROUNDS (3), BENCH_LAG_RATE (1000), BENCH_LAG_COUNT (2000), BENCH_RSS_COUNT (100000),
  * BENCH_OVERLOAD_SECONDS (5),
  * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset), BENCH_PG_LAG_RATE (500), BENCH_LIBRARY_RUNS (7), BENCH_LIBRARY_COUNT (2000),
@@ -34,7 +37,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { resolve } from 'node:path';
 import { benchEmbedded } from './embedded.ts';
 
-const sections = (process.env.BENCH_SECTIONS ?? 'embedded,postgres,library,feed,packages,gemini,aws').split(',');
+const sections = (process.env.BENCH_SECTIONS ?? 'embedded,postgres,postgres-distance,library,feed,packages,gemini,aws').split(',');
 if (sections.includes('embedded')) {
   await benchEmbedded({
     root: resolve(import.meta.dirname, '..'),
@@ -50,6 +53,16 @@ if (sections.includes('embedded')) {
 if (sections.includes('postgres')) {
   const { benchPostgres } = await import('./postgres.ts');
   await benchPostgres({
+    root: resolve(import.meta.dirname, '..'),
+    size: Number(process.env.BENCH_SIZE ?? 500),
+    rounds: Number(process.env.BENCH_ROUNDS ?? 3),
+    lagRate: Number(process.env.BENCH_PG_LAG_RATE ?? 500),
+    lagCount: Number(process.env.BENCH_LAG_COUNT ?? 2000),
+  });
+}
+if (sections.includes('postgres-distance')) {
+  const { benchPostgresDistance } = await import('./postgres-distance.ts');
+  await benchPostgresDistance({
     root: resolve(import.meta.dirname, '..'),
     size: Number(process.env.BENCH_SIZE ?? 500),
     rounds: Number(process.env.BENCH_ROUNDS ?? 3),

@@ -3,7 +3,7 @@
  * so that signing and sending deliveries never shares a thread with the systems
  * measured or with the effects receiver. Told what to play by message:
  *
- * - `play`: one of the three mixes (mixes.ts), `concurrency` at a time, as
+ * - `play`: one of the three mixes (mixes.ts), its `concurrency` (or the one asked) at a time, as
  *   fast as the system answers (closed loop);
  * - `offer`: fresh state changes (`batch.succeeded` for `<prefix>-<i>`) at a
  *   fixed rate whatever the answers (open loop, Gemini's many senders), each
@@ -23,7 +23,7 @@ import { type Mix, mixes, type Played, percentile, playMix, type Send } from './
 export type { Played };
 
 export type GeneratorRequest =
-  | { type: 'play'; url: string; secret: string; prefix: string; size: number; mix: number }
+  | { type: 'play'; url: string; secret: string; prefix: string; size: number; mix: number; concurrency?: number }
   | { type: 'offer'; url: string; secret: string; prefix: string; rate: number; count: number };
 
 export interface Offered {
@@ -115,12 +115,15 @@ async function offer(request: Extract<GeneratorRequest, { type: 'offer' }>): Pro
   return result;
 }
 
+/** The mix asked for, `concurrency` at a time when given (else its own). */
+function played(request: Extract<GeneratorRequest, { type: 'play' }>): Mix {
+  const mix = mixes(request.prefix, request.size)[request.mix] as Mix;
+  return request.concurrency ? { ...mix, concurrency: request.concurrency } : mix;
+}
+
 process.on('message', async (request: GeneratorRequest) => {
   try {
-    const answer =
-      request.type === 'play'
-        ? await playMix(request.url, request.secret, mixes(request.prefix, request.size)[request.mix] as Mix, send)
-        : await offer(request);
+    const answer = request.type === 'play' ? await playMix(request.url, request.secret, played(request), send) : await offer(request);
     process.send?.({ ok: true, answer });
   } catch (error) {
     process.send?.({ ok: false, message: (error as Error).message });

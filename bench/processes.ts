@@ -40,7 +40,14 @@ export async function stopProcess(started: Started): Promise<void> {
 
 /** The load generator (load-generator.ts) as a process of its own, asked one thing at a time. */
 export interface Generator {
-  play(url: string, secret: string, prefix: string, size: number, mix: number): Promise<import('./load-generator.ts').Played>;
+  play(
+    url: string,
+    secret: string,
+    prefix: string,
+    size: number,
+    mix: number,
+    concurrency?: number,
+  ): Promise<import('./load-generator.ts').Played>;
   offer(url: string, secret: string, prefix: string, rate: number, count: number): Promise<import('./load-generator.ts').Offered>;
   stop(): void;
 }
@@ -62,7 +69,7 @@ export function startGenerator(root: string): Generator {
     return asked;
   };
   return {
-    play: (url, secret, prefix, size, mix) => ask({ type: 'play', url, secret, prefix, size, mix }),
+    play: (url, secret, prefix, size, mix, concurrency) => ask({ type: 'play', url, secret, prefix, size, mix, concurrency }),
     offer: (url, secret, prefix, rate, count) => ask({ type: 'offer', url, secret, prefix, rate, count }),
     stop: () => child.kill(),
   };

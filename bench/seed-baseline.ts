@@ -6,14 +6,15 @@
  * `version`; on a lost race read again, up to 4 retries, after which the
  * delivery is answered 200 anyway: the event is lost, and counted here.
  *
- * Its store is DynamoDB (beside the AWS path) or SQLite (beside the embedded
- * engine, the seed's own store); without a store it is the floor: verify the
+ * Its store is DynamoDB (beside the AWS path), SQLite (beside the embedded
+ * engine, the seed's own store) or PostgreSQL (beside that engine); without a store it is the floor: verify the
  * signature, answer 200, keep nothing.
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
+import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
 import { WEBHOOK_EVENT_TYPES } from '../core/gemini-webhook.ts';
 import { rankOf } from '../core/lifecycle.ts';
@@ -92,6 +93,52 @@ export class SqliteSeedStore implements SeedStore {
             expectedVersion,
           );
     return changes === 1;
+  }
+}
+
+/**
+ * The seed's recipe on PostgreSQL: the same two requests, each one
+ * autocommitted statement on a `pg` pool (no transaction, no lock held between
+ * them), in a table of its own.
+ */
+export class PostgresSeedStore implements SeedStore {
+  private constructor(
+    private readonly pool: pg.Pool,
+    private readonly table: string,
+  ) {}
+
+  static async open(url: string, table: string, connections = 10): Promise<PostgresSeedStore> {
+    const pool = new pg.Pool({ connectionString: url, max: connections });
+    await pool.query(`CREATE TABLE IF NOT EXISTS ${table} (name text PRIMARY KEY, state text, update_time text, version integer)`);
+    return new PostgresSeedStore(pool, table);
+  }
+
+  async get(name: string): Promise<SeedItem | undefined> {
+    const { rows } = await this.pool.query<{ name: string; state: string; update_time: string; version: number }>(
+      `SELECT * FROM ${this.table} WHERE name = $1`,
+      [name],
+    );
+    const row = rows[0];
+    return row && { name: row.name, state: row.state, updateTime: row.update_time, version: row.version };
+  }
+
+  async put(item: SeedItem, expectedVersion: number | undefined): Promise<boolean> {
+    const { rowCount } =
+      expectedVersion === undefined
+        ? await this.pool.query(`INSERT INTO ${this.table} VALUES ($1, $2, $3, $4) ON CONFLICT (name) DO NOTHING`, [
+            item.name,
+            item.state,
+            item.updateTime,
+            item.version,
+          ])
+        : await this.pool.query(`UPDATE ${this.table} SET state = $2, update_time = $3, version = $4 WHERE name = $1 AND version = $5`, [
+            item.name,
+            item.state,
+            item.updateTime,
+            item.version,
+            expectedVersion,
+          ]);
+    return rowCount === 1;
   }
 }
 

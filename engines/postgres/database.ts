@@ -32,6 +32,9 @@ export interface Queryable {
   query<R extends pg.QueryResultRow>(text: string, values?: unknown[]): Promise<pg.QueryResult<R>>;
 }
 
+/** A named statement the server connection does not have (26000), or has already (42P05): a pooler between. */
+const PREPARE_REFUSED = new Set(['26000', '42P05']);
+
 /** SQLSTATEs a transaction is retried on: serialization failure, deadlock, unique violation of a racing insert. */
 export const RETRIED_STATES = new Set(['40001', '40P01']);
 
@@ -62,6 +65,29 @@ export class Postgres {
 
   async run(text: string, values: unknown[] = [], on: Queryable = this.pool): Promise<number> {
     return (await on.query(this.sql(text), values)).rowCount ?? 0;
+  }
+
+  /** Whether the hot statements go as named prepared statements (until a pooler shows it cannot keep them). */
+  private prepares = true;
+
+  /**
+   * One of the hot path's statements (a webhook's write, the effects' claim
+   * and settle), prepared once per connection and named for this schema, so
+   * the server plans it once, not on every call. A pooler that hands each
+   * statement to any server connection (PgBouncer before 1.21 in transaction
+   * mode) answers that the statement does not exist or exists already: the
+   * statement is sent again unnamed, and so is every later one. Either answer
+   * comes before the statement ran.
+   */
+  async prepared<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    if (this.prepares)
+      try {
+        return await this.pool.query<R>({ name: `ratchet_${this.schema}_${name}`, text: this.sql(text), values });
+      } catch (error) {
+        if (!PREPARE_REFUSED.has(sqlStateOf(error) ?? '')) throw error;
+        this.prepares = false;
+      }
+    return this.pool.query<R>(this.sql(text), values);
   }
 
   /**

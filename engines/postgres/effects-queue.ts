@@ -157,7 +157,8 @@ export class PostgresEffectsQueue {
    * back and which sinks delivered it already.
    */
   async claim(limit: number, nowMs = Date.now()): Promise<EffectRow[]> {
-    return this.db.rows<EffectRow>(
+    const { rows } = await this.db.prepared<EffectRow>(
+      'claim',
       `WITH ready AS (
          SELECT e.name, e.version FROM {s}.effects e
          WHERE e.next_attempt_at <= $1 AND e.claimed_until <= $1
@@ -175,6 +176,7 @@ export class PostgresEffectsQueue {
            WHERE EXISTS (SELECT 1 FROM {s}.effect_ledger l WHERE l.key = sink || '#' || e.name || '#' || e.version)) AS delivered`,
       [nowMs, limit, this.leaseMs, this.options.sinks ?? []],
     );
+    return rows;
   }
 
   private async offer(row: EffectRow, deliver: Deliver): Promise<void> {
@@ -315,7 +317,8 @@ export class PostgresEffectsQueue {
   private async settleAll(settles: Settle[]): Promise<void> {
     const now = new Date();
     const ledger = settles.flatMap((settle) => settle.delivered);
-    await this.db.run(
+    await this.db.prepared(
+      'settle',
       `WITH settled AS (
          SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::bigint[], $6::text[])
            AS s(name, version, token, outcome, next_attempt_at, last_error)),

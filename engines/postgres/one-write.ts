@@ -103,8 +103,10 @@ export interface OneWriteOptions {
 export async function writeOnce(db: Postgres, write: OneWrite, options: OneWriteOptions): Promise<OneWriteOutcome> {
   const decisions = write.decisions.map((decision) => JSON.stringify(decision));
   const last = write.versions.at(-1);
-  const [row] = last
-    ? await db.rows<{ ok: boolean; current: string | null }>(WRITE, [
+  const {
+    rows: [row],
+  } = last
+    ? await db.prepared<{ ok: boolean; current: string | null }>('write', WRITE, [
         write.name,
         write.expected ?? null,
         last.kind,
@@ -118,7 +120,7 @@ export async function writeOnce(db: Postgres, write: OneWrite, options: OneWrite
         decisions,
         Date.now(),
       ])
-    : await db.rows<{ ok: boolean; current: string | null }>(NOTE, [write.name, write.expected ?? null, decisions, Date.now()]);
+    : await db.prepared<{ ok: boolean; current: string | null }>('note', NOTE, [write.name, write.expected ?? null, decisions, Date.now()]);
   if (row?.ok) return { ok: true };
   return { ok: false, current: row?.current ? (JSON.parse(row.current) as OperationRecord) : undefined };
 }

@@ -66,14 +66,15 @@ async function queueOne(name: string): Promise<void> {
 describe('an effect cut off by the database going away', () => {
   it('is released as soon as the database answers again, not after its lease, and then delivered once', async () => {
     await queueOne('batches/cut-off');
-    // The database "away" for the first two writes after the delivery failed (fault injection on the engine's seam).
+    // The database "away" for the first two settles after the delivery failed (fault injection on the engine's seam).
     let failures = 2;
     const flaky = new Proxy(db, {
       get(target, property, receiver) {
-        if (property === 'run')
-          return async (...args: Parameters<Postgres['run']>) => {
-            if (failures-- > 0) throw Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
-            return target.run(...args);
+        if (property === 'prepared')
+          return async (...args: Parameters<Postgres['prepared']>) => {
+            if (args[0] === 'settle' && failures-- > 0)
+              throw Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
+            return target.prepared(...args);
           };
         return Reflect.get(target, property, receiver);
       },
@@ -88,6 +89,7 @@ describe('an effect cut off by the database going away', () => {
     ).toBe(1);
     const claim = await db.rows<{ claimed_until: string }>('SELECT claimed_until FROM {s}.effects WHERE name = $1', ['batches/cut-off']);
     expect(claim).toEqual([{ claimed_until: '0' }]);
+    expect(failures).toBe(-1);
     expect(Date.now() - started).toBeLessThan(5_000);
     // Offered again at once: delivered, and gone.
     const delivered: string[] = [];

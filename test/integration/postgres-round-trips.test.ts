@@ -134,7 +134,7 @@ describe('round trips to PostgreSQL', () => {
     expect(receiver.accepted).toHaveLength(24);
     expect(statements.length, statements.join(' | ')).toBeLessThan(24);
     console.log(
-      `24 effects: ${statements.length} statements (${statements.filter((s) => s.includes('unnest($1::text[]')).length} settles)`,
+      `24 effects: ${statements.length} statements (${statements.filter((s) => /WITH settled AS|_settle$/.test(s)).length} settles)`,
     );
   });
 });

@@ -19,7 +19,11 @@ export interface PgProxy {
   stop(): Promise<void>;
 }
 
-/** The first Parse ('P') or simple Query ('Q') message's text in a chunk of the client's, if any. */
+/**
+ * The statement a chunk of the client's starts: the first Parse ('P') or
+ * simple Query ('Q') message's text, or for a prepared statement run again
+ * by name (Bind, 'B', with no Parse), `EXECUTE <name>`.
+ */
 function statementIn(chunk: Buffer): string | undefined {
   let at = 0;
   while (at + 5 <= chunk.length) {
@@ -30,6 +34,10 @@ function statementIn(chunk: Buffer): string | undefined {
     if (type === 'P') {
       const text = chunk.indexOf(0, at + 5) + 1;
       return chunk.toString('utf8', text, chunk.indexOf(0, text));
+    }
+    if (type === 'B') {
+      const name = chunk.indexOf(0, at + 5) + 1;
+      return `EXECUTE ${chunk.toString('utf8', name, chunk.indexOf(0, name))}`;
     }
     at += 1 + length;
   }

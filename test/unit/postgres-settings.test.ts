@@ -1,7 +1,12 @@
-/** The PostgreSQL engine's pool setting (DATABASE_POOL_MAX, and DATABASE_POOL_SIZE, its former name), and which errors mean a store away for now. */
+/**
+ * The PostgreSQL engine's pool setting (DATABASE_POOL_MAX, and DATABASE_POOL_SIZE, its former name), which errors mean a store
+ * away for now, and its prepared statements' fallback behind a pooler (fault injection: the real pooler is in postgres.test).
+ */
+import type pg from 'pg';
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../app/config.ts';
 import { storeAway } from '../../core/network.ts';
+import { Postgres } from '../../engines/postgres/database.ts';
 
 describe('DATABASE_POOL_MAX', () => {
   it('is 10 unless set; its former name DATABASE_POOL_SIZE is still read', () => {
@@ -39,5 +44,37 @@ describe('storeAway: what a store away for now looks like (answered 503, never 5
     ['a missing privilege (42501)', pgError('42501', 'permission denied for table operations')],
   ])('not %s', (_, error) => {
     expect(storeAway(error)).toBe(false);
+  });
+});
+
+describe('prepared statements behind a pooler that cannot keep them', () => {
+  /** A pool whose server connections do not keep named statements (PgBouncer before 1.21, transaction mode). */
+  const pooler = (refusal: string) => {
+    const sent: Array<{ named: boolean }> = [];
+    const pool = {
+      query: async (query: string | { name: string }) => {
+        const named = typeof query === 'object';
+        sent.push({ named });
+        if (named) throw Object.assign(new Error(`prepared statement refused`), { code: refusal });
+        return { rows: [{ ok: true }], rowCount: 1 };
+      },
+    };
+    return { db: new Postgres(pool as unknown as pg.Pool, 'ratchet', false), sent };
+  };
+
+  it.each([
+    ['does not exist (26000)', '26000'],
+    ['exists already (42P05)', '42P05'],
+  ])('a statement the server answers %s is sent again unnamed, and so is every later one', async (_, code) => {
+    const { db, sent } = pooler(code);
+    expect((await db.prepared('write', 'SELECT 1', [])).rows).toEqual([{ ok: true }]);
+    expect((await db.prepared('write', 'SELECT 1', [])).rows).toEqual([{ ok: true }]);
+    expect(sent).toEqual([{ named: true }, { named: false }, { named: false }]);
+  });
+
+  it('any other error is the caller’s, and naming goes on', async () => {
+    const { db } = pooler('57P01');
+    await expect(db.prepared('write', 'SELECT 1', [])).rejects.toThrow('prepared statement refused');
+    await expect(db.prepared('write', 'SELECT 1', [])).rejects.toThrow('prepared statement refused');
   });
 });
