@@ -38,7 +38,7 @@ export type Deliver = (effect: PendingEffect, records: ClaimRecords) => Promise<
 
 export interface PostgresEffectsQueueOptions {
   logger: Pick<Logger, 'error' | 'warn'>;
-  /** Effects delivered at once by this instance (each of another operation; default 8). */
+  /** Effects delivered at once by this instance (each of another operation; default 16). */
   concurrency?: number;
   /** How long a claim holds unless renewed (default 5 s; renewed while its delivery runs). */
   leaseMs?: number;
@@ -98,7 +98,7 @@ export class PostgresEffectsQueue {
     private readonly db: Postgres,
     private readonly options: PostgresEffectsQueueOptions,
   ) {
-    this.concurrency = options.concurrency ?? 8;
+    this.concurrency = options.concurrency ?? 16;
     this.leaseMs = options.leaseMs ?? 5_000;
     this.pollMs = options.pollMs ?? 250;
     this.deadLetters = new PostgresDeadLetters(db);
@@ -139,15 +139,33 @@ export class PostgresEffectsQueue {
    * has passed, with no timer of its own (a cron's tick): how many deliveries
    * were settled. Beside a running queue, or another instance's, each effect
    * still goes to one of them only (its claim).
+   *
+   * Up to `concurrency` deliveries run at once, and the queue is claimed
+   * again as soon as half of them are free (not when the slowest of a batch
+   * ends): claims stay batches, and the pipeline stays full.
    */
   async drain(deliver: Deliver, deadlineMs: number): Promise<number> {
     let settled = 0;
+    const running = new Set<Promise<void>>();
+    let dry = false;
     while (Date.now() < deadlineMs && !this.stopped) {
-      const claimed = await this.claim(this.concurrency);
-      if (claimed.length === 0) break;
-      await Promise.all(claimed.map((row) => this.offer(row, deliver)));
-      settled += claimed.length;
+      const room = this.concurrency - running.size;
+      if (!dry && (running.size === 0 || room >= this.concurrency / 2)) {
+        const claimed = await this.claim(room);
+        for (const row of claimed) {
+          const offered: Promise<void> = this.offer(row, deliver).finally(() => running.delete(offered));
+          running.add(offered);
+        }
+        settled += claimed.length;
+        // Fewer than asked: nothing more is ready until a delivery settles (the next version of its operation).
+        dry = claimed.length < room;
+        if (claimed.length === 0 && running.size === 0) break;
+        if (!dry) continue;
+      }
+      await Promise.race(running);
+      dry = false;
     }
+    await Promise.all(running);
     return settled;
   }
 
