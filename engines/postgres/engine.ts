@@ -89,7 +89,13 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
       ...(options.onChange ? [new PostgresAppSink(db, options.onChange)] : []),
     ];
     const deps = { sinks, ledger: engine.ledger, deadLetters: engine.deadLetters, retry: effectsSettings.retry, logger };
-    queue = new PostgresEffectsQueue(db, { logger, leaseMs: options.effectsLeaseMs, sinks: sinks.map((sink) => sink.name) });
+    queue = new PostgresEffectsQueue(db, {
+      logger,
+      leaseMs: options.effectsLeaseMs,
+      sinks: sinks.map((sink) => sink.name),
+      // Each `onChange` holds a pooled connection for its transaction: at most 8 at once, so the webhooks keep theirs.
+      concurrency: options.onChange ? 8 : 16,
+    });
     // The ledger and the dead letters' hold as the claim read them; the ledger rows written with the settle.
     deliver = (effect, records) => deliverEffect(effect, { ...deps, ...records });
   }
