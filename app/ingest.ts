@@ -13,11 +13,15 @@
  */
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../core/reducer.ts';
 import { timeFromDate } from '../core/time.ts';
-import { type OperationStore, StoreRejectedError, WriteContentionError } from './ports.ts';
+import { type OperationStore, type PollNext, StoreRejectedError, WriteContentionError } from './ports.ts';
 
-export type IngestResult =
+export type IngestResult = (
   | { outcome: 'applied'; record: OperationRecord; stateChanged: boolean; attempts: number }
-  | { outcome: 'discarded'; reason: DiscardReason; record: OperationRecord; attempts: number };
+  | { outcome: 'discarded'; reason: DiscardReason; record: OperationRecord; attempts: number }
+) & {
+  /** The poll's next time (`pollNext`) was written with the outcome. */
+  scheduled?: boolean;
+};
 
 /** The event was neither recorded nor deliberately discarded: the sender must retry. */
 export class NotRecordedError extends Error {
@@ -48,6 +52,8 @@ export interface IngestDeps {
   hints?: RecentRecords;
   /** Applies attempted before giving up (another attempt only when the store refused what its answer shows applies). */
   maxAttempts?: number;
+  /** A poll's next time, for a store that writes it with the outcome (reconcile's). */
+  pollNext?: PollNext;
 }
 
 export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<IngestResult> {
@@ -57,19 +63,23 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
   if (known) {
     const decision = applyEvent(known, event, now());
     if (!decision.applied && decision.reason !== 'duplicate') {
-      await guard(async () => store.noteDiscard?.(event, decision.reason, now(), known));
-      return { outcome: 'discarded', reason: decision.reason, record: known, attempts: 0 };
+      const noted = await guard(async () =>
+        store.noteDiscard?.(event, decision.reason, now(), { current: known, pollNext: deps.pollNext }),
+      );
+      return { outcome: 'discarded', reason: decision.reason, record: known, attempts: 0, scheduled: noted?.scheduled };
     }
   }
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const at = now();
-    const outcome = await guard(() => store.apply(event, at, known ? { current: known } : {}));
+    const outcome = await guard(() => store.apply(event, at, { current: known, pollNext: deps.pollNext }));
     if (outcome.ok || outcome.current) deps.hints?.set(outcome.ok ? outcome.record : (outcome.current as OperationRecord));
-    if (outcome.ok) return { outcome: 'applied', record: outcome.record, stateChanged: outcome.record.stateChanged, attempts: attempt };
+    const { scheduled } = outcome;
+    if (outcome.ok)
+      return { outcome: 'applied', record: outcome.record, stateChanged: outcome.record.stateChanged, attempts: attempt, scheduled };
     const decision = applyEvent(outcome.current, event, at);
     // A discard only happens against a stored record with a state.
     if (!decision.applied)
-      return { outcome: 'discarded', reason: decision.reason, record: outcome.current as OperationRecord, attempts: attempt };
+      return { outcome: 'discarded', reason: decision.reason, record: outcome.current as OperationRecord, attempts: attempt, scheduled };
     // Refused, yet the reducer applies it against the record that came back: it moved between; again, knowing it.
     known = outcome.current;
   }

@@ -17,7 +17,23 @@ export type WriteOutcome = { ok: true } | { ok: false; current: OperationRecord 
  * An event applied, or not: refused, the stored record it was judged against
  * (the reducer names the discard reason from it).
  */
-export type ApplyOutcome = { ok: true; record: OperationRecord } | { ok: false; current: OperationRecord | undefined };
+export type ApplyOutcome = ({ ok: true; record: OperationRecord } | { ok: false; current: OperationRecord | undefined }) & {
+  /** The poll's next time was written with it (`pollNext`): the caller schedules nothing more. */
+  scheduled?: boolean;
+};
+
+/**
+ * A poll's next time, from whether its outcome changed the state: the columns
+ * `schedulePoll` would write after it. A store that can write them in the
+ * same step as the outcome (PostgreSQL: one statement) does, and says so.
+ */
+export type PollNext = (outcome: { stateChanged: boolean }) => Omit<PollState, 'nextPollAt'> & { nextPollAt: string };
+
+/** What the caller holds for a write: the record it read, and a poll's next time. */
+export interface WriteHint {
+  current?: OperationRecord;
+  pollNext?: PollNext;
+}
 
 /** The store's own attempts at a write ran out: others kept writing the same operation. The sender should retry. */
 export class WriteContentionError extends Error {
@@ -44,12 +60,12 @@ export interface OperationStore {
    * one conditional request on DynamoDB); WriteContentionError when its own
    * retries run out.
    */
-  apply(event: OperationEvent, now: string, hint?: { current?: OperationRecord }): Promise<ApplyOutcome>;
+  apply(event: OperationEvent, now: string, hint?: WriteHint): Promise<ApplyOutcome>;
   /**
    * Where a store keeps decisions (the embedded engine): an event ingest
-   * discarded without asking the store (`known`, the record at hand, already refused it).
+   * discarded without asking the store (`hint.current`, the record at hand, already refused it).
    */
-  noteDiscard?(event: OperationEvent, reason: DiscardReason, now: string, known?: OperationRecord): Promise<void>;
+  noteDiscard?(event: OperationEvent, reason: DiscardReason, now: string, hint?: WriteHint): Promise<{ scheduled?: boolean } | undefined>;
 }
 
 /**

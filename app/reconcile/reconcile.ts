@@ -39,7 +39,7 @@ import { type OverdueLimits, overdueMark } from '../../core/overdue.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
 import { ingest, NotRecordedError } from '../ingest.ts';
-import { type OperationStore, type PollCandidate, type PollSchedule, StoreRejectedError } from '../ports.ts';
+import { type OperationStore, type PollCandidate, type PollNext, type PollSchedule, StoreRejectedError } from '../ports.ts';
 import type { BatchDiscovery } from './discovery.ts';
 import { type GeminiPoller, PollFailedError } from './poller.ts';
 import type { WebhookHealth } from './webhook-health.ts';
@@ -234,7 +234,12 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
   let result: Awaited<ReturnType<typeof ingest>>;
   try {
     // The record at hand picks the write's variant: a poll costs one write, no read.
-    result = await ingest({ ...answer.event, eventId: `poll:${timeFromDate(clock())}` }, { store, clock, current: record });
+    // Its next poll goes with it where the store can write both at once (PostgreSQL: one statement).
+    const pollNext: PollNext = ({ stateChanged }) => {
+      const unchangedPolls = stateChanged ? 0 : poll.unchangedPolls + 1;
+      return { unchangedPolls, failedPolls: 0, notFoundPolls: 0, nextPollAt: nextPoll(deps, clock(), unchangedPolls) };
+    };
+    result = await ingest({ ...answer.event, eventId: `poll:${timeFromDate(clock())}` }, { store, clock, current: record, pollNext });
   } catch (error) {
     if (error instanceof StoreRejectedError) {
       stats.failed++;
@@ -258,7 +263,7 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
       polledState: answer.event.state,
     });
   }
-  if (isTerminal(result.record.state)) return; // the write that made it terminal took it out of the index
+  if (isTerminal(result.record.state) || result.scheduled) return; // the write that made it terminal took it out of the index
   await reschedule({ unchangedPolls: changed ? 0 : poll.unchangedPolls + 1, failedPolls: 0, notFoundPolls: 0 }, result.record.version);
 }
 

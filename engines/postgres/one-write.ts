@@ -16,6 +16,9 @@
  * - Everything else is written only if one of those two returned a row.
  * - A batch of discards only (no new version) writes its decisions if the
  *   row is still at that version, without a lock.
+ * - A poll's next time and counters go in the same update (or, for a poll
+ *   that changed nothing, an update of those columns alone at that version):
+ *   a poll's outcome and its schedule are one statement.
  * - `named` sets the transaction's `application_name` before anything can
  *   give it a transaction id (both writes wait for it): the change feed's
  *   horizon waits for it, whatever the pool's own name (change-log.ts).
@@ -40,6 +43,8 @@ export interface OneWrite {
   versions: OperationRecord[];
   /** Every event's decision, in order. */
   decisions: Decision[];
+  /** A poll's next time and counters, written while the job is still polled (reconcile's schedulePoll, folded in). */
+  poll?: { nextPollAt: string; unchangedPolls: number };
 }
 
 export type OneWriteOutcome = { ok: true } | { ok: false; current: OperationRecord | undefined };
@@ -54,7 +59,12 @@ held AS (
   SELECT version, record FROM {s}.operations WHERE name = $1 AND (SELECT n FROM named) IS NOT NULL FOR UPDATE),
 moved AS (
   UPDATE {s}.operations o SET kind = $3, state = $4, version = $5, recorded_at = $6, record = $7,
-    next_poll_at = CASE WHEN $8::text IS NULL THEN NULL ELSE coalesce(o.next_poll_at, $8::text) END,
+    next_poll_at = CASE WHEN $8::text IS NULL THEN NULL
+      WHEN $18::text IS NOT NULL AND o.next_poll_at IS NOT NULL THEN $18::text ELSE coalesce(o.next_poll_at, $8::text) END,
+    unchanged_polls = CASE WHEN $18::text IS NULL THEN o.unchanged_polls ELSE $19::int END,
+    failed_polls = CASE WHEN $18::text IS NULL THEN o.failed_polls ELSE 0 END,
+    not_found_polls = CASE WHEN $18::text IS NULL THEN o.not_found_polls ELSE 0 END,
+    poll_note = CASE WHEN $18::text IS NULL THEN o.poll_note END,
     change_key = greatest(pg_current_xact_id(), o.change_key)
   FROM held WHERE o.name = $1 AND o.version = $2::int AND held.version = $2::int
   RETURNING o.change_key),
@@ -90,6 +100,9 @@ decided AS (
   INSERT INTO {s}.decisions (name, decision, at)
   SELECT $1, d.decision, $4 FROM fits, unnest($3::text[]) WITH ORDINALITY AS d(decision, i) WHERE fits.ok ORDER BY d.i
   RETURNING id),
+scheduled AS (
+  UPDATE {s}.operations SET next_poll_at = $5, unchanged_polls = $6, failed_polls = 0, not_found_polls = 0, poll_note = NULL
+  FROM fits WHERE fits.ok AND $5::text IS NOT NULL AND name = $1 AND version = $2::int AND next_poll_at IS NOT NULL),
 ${TRIM}
 SELECT (SELECT ok FROM fits) AS ok, (SELECT record FROM seen) AS current`;
 
@@ -119,8 +132,17 @@ export async function writeOnce(db: Postgres, write: OneWrite, options: OneWrite
         ...columnsOf(write.versions, options),
         decisions,
         Date.now(),
+        write.poll?.nextPollAt ?? null,
+        write.poll?.unchangedPolls ?? null,
       ])
-    : await db.prepared<{ ok: boolean; current: string | null }>('note', NOTE, [write.name, write.expected ?? null, decisions, Date.now()]);
+    : await db.prepared<{ ok: boolean; current: string | null }>('note', NOTE, [
+        write.name,
+        write.expected ?? null,
+        decisions,
+        Date.now(),
+        write.poll?.nextPollAt ?? null,
+        write.poll?.unchangedPolls ?? null,
+      ]);
   if (row?.ok) return { ok: true };
   return { ok: false, current: row?.current ? (JSON.parse(row.current) as OperationRecord) : undefined };
 }

@@ -11,7 +11,8 @@
  * after another and written together in the next statement. A hot operation
  * costs one round trip per batch, not per event, and loses no race to itself.
  * The record a lane reduces against comes from the caller (ingest's write
- * hints, reconcile's poll) or the lane's last statement: no read first.
+ * hints, reconcile's poll) or the lane's last statement: no read first. A
+ * poll's next time is written in the same statement as its outcome.
  *
  * The same ports as the SQLite and DynamoDB stores, held to the same
  * conformance suite.
@@ -27,6 +28,7 @@ import {
   type OperationStore,
   type OperationView,
   type PollCandidate,
+  type PollNext,
   type PollRequests,
   type PollSchedule,
   type PollState,
@@ -34,6 +36,7 @@ import {
   type UnprocessableDelivery,
   type UnprocessableLog,
   WriteContentionError,
+  type WriteHint,
   type WriteOutcome,
 } from '../../app/ports.ts';
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
@@ -67,6 +70,8 @@ interface Waiting {
   now: string;
   /** noteDiscard's: the reason it was discarded with against the caller's record. */
   held?: DiscardReason;
+  /** A poll's: its next time, written in the same statement. */
+  pollNext?: PollNext;
   resolve(outcome: ApplyOutcome): void;
   reject(error: unknown): void;
 }
@@ -111,13 +116,21 @@ export class PostgresOperationStore
   }
 
   /** Through the operation's lane: reduced against the record at hand, written in one statement with the events beside it. */
-  apply(event: OperationEvent, now: string, hint?: { current?: OperationRecord }): Promise<ApplyOutcome> {
-    return this.enqueue(event.name, hint?.current, (resolve, reject) => ({ event, now, resolve, reject }));
+  apply(event: OperationEvent, now: string, hint?: WriteHint): Promise<ApplyOutcome> {
+    return this.enqueue(event.name, hint?.current, (resolve, reject) => ({ event, now, pollNext: hint?.pollNext, resolve, reject }));
   }
 
-  /** A discard ingest decided against `known`: its decision, with the reason the stored record gives (one statement while `known` is current). */
-  async noteDiscard(event: OperationEvent, held: DiscardReason, now: string, known?: OperationRecord): Promise<void> {
-    await this.enqueue(event.name, known, (resolve, reject) => ({ event, now, held, resolve, reject }));
+  /** A discard ingest decided against the record at hand: its decision, with the reason the stored record gives (one statement while that record is current). */
+  async noteDiscard(event: OperationEvent, held: DiscardReason, now: string, hint?: WriteHint): Promise<{ scheduled?: boolean }> {
+    const { scheduled } = await this.enqueue(event.name, hint?.current, (resolve, reject) => ({
+      event,
+      now,
+      held,
+      pollNext: hint?.pollNext,
+      resolve,
+      reject,
+    }));
+    return { scheduled };
   }
 
   private enqueue(
@@ -161,24 +174,28 @@ export class PostgresOperationStore
       const versions: OperationRecord[] = [];
       const decisions: Decision[] = [];
       const outcomes: ApplyOutcome[] = [];
-      for (const { event, now, held } of batch) {
+      let poll: ReturnType<PollNext> | undefined;
+      for (const { event, now, held, pollNext } of batch) {
         const decision = applyEvent(record, event, now);
         if (held !== undefined || !decision.applied) {
           const reason = decision.applied ? (held as DiscardReason) : decision.reason;
           decisions.push(decisionOf(event, now, { verdict: 'discarded', reason }));
           outcomes.push({ ok: false, current: record });
+          poll = pollNext?.({ stateChanged: false }) ?? poll;
           continue;
         }
         record = decision.next;
         versions.push(record);
         decisions.push(decisionOf(event, now, { verdict: 'applied', version: record.version }));
         outcomes.push({ ok: true, record });
+        poll = pollNext?.({ stateChanged: record.stateChanged }) ?? poll;
       }
-      const outcome = await writeOnce(this.db, { name, expected: base?.version, versions, decisions }, this.options);
+      const outcome = await writeOnce(this.db, { name, expected: base?.version, versions, decisions, poll }, this.options);
       if (outcome.ok) {
         lane.base = record;
         if (versions.length > 0) this.options.onChange?.(name);
-        return outcomes;
+        // A poll's next time went with it (nothing to schedule for one that ended the job).
+        return poll ? outcomes.map((each, i) => (batch[i]?.pollNext ? { ...each, scheduled: true } : each)) : outcomes;
       }
       lane.base = outcome.current;
     }

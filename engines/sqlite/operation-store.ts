@@ -147,7 +147,7 @@ export class SqliteOperationStore
    * the stored record gives (a poll of RUNNING refused by a held RUNNING is,
    * once SUCCEEDED is stored, "after the job ended").
    */
-  async noteDiscard(event: OperationEvent, heldReason: DiscardReason, now: string): Promise<void> {
+  async noteDiscard(event: OperationEvent, heldReason: DiscardReason, now: string): Promise<undefined> {
     // A note, not an accepted change: committed without an fsync of its own (it rides a durable group's when there is one).
     await this.db.writeGrouped(() => {
       const row = this.row(event.name);

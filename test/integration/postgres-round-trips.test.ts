@@ -3,12 +3,14 @@
  * server (test/support/pg-proxy.ts): a webhook is one statement, whether it
  * creates an operation, moves it on, or is a redelivery; a burst of webhooks
  * for one operation costs fewer statements than webhooks; effects are
- * claimed and settled in batches. A change that adds a round trip to these
+ * claimed and settled in batches; a poll's outcome and its next poll time
+ * are one statement. A change that adds a round trip to these
  * paths fails here, with the statements it cost listed.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ingest } from '../../app/ingest.ts';
-import { openPostgres } from '../../engines/postgres/index.ts';
+import { normalizeTime } from '../../core/time.ts';
+import { openPostgres, openPostgresEngine } from '../../engines/postgres/index.ts';
 import { createRatchet, type Ratchet } from '../../local/library.ts';
 import { batchStorm } from '../support/batch-storm.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
@@ -136,5 +138,53 @@ describe('round trips to PostgreSQL', () => {
     console.log(
       `24 effects: ${statements.length} statements (${statements.filter((s) => /WITH settled AS|_settle$/.test(s)).length} settles)`,
     );
+  });
+
+  it('a poll is one statement: its outcome and its next poll time together, whether it moved the job or not', async () => {
+    const engine = await openPostgresEngine({
+      url: proxy.urlFor(inject('postgresUrl')),
+      schema: `round_trips_polls_${Date.now().toString(36)}`,
+      historyRetentionDays: 30,
+    });
+    cleanup.push(() => engine.close());
+    const name = 'batches/polled';
+    const event = (state: 'PENDING' | 'RUNNING', second: number) => ({
+      name,
+      kind: 'batch' as const,
+      state,
+      providerState: `BATCH_STATE_${state}`,
+      source: 'poll' as const,
+      eventId: `poll-${second}`,
+      updateTime: normalizeTime(`2026-12-06T00:00:0${second}Z`),
+    });
+    await ingest(event('PENDING', 1), { store: engine.store });
+    const poll = async (state: 'PENDING' | 'RUNNING', second: number, nextPollAt: string) => {
+      const [claimed] = await engine.store.claimDue('9999', 10, 60_000);
+      expect(claimed?.record.name).toBe(name);
+      let scheduled: boolean | undefined;
+      const statements = await statementsOf(async () => {
+        const result = await ingest(event(state, second), {
+          store: engine.store,
+          current: claimed?.record,
+          pollNext: ({ stateChanged }) => ({
+            unchangedPolls: stateChanged ? 0 : (claimed?.poll.unchangedPolls ?? 0) + 1,
+            failedPolls: 0,
+            notFoundPolls: 0,
+            nextPollAt,
+          }),
+        });
+        scheduled = result.scheduled;
+      });
+      expect(scheduled).toBe(true);
+      expect(statements, statements.join(' | ')).toHaveLength(1);
+      return (await engine.store.describe(name))?.polling;
+    };
+    // Moved on (a state change): the next poll at its new time, the unchanged count back to 0.
+    expect(await poll('RUNNING', 2, '2026-12-06T01:00:00.000000Z')).toMatchObject({ nextPollAt: '2026-12-06T01:00:00.000000Z' });
+    // The same again (discarded): its decision, and the next poll later, in the same statement.
+    expect(await poll('RUNNING', 2, '2026-12-06T02:00:00.000000Z')).toMatchObject({ nextPollAt: '2026-12-06T02:00:00.000000Z' });
+    const [row] = await engine.db.rows<{ unchanged_polls: number }>('SELECT unchanged_polls FROM {s}.operations WHERE name = $1', [name]);
+    expect(row?.unchanged_polls).toBe(1);
+    expect((await engine.store.decisions(name)).map((d) => d.verdict)).toEqual(['applied', 'applied', 'discarded']);
   });
 });
