@@ -1,6 +1,7 @@
 /**
  * The operations store on PostgreSQL, for any number of instances on one
- * database. Each write is one statement (one-write.ts): a compare-and-set on
+ * database. Each write is one statement (one-write.ts; under load several
+ * operations' writes share one): a compare-and-set on
  * the version the reducer read, with its change-log row, history entry,
  * effect and decisions; on a lost race the same statement hands back the
  * winner and the events are reduced again (past MAX_ATTEMPTS it is
@@ -44,7 +45,7 @@ import { applyEvent, type DiscardReason, type OperationEvent, type OperationReco
 import { timeAfter, timeFromDate } from '../../core/time.ts';
 import { appliedDecisionOf, decisionOf, type OperationRow, pageKeyOf, pageOf, pollOf, viewOf } from '../sql/rows.ts';
 import type { Postgres } from './database.ts';
-import { DECISIONS_KEPT, writeOnce } from './one-write.ts';
+import { DECISIONS_KEPT, Writes } from './one-write.ts';
 
 export { DECISIONS_KEPT };
 /** Statements one batch of writes tries against racing instances before WriteContentionError. */
@@ -88,11 +89,14 @@ export class PostgresOperationStore
   implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
 {
   private readonly lanes = new Map<string, Lane>();
+  private readonly writes: Writes;
 
   constructor(
     private readonly db: Postgres,
     private readonly options: PostgresStoreOptions,
-  ) {}
+  ) {
+    this.writes = new Writes(db, options);
+  }
 
   private async row(name: string): Promise<OperationRow | undefined> {
     const [row] = await this.db.rows<OperationRow>('SELECT * FROM {s}.operations WHERE name = $1', [name]);
@@ -106,11 +110,12 @@ export class PostgresOperationStore
 
   /** `next` whole, only at `expectedVersion`: one statement, and the stored record back when it was not. */
   async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
-    const outcome = await writeOnce(
-      this.db,
-      { name: next.name, expected: expectedVersion, versions: [next], decisions: [appliedDecisionOf(next)] },
-      this.options,
-    );
+    const outcome = await this.writes.write({
+      name: next.name,
+      expected: expectedVersion,
+      versions: [next],
+      decisions: [appliedDecisionOf(next)],
+    });
     if (outcome.ok) this.options.onChange?.(next.name);
     return outcome;
   }
@@ -190,7 +195,7 @@ export class PostgresOperationStore
         outcomes.push({ ok: true, record });
         poll = pollNext?.({ stateChanged: record.stateChanged }) ?? poll;
       }
-      const outcome = await writeOnce(this.db, { name, expected: base?.version, versions, decisions, poll }, this.options);
+      const outcome = await this.writes.write({ name, expected: base?.version, versions, decisions, poll });
       if (outcome.ok) {
         lane.base = record;
         if (versions.length > 0) this.options.onChange?.(name);

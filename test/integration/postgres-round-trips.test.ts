@@ -9,8 +9,11 @@
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { ingest } from '../../app/ingest.ts';
+import { applyEvent, type OperationEvent } from '../../core/reducer.ts';
 import { normalizeTime } from '../../core/time.ts';
+import type { Postgres } from '../../engines/postgres/database.ts';
 import { openPostgres, openPostgresEngine } from '../../engines/postgres/index.ts';
+import { Writes } from '../../engines/postgres/one-write.ts';
 import { createRatchet, type Ratchet } from '../../local/library.ts';
 import { batchStorm } from '../support/batch-storm.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
@@ -82,6 +85,19 @@ describe('round trips to PostgreSQL', () => {
       await ratchet.fetch(new Request(`http://127.0.0.1/operations/${name}/history`, { headers: { authorization: `Bearer ${TOKEN}` } }))
     ).json()) as { history: Array<{ state: string }> };
     expect(history.history.map((entry) => entry.state)).toEqual(['REQUIRES_ACTION', 'SUCCEEDED']);
+  });
+
+  it('webhooks for many operations at once share statements, and every one is written once', async () => {
+    const names = Array.from({ length: 48 }, (_, i) => `interactions/many-${i}`);
+    const requests = names.map((name) => webhook('interaction.requires_action', name, 1));
+    const statements = await statementsOf(() => Promise.all(requests.map((request) => ratchet.fetch(request))));
+    expect(statements.length, statements.join(' | ')).toBeLessThan(names.length / 2);
+    for (const name of names) {
+      const answer = await ratchet.fetch(
+        new Request(`http://127.0.0.1/operations/${name}/history`, { headers: { authorization: `Bearer ${TOKEN}` } }),
+      );
+      expect(((await answer.json()) as { history: unknown[] }).history, name).toHaveLength(1);
+    }
   });
 
   it('webhooks for one operation at once share statements, and every one is written', async () => {
@@ -186,5 +202,38 @@ describe('round trips to PostgreSQL', () => {
     const [row] = await engine.db.rows<{ unchanged_polls: number }>('SELECT unchanged_polls FROM {s}.operations WHERE name = $1', [name]);
     expect(row?.unchanged_polls).toBe(1);
     expect((await engine.store.decisions(name)).map((d) => d.verdict)).toEqual(['applied', 'applied', 'discarded']);
+  });
+
+  it('a statement the server refuses whole is sent again write by write: only the write it cannot take fails', async () => {
+    const engine = await openPostgresEngine({
+      url: inject('postgresUrl'),
+      schema: `round_trips_refused_${Date.now().toString(36)}`,
+      historyRetentionDays: 30,
+    });
+    cleanup.push(() => engine.close());
+    // Fault injection: the server refuses any statement that carries the poisoned operation.
+    const refusing = new Proxy(engine.db, {
+      get(target, property, receiver) {
+        if (property === 'prepared')
+          return async (...args: Parameters<Postgres['prepared']>) => {
+            if ((args[2][0] as string[]).includes('batches/poisoned'))
+              throw Object.assign(new Error('invalid byte sequence for encoding "UTF8"'), { code: '22021' });
+            return target.prepared(...args);
+          };
+        return Reflect.get(target, property, receiver);
+      },
+    });
+    const writes = new Writes(refusing, { historyRetentionDays: 30, effects: false }, 1);
+    const names = ['batches/fine-1', 'batches/poisoned', 'batches/fine-2', 'batches/fine-3'];
+    const outcomes = await Promise.allSettled(
+      names.map((name) => {
+        const decision = applyEvent(undefined, batchStorm([name], 0, false)[0] as OperationEvent, '2026-12-06T00:00:00.000000Z');
+        if (!decision.applied) throw new Error('a first event applies');
+        return writes.write({ name, expected: undefined, versions: [decision.next], decisions: [] });
+      }),
+    );
+    expect(outcomes.map((outcome) => outcome.status)).toEqual(['fulfilled', 'rejected', 'fulfilled', 'fulfilled']);
+    for (const name of ['batches/fine-1', 'batches/fine-2', 'batches/fine-3']) expect((await engine.store.get(name))?.version).toBe(1);
+    expect(await engine.store.get('batches/poisoned')).toBeUndefined();
   });
 });
