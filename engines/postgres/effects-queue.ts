@@ -181,7 +181,7 @@ export class PostgresEffectsQueue {
          SELECT e.name, e.version FROM {s}.effects e
          WHERE e.next_attempt_at <= $1 AND e.claimed_until <= $1
            AND NOT EXISTS (SELECT 1 FROM {s}.effects p WHERE p.name = e.name AND p.version < e.version)
-         ORDER BY e.next_attempt_at, e.name LIMIT $2
+         ORDER BY e.next_attempt_at LIMIT $2
          FOR UPDATE OF e SKIP LOCKED
        )
        UPDATE {s}.effects e SET claimed_until = $1 + $3::bigint, attempts = e.attempts + 1,
