@@ -87,9 +87,26 @@ export function cpuMs(pid: number): number {
   return (Number(fields[11]) + Number(fields[12])) * 10;
 }
 
-/** CPU time of a process and its children (the runtime and its derived-work process), in ms. */
+/** CPU time of a process and the children it reaped (ended and waited for), user and system, in ms. */
+function cpuWithEndedChildrenMs(pid: number): number {
+  const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]?.split(' ') ?? [];
+  return (Number(fields[11]) + Number(fields[12]) + Number(fields[13]) + Number(fields[14])) * 10;
+}
+
+/**
+ * CPU time of a process tree, in ms: the runtime and its derived-work
+ * process, or PostgreSQL's postmaster and its backends. Children that ended
+ * count too (in their parent's reaped time): a backend whose connection
+ * closed mid-measurement does not take its CPU with it.
+ */
 export function treeCpuMs(pid: number): number {
-  return [pid, ...childrenOf(pid)].reduce((sum, one) => sum + cpuMs(one), 0);
+  return [pid, ...childrenOf(pid)].reduce((sum, one) => {
+    try {
+      return sum + cpuWithEndedChildrenMs(one);
+    } catch {
+      return sum; // ended between the listing and the read: its parent's reaped time has it from now on
+    }
+  }, 0);
 }
 
 /**

@@ -48,8 +48,15 @@ import type { Postgres } from './database.ts';
 import { DECISIONS_KEPT, Writes } from './one-write.ts';
 
 export { DECISIONS_KEPT };
-/** Statements one batch of writes tries against racing instances before WriteContentionError. */
-export const MAX_ATTEMPTS = 8;
+/**
+ * Statements one batch of writes tries against racing instances before
+ * WriteContentionError (a 503: the sender retries). Each lost race hands
+ * back the winner, so a retry loses only to a write committed within its
+ * round trip: with 8, three instances writing one hot operation answered a
+ * few 503s in the bench; a short random pause after the second loss puts
+ * racing instances out of step.
+ */
+export const MAX_ATTEMPTS = 32;
 /** Events of one operation written together at most. */
 const MAX_BATCH = 64;
 const UNMAPPED_NOTE = 'unmapped-delivery';
@@ -203,6 +210,8 @@ export class PostgresOperationStore
         return poll ? outcomes.map((each, i) => (batch[i]?.pollNext ? { ...each, scheduled: true } : each)) : outcomes;
       }
       lane.base = outcome.current;
+      // Lost again and again: a pause of up to a millisecond per loss, so racing instances fall out of step.
+      if (attempt >= 2) await new Promise((resolve) => setTimeout(resolve, Math.random() * attempt));
     }
     throw new WriteContentionError(`${name}: ${MAX_ATTEMPTS} attempts lost to concurrent writes`);
   }
