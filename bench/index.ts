@@ -50,25 +50,21 @@ if (sections.includes('embedded')) {
     overloadSeconds: Number(process.env.BENCH_OVERLOAD_SECONDS ?? 5),
   });
 }
+/** Both PostgreSQL sections' settings. */
+const postgresOptions = {
+  root: resolve(import.meta.dirname, '..'),
+  size: Number(process.env.BENCH_SIZE ?? 500),
+  rounds: Number(process.env.BENCH_ROUNDS ?? 3),
+  lagRate: Number(process.env.BENCH_PG_LAG_RATE ?? 500),
+  lagCount: Number(process.env.BENCH_LAG_COUNT ?? 2000),
+};
 if (sections.includes('postgres')) {
   const { benchPostgres } = await import('./postgres.ts');
-  await benchPostgres({
-    root: resolve(import.meta.dirname, '..'),
-    size: Number(process.env.BENCH_SIZE ?? 500),
-    rounds: Number(process.env.BENCH_ROUNDS ?? 3),
-    lagRate: Number(process.env.BENCH_PG_LAG_RATE ?? 500),
-    lagCount: Number(process.env.BENCH_LAG_COUNT ?? 2000),
-  });
+  await benchPostgres(postgresOptions);
 }
 if (sections.includes('postgres-distance')) {
   const { benchPostgresDistance } = await import('./postgres-distance.ts');
-  await benchPostgresDistance({
-    root: resolve(import.meta.dirname, '..'),
-    size: Number(process.env.BENCH_SIZE ?? 500),
-    rounds: Number(process.env.BENCH_ROUNDS ?? 3),
-    lagRate: Number(process.env.BENCH_PG_LAG_RATE ?? 500),
-    lagCount: Number(process.env.BENCH_LAG_COUNT ?? 2000),
-  });
+  await benchPostgresDistance(postgresOptions);
 }
 if (sections.includes('library')) {
   const { benchLibrary } = await import('./library.ts');
