@@ -231,14 +231,15 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
     }
     return;
   }
+  // The next poll after an answer that was recorded: sooner after a change, later after each poll that changed nothing.
+  const pollNext: PollNext = ({ stateChanged }) => {
+    const unchangedPolls = stateChanged ? 0 : poll.unchangedPolls + 1;
+    return { unchangedPolls, failedPolls: 0, notFoundPolls: 0, nextPollAt: nextPoll(deps, clock(), unchangedPolls) };
+  };
   let result: Awaited<ReturnType<typeof ingest>>;
   try {
     // The record at hand picks the write's variant: a poll costs one write, no read.
     // Its next poll goes with it where the store can write both at once (PostgreSQL: one statement).
-    const pollNext: PollNext = ({ stateChanged }) => {
-      const unchangedPolls = stateChanged ? 0 : poll.unchangedPolls + 1;
-      return { unchangedPolls, failedPolls: 0, notFoundPolls: 0, nextPollAt: nextPoll(deps, clock(), unchangedPolls) };
-    };
     result = await ingest({ ...answer.event, eventId: `poll:${timeFromDate(clock())}` }, { store, clock, current: record, pollNext });
   } catch (error) {
     if (error instanceof StoreRejectedError) {
@@ -264,7 +265,7 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
     });
   }
   if (isTerminal(result.record.state) || result.scheduled) return; // the write that made it terminal took it out of the index
-  await reschedule({ unchangedPolls: changed ? 0 : poll.unchangedPolls + 1, failedPolls: 0, notFoundPolls: 0 }, result.record.version);
+  await store.schedulePoll(record.name, result.record.version, pollNext({ stateChanged: changed }));
 }
 
 /**

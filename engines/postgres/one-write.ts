@@ -34,10 +34,8 @@ import { sendsEffect, writeKindOf } from '../../core/change.ts';
 import { isTerminal } from '../../core/lifecycle.ts';
 import { storeAway } from '../../core/network.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
+import { DECISIONS_KEPT } from '../sql/rows.ts';
 import { FEED_WRITER, type Postgres } from './database.ts';
-
-/** Decisions kept per operation (and 30 days, see pruneDecisions), as on SQLite. */
-export const DECISIONS_KEPT = 200;
 
 /** What a statement writes for one operation. */
 export interface OneWrite {
@@ -190,11 +188,12 @@ export class Writes {
 }
 
 /** The writes (each of another operation) in one statement: ok, or the record stored now, for each in order. */
-export async function writeAll(db: Postgres, writes: OneWrite[], options: OneWriteOptions): Promise<OneWriteOutcome[]> {
+async function writeAll(db: Postgres, writes: OneWrite[], options: OneWriteOptions): Promise<OneWriteOutcome[]> {
   const ops: unknown[][] = Array.from({ length: 11 }, () => []);
   const entries: unknown[][] = Array.from({ length: 7 }, () => []);
   const decisions: unknown[][] = [[], []];
   for (const write of writes) {
+    const versionRows = rowsOf(write.name, write.versions, options);
     const last = write.versions.at(-1);
     const values = [
       write.name,
@@ -203,14 +202,14 @@ export async function writeAll(db: Postgres, writes: OneWrite[], options: OneWri
       last?.state ?? null,
       last?.version ?? null,
       last?.recordedAt ?? null,
-      last ? JSON.stringify(last) : null,
+      versionRows.at(-1)?.[3] ?? null, // the last version's record, as its change-log row has it
       last && !isTerminal(last.state) ? last.recordedAt : null,
       last?.createdAt ?? null,
       write.poll?.nextPollAt ?? null,
       write.poll?.unchangedPolls ?? null,
     ];
     for (const [i, value] of values.entries()) ops[i]?.push(value);
-    for (const row of rowsOf(write.name, write.versions, options)) for (const [i, value] of row.entries()) entries[i]?.push(value);
+    for (const row of versionRows) for (const [i, value] of row.entries()) entries[i]?.push(value);
     for (const decision of write.decisions) {
       decisions[0]?.push(write.name);
       decisions[1]?.push(JSON.stringify(decision));

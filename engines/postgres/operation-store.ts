@@ -43,11 +43,20 @@ import {
 import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
-import { appliedDecisionOf, decisionOf, type OperationRow, pageKeyOf, pageOf, pollOf, viewOf } from '../sql/rows.ts';
+import {
+  appliedDecisionOf,
+  DECISION_RETENTION_DAYS,
+  DECISIONS_KEPT,
+  decisionOf,
+  type OperationRow,
+  pageKeyOf,
+  pageOf,
+  pollOf,
+  viewOf,
+} from '../sql/rows.ts';
 import type { Postgres } from './database.ts';
-import { DECISIONS_KEPT, Writes } from './one-write.ts';
+import { Writes } from './one-write.ts';
 
-export { DECISIONS_KEPT };
 /**
  * Statements one batch of writes tries against racing instances before
  * WriteContentionError (a 503: the sender retries). Each lost race hands
@@ -60,7 +69,6 @@ export const MAX_ATTEMPTS = 32;
 /** Events of one operation written together at most. */
 const MAX_BATCH = 64;
 const UNMAPPED_NOTE = 'unmapped-delivery';
-export const DECISION_RETENTION_DAYS = 30;
 
 export interface PostgresStoreOptions {
   historyRetentionDays: number;

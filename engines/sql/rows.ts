@@ -7,6 +7,10 @@
 import { type Decision, InvalidCursorError, type OperationView, type PollState } from '../../app/ports.ts';
 import type { DiscardReason, OperationEvent, OperationRecord } from '../../core/reducer.ts';
 
+/** Decisions kept per operation, at most, on either engine (and no older than DECISION_RETENTION_DAYS). */
+export const DECISIONS_KEPT = 200;
+export const DECISION_RETENTION_DAYS = 30;
+
 /** An operations row: the record as the JSON text the application wrote, and its polling columns. */
 export interface OperationRow {
   name: string;

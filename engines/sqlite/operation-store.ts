@@ -31,15 +31,23 @@ import { writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
-import { appliedDecisionOf, decisionOf, type OperationRow, pageKeyOf, pageOf, pollOf, viewOf } from '../sql/rows.ts';
+import {
+  appliedDecisionOf,
+  DECISION_RETENTION_DAYS,
+  DECISIONS_KEPT,
+  decisionOf,
+  type OperationRow,
+  pageKeyOf,
+  pageOf,
+  pollOf,
+  viewOf,
+} from '../sql/rows.ts';
 import type { Sqlite } from './sqlite.ts';
 
 /** Kinds reconcile polls: all of them, as in AWS. */
 const POLLABLE: ReadonlySet<OperationKind> = new Set(OPERATION_KINDS);
 const UNMAPPED_NOTE = 'unmapped-delivery';
 /** Decisions kept per operation (and 30 days, see pruneDecisions). */
-export const DECISIONS_KEPT = 200;
-export const DECISION_RETENTION_DAYS = 30;
 
 /** The terminal states as an SQL list. */
 const TERMINAL_LIST = OPERATION_STATES.filter(isTerminal)
