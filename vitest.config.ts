@@ -21,6 +21,8 @@ export default defineConfig({
           // One moto server and one PostgreSQL server for the run (test/support/*-global-setup.ts); tests keep apart
           // by key, table or schema.
           globalSetup: ['test/support/dynamodb-global-setup.ts', 'test/support/postgres-global-setup.ts'],
+          // Every JSON answer from Ratchet is held to docs/openapi.json: one it does not allow fails its test.
+          setupFiles: ['test/support/openapi-setup.ts'],
           testTimeout: 60_000,
           hookTimeout: 60_000,
         },

@@ -11,10 +11,10 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Hono, MiddlewareHandler } from 'hono';
-import * as z from 'zod/mini';
 import type { Config } from '../app/config.ts';
 import { agentPlatformOf, overdueAfterOf, publicUrls } from '../app/config.ts';
 import type { EffectsRecords, Engine } from '../app/engine.ts';
+import { RedriveRequest } from '../app/http/api-schemas.ts';
 import { createApp } from '../app/http/app.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
@@ -102,6 +102,7 @@ export function assemble(config: Config, home: Engine, options: AssembleOptions)
     guard: (routes) => guard.install(routes),
     // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
     originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
+    basePath,
     extraRoutes: (routes, { sameOriginJson, fail }) => {
       effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (redriveOptions) => home.redrive(redriveOptions) });
       feedRoutes(routes, changes, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
@@ -206,10 +207,8 @@ function developmentSecret(dataDir: string): string {
   return fresh;
 }
 
-const RedriveRequest = z.object({ name: z.optional(z.string()), skip: z.optional(z.string()) });
-
 /** The effects admin: list the dead letters, re-drive them (what `ratchet redrive` and the console's button call). */
-function effectsAdminRoutes(
+export function effectsAdminRoutes(
   app: Hono,
   deps: {
     sameOriginJson: MiddlewareHandler;

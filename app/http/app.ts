@@ -7,9 +7,7 @@ import { type Context, Hono, type MiddlewareHandler } from 'hono';
 import { bodyLimit } from 'hono/body-limit';
 import { HTTPException } from 'hono/http-exception';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
-import * as z from 'zod/mini';
 import { LONG_POLL_HEADER } from '../../core/change.ts';
-import { CREDENTIAL_LABEL } from '../../core/credentials.ts';
 import { type Failure, failureBody, failureResponse, RETRY_AFTER_SECONDS } from '../../core/failures.ts';
 import { OPERATION_KINDS, OPERATION_STATES } from '../../core/lifecycle.ts';
 import { kindOfName, normalizeOperationName } from '../../core/names.ts';
@@ -26,6 +24,8 @@ import {
   UnsupportedFilterError,
 } from '../ports.ts';
 import type { CredentialStatus } from '../reconcile/credentials.ts';
+import { DecisionsQuery, ListQuery, TrackRequest } from './api-schemas.ts';
+import { openApiText } from './openapi.ts';
 import { MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
 /** `{"name": …}` with a name of at most 512 bytes fits many times over. */
@@ -63,33 +63,11 @@ export interface AppDeps extends WebhookDeps {
    * Undefined where this process does not know them (API Gateway: the keys are the reconcile function's).
    */
   credentials?: string[];
+  /** Where the app is mounted (inside an app): the server `GET /openapi.json` names. */
+  basePath?: string;
   /** Routes only one runtime has (the local runtime's effects admin), with the app's helpers. */
   extraRoutes?: (app: Hono, helpers: { sameOriginJson: MiddlewareHandler; fail: (failure: Failure, message: string) => Response }) => void;
 }
-
-/**
- * `metadata`: the application's own labels for the job (as Gemini's `user_metadata`), carried on its record and its
- * effects; `credential`: the label of the Gemini API key that created it (GEMINI_API_KEYS), which polls it.
- */
-const TrackRequest = z.object({
-  name: z.string(),
-  metadata: z.optional(z.record(z.string(), z.unknown())),
-  credential: z.optional(z.string().check(z.regex(CREDENTIAL_LABEL))),
-});
-const ListQuery = z.object({
-  state: z.optional(z.enum(OPERATION_STATES)),
-  kind: z.optional(z.enum(OPERATION_KINDS)),
-  effects: z.optional(z.enum(EFFECTS_FILTERS)),
-  overdue: z.optional(z.enum(['true', 'false'])),
-  limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(100))),
-  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
-});
-
-const DecisionsQuery = z.object({
-  outcome: z.optional(z.literal('unprocessable')),
-  limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(100))),
-  cursor: z.optional(z.string().check(z.minLength(1), z.maxLength(2_048))),
-});
 
 const MAX_WAIT_SECONDS = 60;
 /** What a `wait` out of range is told (the per-operation long poll here, the change feed's routes in local/feed). */
@@ -347,6 +325,9 @@ export function createApp(deps: AppDeps): Hono {
       c.req.raw.signal.removeEventListener('abort', abort);
     }
   }
+
+  // Behind the credential like every route but the webhook and /healthz (the local runtime's guard).
+  app.get('/openapi.json', (c) => c.body(openApiText(deps.basePath), 200, { 'content-type': 'application/json' }));
 
   deps.extraRoutes?.(app, { sameOriginJson, fail });
   app.notFound(() => fail('not-found', 'no such route'));

@@ -13,10 +13,12 @@
 import type { ServerResponse } from 'node:http';
 import type { Context, Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
+import type * as z from 'zod/mini';
 import { type ChangeFeedPort, CursorExpiredError, type FeedFilter, type OperationChange } from '../../app/feed.ts';
+import { FeedQuery as FeedParameters } from '../../app/http/api-schemas.ts';
 import { WAIT_RANGE, waitMsOf } from '../../app/http/app.ts';
 import { FAILURES, type Failure, failureBody } from '../../core/failures.ts';
-import { OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import { OPERATION_KINDS, OPERATION_STATES } from '../../core/lifecycle.ts';
 import { normalizeOperationName } from '../../core/names.ts';
 
 /** How long a stream gathers changes after a write before its next one (its lag pays it at most once). */
@@ -181,6 +183,12 @@ function frameOf(change: OperationChange): string {
 }
 
 function parseQuery(feed: ChangeFeedPort, raw: Record<string, string>, fields: string[], lastEventId?: string): FeedQuery {
+  /** One parameter, by the schema the description gives it (app/http/api-schemas.ts). */
+  const field = <K extends 'limit' | 'kind' | 'state'>(key: K, message: string) => {
+    const parsed = FeedParameters.shape[key].safeParse(raw[key]);
+    if (!parsed.success || parsed.data === undefined) throw new BadQuery(key, message);
+    return parsed.data as NonNullable<z.output<(typeof FeedParameters.shape)[K]>>;
+  };
   for (const key of Object.keys(raw)) {
     if (!fields.includes(key))
       throw new BadQuery(key, `unknown parameter ${JSON.stringify(key.slice(0, 40))}: expected ${fields.join(', ')}`);
@@ -191,9 +199,7 @@ function parseQuery(feed: ChangeFeedPort, raw: Record<string, string>, fields: s
   const after = cursorText;
   const waitMs = waitMsOf(raw.wait);
   if (waitMs === undefined) throw new BadQuery('wait', WAIT_RANGE);
-  const limit = raw.limit === undefined ? DEFAULT_LIMIT : Number(raw.limit);
-  if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIMIT)
-    throw new BadQuery('limit', `limit must be a whole number from 1 to ${MAX_LIMIT}`);
+  const limit = raw.limit === undefined ? DEFAULT_LIMIT : field('limit', `limit must be a whole number from 1 to ${MAX_LIMIT}`);
   const filter: FeedFilter = {};
   if (raw.name !== undefined) {
     try {
@@ -202,15 +208,7 @@ function parseQuery(feed: ChangeFeedPort, raw: Record<string, string>, fields: s
       throw new BadQuery('name', `name: ${(error as Error).message}`);
     }
   }
-  if (raw.kind !== undefined) {
-    if (!OPERATION_KINDS.includes(raw.kind as OperationKind))
-      throw new BadQuery('kind', `kind must be one of ${OPERATION_KINDS.join(', ')}`);
-    filter.kind = raw.kind as OperationKind;
-  }
-  if (raw.state !== undefined) {
-    if (!OPERATION_STATES.includes(raw.state as OperationState))
-      throw new BadQuery('state', `state must be one of ${OPERATION_STATES.join(', ')}`);
-    filter.state = raw.state as OperationState;
-  }
+  if (raw.kind !== undefined) filter.kind = field('kind', `kind must be one of ${OPERATION_KINDS.join(', ')}`);
+  if (raw.state !== undefined) filter.state = field('state', `state must be one of ${OPERATION_STATES.join(', ')}`);
   return { after, waitMs, filter, limit };
 }

@@ -1,0 +1,214 @@
+"""RatchetClient: Ratchet's HTTP API from Python, the standard library only."""
+
+import http.client
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
+
+from . import _common as common
+from ._errors import RatchetError
+from ._types import ChangePage, HistoryEntry, Operation, OperationPage, Tracked, WatchedChange
+
+#: The answer's status, among its headers as _request returns them.
+_STATUS = ":status"
+_NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, socket.timeout, http.client.HTTPException, OSError)
+
+
+class RatchetClient:
+    """Ratchet's API: on one machine, on PostgreSQL, or mounted inside an app (its URL with the mount path).
+
+    ``token`` is the API token (default: ``RATCHET_API_TOKEN`` from the
+    environment, its first when it holds several). ``timeout`` bounds each
+    request in seconds (a long poll's wait is added to it). A 503, a proxy's
+    429, 502 or 504, and a failed connection are retried ``retries`` times with
+    backoff (about 0.2, 0.4, 0.8, 1.6 s); then the call raises RatchetError.
+    """
+
+    def __init__(self, url: str, token: Optional[str] = None, timeout: float = 30.0, retries: int = 4) -> None:
+        self.url = common.base_url(url)
+        self._token = common.token_of(token)
+        self.timeout = timeout
+        self.retries = retries
+
+    def __repr__(self) -> str:  # never the token
+        return f"RatchetClient({self.url!r})"
+
+    def _request(self, method: str, path: str, body: Any = None, wait: float = 0.0) -> Tuple[Any, Mapping[str, str]]:
+        data = None if body is None else json.dumps(body).encode()
+        attempt = 0
+        while True:
+            request = urllib.request.Request(
+                self.url + path, data=data, method=method, headers=common.headers_of(self._token, data is not None)
+            )
+            try:
+                with urllib.request.urlopen(request, timeout=self.timeout + wait) as response:
+                    status, text, headers = response.status, response.read().decode("utf-8", "replace"), response.headers
+            except urllib.error.HTTPError as error:
+                status, text, headers = error.code, error.read().decode("utf-8", "replace"), error.headers
+            except _NETWORK_ERRORS as error:
+                if attempt < self.retries:
+                    time.sleep(common.backoff(attempt))
+                    attempt += 1
+                    continue
+                raise RatchetError("network", f"{method} {self.url}{path.split('?')[0]}: {error}, after {attempt + 1} attempts") from error
+            if status in common.RETRIED and attempt < self.retries:
+                time.sleep(common.backoff(attempt))
+                attempt += 1
+                continue
+            answer, _ = common.response_parts(method, path.split("?")[0], status, text, {})
+            return answer, {**{k.lower(): v for k, v in headers.items()}, _STATUS: str(status)}
+
+    def track(self, name: str, credential: Optional[str] = None, metadata: Optional[Dict[str, Any]] = None) -> Tracked:
+        """Starts tracking a job (reconcile polls it before any webhook). ``created`` is False when Ratchet knew it.
+        ``credential``: the label of the Gemini API key that created it (the server's GEMINI_API_KEYS), which polls it."""
+        body: Dict[str, Any] = {"name": name}
+        if metadata is not None:
+            body["metadata"] = metadata
+        if credential is not None:
+            body["credential"] = credential
+        # Tracking is safe to repeat (a known job is 200 with its record): retried like a read.
+        answer, headers = self._request("POST", "/operations", body)
+        return {"operation": answer, "created": headers[_STATUS] == "201"}
+
+    def get(self, name: str) -> Optional[Operation]:
+        """The stored record with its polling status; None when Ratchet does not know the job."""
+        try:
+            return self._request("GET", f"/operations/{common.encode_name(name)}")[0]
+        except RatchetError as error:
+            if error.code == "not-found":
+                return None
+            raise
+
+    def list(
+        self,
+        state: Optional[str] = None,
+        kind: Optional[str] = None,
+        limit: Optional[int] = None,
+        cursor: Optional[str] = None,
+        overdue: Optional[bool] = None,
+    ) -> OperationPage:
+        """One page, most recently recorded first: ``operations``, and ``nextCursor`` to pass back (absent on the last)."""
+        query = {"state": state, "kind": kind, "limit": limit, "cursor": cursor, "overdue": overdue}
+        return self._request("GET", common.with_query("/operations", query))[0]
+
+    def history(self, name: str) -> List[HistoryEntry]:
+        """Every applied write of the job, in version order."""
+        return self._request("GET", f"/operations/{common.encode_name(name)}/history")[0]["history"]
+
+    def changes(
+        self,
+        after: Optional[str] = None,
+        wait: float = 0,
+        name: Optional[str] = None,
+        kind: Optional[str] = None,
+        state: Optional[str] = None,
+        limit: Optional[int] = None,
+    ) -> ChangePage:
+        """One page of the change feed: the changes after ``after`` that match, in commit order, at once when there
+        are some, else after ``wait`` seconds (0 to 60) with none. Without ``after``: the feed's head (what changes from
+        now on). A cursor the feed no longer holds raises RatchetError ``cursor-expired`` (its ``oldest_cursor`` set)."""
+        query = {"after": after, "wait": wait or None, "name": name, "kind": kind, "state": state, "limit": limit}
+        return self._request("GET", common.with_query("/changes", query), wait=float(wait or 0))[0]
+
+    def wait_for(
+        self,
+        name: str,
+        until: common.Until = "terminal",
+        timeout: Optional[float] = None,
+        on_change: Optional[Callable[[Operation], None]] = None,
+    ) -> Operation:
+        """Returns the operation once it reaches ``until``: ``'terminal'`` (the default), a state (it, or an open state
+        of higher rank), or a list of states. The stored record is read first, so a change made before the call is never
+        missed; then the server holds each read until the job changes (a long poll), or, where it does not offer that,
+        the record is read again after 1 s, 2 s, 4 s… at most a minute apart. Raises RatchetError ``timeout`` after
+        ``timeout`` seconds, ``unreachable`` if it ended otherwise, ``not-found`` if Ratchet does not know it."""
+        until = common.check_wait(until, timeout)
+        deadline = None if timeout is None else time.monotonic() + timeout
+        long_poll, delay, seen = True, common.WAIT_FIRST_SECONDS, 0
+        while True:
+            left = float("inf") if deadline is None else deadline - time.monotonic()
+            if long_poll:
+                wait = max(0.0, min(common.LONG_POLL_SECONDS, left))
+                path = common.with_query(f"/operations/{common.encode_name(name)}", {"afterVersion": seen, "wait": f"{wait:.3f}"})
+                try:
+                    operation, headers = self._request("GET", path, wait=wait)
+                except RatchetError as error:
+                    if error.code == "not-found":
+                        raise RatchetError("not-found", f"Ratchet does not know {name}: track it first", 404) from None
+                    raise
+                # A server that ignored the wait answered at once: read again with backoff from now on.
+                long_poll = common.LONG_POLL_HEADER in headers
+            else:
+                operation = self.get(name)
+                if operation is None:
+                    raise RatchetError("not-found", f"Ratchet does not know {name}: track it first", 404)
+            if operation["version"] > seen:
+                seen = operation["version"]
+                if on_change:
+                    on_change(operation)
+            if common.reached(operation.get("state"), until):
+                return operation
+            left = float("inf") if deadline is None else deadline - time.monotonic()
+            stop = common.verdict(operation, until, timeout, left)
+            if stop:
+                raise stop
+            if not long_poll:
+                time.sleep(min(delay, left))
+                delay = min(delay * 2, common.WAIT_MAX_SECONDS)
+
+    def watch(
+        self, name: Optional[str] = None, kind: Optional[str] = None, state: Optional[str] = None, after: Optional[str] = None
+    ) -> Iterator[WatchedChange]:
+        """Every change that matches, as it happens: a generator that never ends on its own (break out of it).
+
+        Without ``after`` it first yields the operations as they stand (``snapshot`` True), all at one cursor of the
+        feed, then each change after it (``snapshot`` False): one made while the snapshot was read comes once, never
+        missed. Keep the ``cursor`` of what you handled and pass it back as ``after`` to go on exactly where you stopped.
+        A restart of the server, a dropped connection and a 503 are waited out and the feed read on from the cursor;
+        a cursor older than the feed keeps (a day) begins again with a snapshot: nothing is skipped silently."""
+        scope = common.feed_filter(name, kind, state)
+        cursor, failures = after, 0
+        while True:
+            try:
+                if cursor is None:
+                    snapshot = self._snapshot(scope)
+                    yield from snapshot.items()
+                    cursor = snapshot.cursor
+                page = self.changes(after=cursor, wait=common.LONG_POLL_SECONDS, **scope)
+                failures = 0
+                for change in page["changes"]:
+                    cursor = change["cursor"]
+                    yield dict(change, snapshot=False)  # type: ignore[misc]
+                cursor = page["cursor"]
+            except RatchetError as error:
+                if error.code == "cursor-expired":
+                    cursor = None
+                    continue
+                if not common.passes(error):
+                    raise
+                time.sleep(min(common.RECONNECT_MAX_SECONDS, common.backoff(failures)))
+                failures += 1
+
+    def _snapshot(self, scope: Dict[str, str]) -> common.Snapshot:
+        snapshot = common.Snapshot(self.changes()["cursor"], scope)
+        if "name" in scope:
+            operation = self.get(scope["name"])
+            snapshot.keep_records([operation] if operation else [])
+        else:
+            page: Optional[str] = None
+            while True:
+                listed = self.list(kind=scope.get("kind"), state=scope.get("state"), limit=100, cursor=page)
+                snapshot.keep_records(listed["operations"])
+                page = listed.get("nextCursor")
+                if not page:
+                    break
+        while True:
+            read = self.changes(after=snapshot.cursor, limit=1000, **snapshot.changes_query())
+            for change in read["changes"]:
+                snapshot.keep(change)
+            if read["cursor"] == snapshot.cursor:
+                return snapshot
+            snapshot.cursor = read["cursor"]
