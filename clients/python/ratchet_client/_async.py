@@ -1,10 +1,10 @@
 """AsyncRatchetClient: RatchetClient's methods for asyncio, on httpx (installed with every google-genai)."""
 
 import asyncio
-import time
 from typing import Any, AsyncIterator, Callable, Dict, List, Mapping, Optional, Tuple
 
 from . import _common as common
+from . import _plans as plans
 from ._errors import RatchetError
 from ._types import ChangePage, HistoryEntry, Operation, OperationPage, Tracked, WatchedChange
 
@@ -55,7 +55,7 @@ class AsyncRatchetClient:
         if self._owned:
             await self._http.aclose()
 
-    async def _request(self, method: str, path: str, body: Any = None, wait: float = 0.0) -> Tuple[Any, Mapping[str, str], int]:
+    async def _request(self, method: str, path: str, body: Any = None, wait: float = 0.0) -> Tuple[Any, Mapping[str, str]]:
         attempt = 0
         while True:
             try:
@@ -77,7 +77,7 @@ class AsyncRatchetClient:
                 attempt += 1
                 continue
             answer, _ = common.response_parts(method, path.split("?")[0], response.status_code, response.text, {})
-            return answer, response.headers, response.status_code
+            return answer, common.headers_with_status(response.status_code, response.headers.items())
 
     async def track(self, name: str, credential: Optional[str] = None, metadata: Optional[Dict[str, Any]] = None) -> Tracked:
         """As RatchetClient.track."""
@@ -86,8 +86,8 @@ class AsyncRatchetClient:
             body["metadata"] = metadata
         if credential is not None:
             body["credential"] = credential
-        answer, _, status = await self._request("POST", "/operations", body)
-        return {"operation": answer, "created": status == 201}
+        answer, headers = await self._request("POST", "/operations", body)
+        return {"operation": answer, "created": headers[common.STATUS] == "201"}
 
     async def get(self, name: str) -> Optional[Operation]:
         """As RatchetClient.get."""
@@ -135,85 +135,38 @@ class AsyncRatchetClient:
         on_change: Optional[Callable[[Operation], None]] = None,
     ) -> Operation:
         """As RatchetClient.wait_for."""
-        until = common.check_wait(until, timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        long_poll, delay, seen = True, common.WAIT_FIRST_SECONDS, 0
-        while True:
-            left = float("inf") if deadline is None else deadline - time.monotonic()
-            operation: Optional[Operation]
-            if long_poll:
-                wait = max(0.0, min(common.LONG_POLL_SECONDS, left))
-                path = common.with_query(f"/operations/{common.encode_name(name)}", {"afterVersion": seen, "wait": f"{wait:.3f}"})
-                try:
-                    operation, headers, _ = await self._request("GET", path, wait=wait)
-                except RatchetError as error:
-                    if error.code != "not-found":
-                        raise
-                    operation = None
-                long_poll = operation is None or common.LONG_POLL_HEADER in headers
-            else:
-                operation = await self.get(name)
-            if operation is None:
-                raise RatchetError("not-found", f"Ratchet does not know {name}: track it first", 404)
-            if operation["version"] > seen:
-                seen = operation["version"]
-                if on_change:
-                    on_change(operation)
-            if common.reached(operation.get("state"), until):
-                return operation
-            left = float("inf") if deadline is None else deadline - time.monotonic()
-            stop = common.verdict(operation, until, timeout, left)
-            if stop:
-                raise stop
-            if not long_poll:
-                await asyncio.sleep(min(delay, left))
-                delay = min(delay * 2, common.WAIT_MAX_SECONDS)
+        returned: List[Operation] = []
+        async for _ in self._run(plans.wait_for(name, until, timeout, on_change), returned):
+            pass
+        return returned[0]
 
-    async def watch(
+    def watch(
         self, name: Optional[str] = None, kind: Optional[str] = None, state: Optional[str] = None, after: Optional[str] = None
     ) -> AsyncIterator[WatchedChange]:
         """As RatchetClient.watch: ``async for change in client.watch(...)``."""
-        scope = common.feed_filter(name, kind, state)
-        cursor, failures = after, 0
-        while True:
-            try:
-                if cursor is None:
-                    snapshot = await self._snapshot(scope)
-                    for item in snapshot.items():
-                        yield item  # type: ignore[misc]
-                    cursor = snapshot.cursor
-                page = await self.changes(after=cursor, wait=common.LONG_POLL_SECONDS, **scope)
-                failures = 0
-                for change in page["changes"]:
-                    cursor = change["cursor"]
-                    yield dict(change, snapshot=False)  # type: ignore[misc]
-                cursor = page["cursor"]
-            except RatchetError as error:
-                if error.code == "cursor-expired":
-                    cursor = None
-                    continue
-                if not common.passes(error):
-                    raise
-                await asyncio.sleep(min(common.RECONNECT_MAX_SECONDS, common.backoff(failures)))
-                failures += 1
+        return self._run(plans.watch(common.feed_filter(name, kind, state), after))
 
-    async def _snapshot(self, scope: Dict[str, str]) -> common.Snapshot:
-        snapshot = common.Snapshot((await self.changes())["cursor"], scope)
-        if "name" in scope:
-            operation = await self.get(scope["name"])
-            snapshot.keep_records([operation] if operation else [])
-        else:
-            page: Optional[str] = None
+    async def _run(self, plan: plans.Plan, returned: Optional[List[Any]] = None) -> AsyncIterator[Any]:
+        """As RatchetClient._run, awaiting each request and pause."""
+        reply: Any = None
+        error: Optional[RatchetError] = None
+        try:
             while True:
-                listed = await self.list(kind=scope.get("kind"), state=scope.get("state"), limit=100, cursor=page)
-                snapshot.keep_records(listed["operations"])
-                page = listed.get("nextCursor")
-                if not page:
-                    break
-        while True:
-            read = await self.changes(after=snapshot.cursor, limit=1000, **snapshot.changes_query())
-            for change in read["changes"]:
-                snapshot.keep(change)
-            if read["cursor"] == snapshot.cursor:
-                return snapshot
-            snapshot.cursor = read["cursor"]
+                try:
+                    step = plan.throw(error) if error else plan.send(reply)
+                except StopIteration as done:
+                    if returned is not None:
+                        returned.append(done.value)
+                    return
+                reply, error = None, None
+                if step[0] == "request":
+                    try:
+                        reply = await self._request(*step[1:])
+                    except RatchetError as failed:
+                        error = failed
+                elif step[0] == "sleep":
+                    await asyncio.sleep(step[1])
+                else:
+                    yield step[1]
+        finally:
+            plan.close()

@@ -9,11 +9,10 @@ import urllib.request
 from typing import Any, Callable, Dict, Iterator, List, Mapping, Optional, Tuple
 
 from . import _common as common
+from . import _plans as plans
 from ._errors import RatchetError
 from ._types import ChangePage, HistoryEntry, Operation, OperationPage, Tracked, WatchedChange
 
-#: The answer's status, among its headers as _request returns them.
-_STATUS = ":status"
 _NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, socket.timeout, http.client.HTTPException, OSError)
 
 
@@ -59,7 +58,7 @@ class RatchetClient:
                 attempt += 1
                 continue
             answer, _ = common.response_parts(method, path.split("?")[0], status, text, {})
-            return answer, {**{k.lower(): v for k, v in headers.items()}, _STATUS: str(status)}
+            return answer, common.headers_with_status(status, headers.items())
 
     def track(self, name: str, credential: Optional[str] = None, metadata: Optional[Dict[str, Any]] = None) -> Tracked:
         """Starts tracking a job (reconcile polls it before any webhook). ``created`` is False when Ratchet knew it.
@@ -71,7 +70,7 @@ class RatchetClient:
             body["credential"] = credential
         # Tracking is safe to repeat (a known job is 200 with its record): retried like a read.
         answer, headers = self._request("POST", "/operations", body)
-        return {"operation": answer, "created": headers[_STATUS] == "201"}
+        return {"operation": answer, "created": headers[common.STATUS] == "201"}
 
     def get(self, name: str) -> Optional[Operation]:
         """The stored record with its polling status; None when Ratchet does not know the job."""
@@ -125,39 +124,10 @@ class RatchetClient:
         missed; then the server holds each read until the job changes (a long poll), or, where it does not offer that,
         the record is read again after 1 s, 2 s, 4 s… at most a minute apart. Raises RatchetError ``timeout`` after
         ``timeout`` seconds, ``unreachable`` if it ended otherwise, ``not-found`` if Ratchet does not know it."""
-        until = common.check_wait(until, timeout)
-        deadline = None if timeout is None else time.monotonic() + timeout
-        long_poll, delay, seen = True, common.WAIT_FIRST_SECONDS, 0
-        while True:
-            left = float("inf") if deadline is None else deadline - time.monotonic()
-            if long_poll:
-                wait = max(0.0, min(common.LONG_POLL_SECONDS, left))
-                path = common.with_query(f"/operations/{common.encode_name(name)}", {"afterVersion": seen, "wait": f"{wait:.3f}"})
-                try:
-                    operation, headers = self._request("GET", path, wait=wait)
-                except RatchetError as error:
-                    if error.code == "not-found":
-                        raise RatchetError("not-found", f"Ratchet does not know {name}: track it first", 404) from None
-                    raise
-                # A server that ignored the wait answered at once: read again with backoff from now on.
-                long_poll = common.LONG_POLL_HEADER in headers
-            else:
-                operation = self.get(name)
-                if operation is None:
-                    raise RatchetError("not-found", f"Ratchet does not know {name}: track it first", 404)
-            if operation["version"] > seen:
-                seen = operation["version"]
-                if on_change:
-                    on_change(operation)
-            if common.reached(operation.get("state"), until):
-                return operation
-            left = float("inf") if deadline is None else deadline - time.monotonic()
-            stop = common.verdict(operation, until, timeout, left)
-            if stop:
-                raise stop
-            if not long_poll:
-                time.sleep(min(delay, left))
-                delay = min(delay * 2, common.WAIT_MAX_SECONDS)
+        returned: List[Operation] = []
+        for _ in self._run(plans.wait_for(name, until, timeout, on_change), returned):
+            pass
+        return returned[0]
 
     def watch(
         self, name: Optional[str] = None, kind: Optional[str] = None, state: Optional[str] = None, after: Optional[str] = None
@@ -169,46 +139,29 @@ class RatchetClient:
         missed. Keep the ``cursor`` of what you handled and pass it back as ``after`` to go on exactly where you stopped.
         A restart of the server, a dropped connection and a 503 are waited out and the feed read on from the cursor;
         a cursor older than the feed keeps (a day) begins again with a snapshot: nothing is skipped silently."""
-        scope = common.feed_filter(name, kind, state)
-        cursor, failures = after, 0
-        while True:
-            try:
-                if cursor is None:
-                    snapshot = self._snapshot(scope)
-                    yield from snapshot.items()
-                    cursor = snapshot.cursor
-                page = self.changes(after=cursor, wait=common.LONG_POLL_SECONDS, **scope)
-                failures = 0
-                for change in page["changes"]:
-                    cursor = change["cursor"]
-                    yield dict(change, snapshot=False)  # type: ignore[misc]
-                cursor = page["cursor"]
-            except RatchetError as error:
-                if error.code == "cursor-expired":
-                    cursor = None
-                    continue
-                if not common.passes(error):
-                    raise
-                time.sleep(min(common.RECONNECT_MAX_SECONDS, common.backoff(failures)))
-                failures += 1
+        return self._run(plans.watch(common.feed_filter(name, kind, state), after))
 
-    def _snapshot(self, scope: Dict[str, str]) -> common.Snapshot:
-        snapshot = common.Snapshot(self.changes()["cursor"], scope)
-        if "name" in scope:
-            operation = self.get(scope["name"])
-            snapshot.keep_records([operation] if operation else [])
-        else:
-            page: Optional[str] = None
+    def _run(self, plan: plans.Plan, returned: Optional[List[Any]] = None) -> Iterator[Any]:
+        """Runs a plan: its requests sent, its pauses slept, its items yielded; what it returns put in ``returned``."""
+        reply: Any = None
+        error: Optional[RatchetError] = None
+        try:
             while True:
-                listed = self.list(kind=scope.get("kind"), state=scope.get("state"), limit=100, cursor=page)
-                snapshot.keep_records(listed["operations"])
-                page = listed.get("nextCursor")
-                if not page:
-                    break
-        while True:
-            read = self.changes(after=snapshot.cursor, limit=1000, **snapshot.changes_query())
-            for change in read["changes"]:
-                snapshot.keep(change)
-            if read["cursor"] == snapshot.cursor:
-                return snapshot
-            snapshot.cursor = read["cursor"]
+                try:
+                    step = plan.throw(error) if error else plan.send(reply)
+                except StopIteration as done:
+                    if returned is not None:
+                        returned.append(done.value)
+                    return
+                reply, error = None, None
+                if step[0] == "request":
+                    try:
+                        reply = self._request(*step[1:])
+                    except RatchetError as failed:
+                        error = failed
+                elif step[0] == "sleep":
+                    time.sleep(step[1])
+                else:
+                    yield step[1]
+        finally:
+            plan.close()

@@ -233,6 +233,15 @@ class Snapshot:
         ]
 
 
+#: The answer's status, among its headers as the clients' requests return them.
+STATUS = ":status"
+
+
+def headers_with_status(status: int, items: Iterable[Tuple[str, str]]) -> Dict[str, str]:
+    """An answer's headers by lowercase name, with its status under ``:status``."""
+    return {**{name.lower(): value for name, value in items}, STATUS: str(status)}
+
+
 def response_parts(method: str, path: str, status: int, text: str, headers: Mapping[str, str]) -> Tuple[Any, Mapping[str, str]]:
     """The answer's JSON and its headers, or the RatchetError it says, raised."""
     answer = answer_of(method, path, status, text)
