@@ -24,7 +24,7 @@ import {
   UnsupportedFilterError,
 } from '../ports.ts';
 import type { CredentialStatus } from '../reconcile/credentials.ts';
-import { DecisionsQuery, ListQuery, TrackRequest } from './api-schemas.ts';
+import { DecisionsQuery, ListQuery, LongPollQuery, TrackRequest } from './api-schemas.ts';
 import { openApiText } from './openapi.ts';
 import { MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
@@ -75,9 +75,11 @@ export const WAIT_RANGE = `wait must be a number of seconds from 0 to ${MAX_WAIT
 
 /** A long poll's `wait`, in seconds (0–60, fractions allowed; absent: 0), as milliseconds; undefined when it is not one. */
 export function waitMsOf(wait: string | undefined): number | undefined {
-  const seconds = wait === undefined ? 0 : Number(wait);
-  if (wait === '' || !Number.isFinite(seconds) || seconds < 0 || seconds > MAX_WAIT_SECONDS) return undefined;
-  return Math.round(seconds * 1000);
+  if (wait === undefined) return 0;
+  // The schema the description gives it; an empty value (which a number coerces to 0) is no number of seconds.
+  const seconds = LongPollQuery.shape.wait.safeParse(wait);
+  if (wait.trim() === '' || !seconds.success || seconds.data === undefined) return undefined;
+  return Math.round(seconds.data * 1000);
 }
 
 function longPollOf(
@@ -86,10 +88,11 @@ function longPollOf(
 ): { field: string; message: string } | { afterVersion?: number; waitMs: number } {
   const waitMs = waitMsOf(wait);
   if (waitMs === undefined) return { field: 'wait', message: WAIT_RANGE };
-  const version = afterVersion === undefined ? undefined : Number(afterVersion);
-  if (afterVersion === '' || (version !== undefined && !(Number.isSafeInteger(version) && version >= 0)))
+  if (afterVersion === undefined) return { waitMs };
+  const version = LongPollQuery.shape.afterVersion.safeParse(afterVersion);
+  if (afterVersion.trim() === '' || !version.success || version.data === undefined)
     return { field: 'afterVersion', message: 'afterVersion must be a whole number, 0 or more' };
-  return { ...(version !== undefined && { afterVersion: version }), waitMs };
+  return { afterVersion: version.data, waitMs };
 }
 
 function tryName(value: string): string | undefined {
