@@ -36,6 +36,10 @@ const Metadata = z.record(z.string(), z.unknown());
 const Count = z.union([z.number(), z.string()]);
 const Cursor = z.string().check(z.minLength(1), z.maxLength(2_048));
 const PageLimit = z.coerce.number().check(z.int(), z.minimum(1), z.maximum(100));
+/** The longest a long poll waits, in seconds (the per-operation one and the change feed's). */
+export const MAX_WAIT_SECONDS = 60;
+/** The most changes one page of the feed holds. */
+export const FEED_MAX_LIMIT = 1_000;
 
 // ---- requests ----
 
@@ -67,11 +71,11 @@ export const DecisionsQuery = z.object({
 /** The change feed's parameters (local/feed/routes.ts checks each by its own schema, to name the field it refuses). */
 export const FeedQuery = z.object({
   after: z.optional(Cursor),
-  wait: z.optional(z.coerce.number().check(z.minimum(0), z.maximum(60))),
+  wait: z.optional(z.coerce.number().check(z.minimum(0), z.maximum(MAX_WAIT_SECONDS))),
   name: z.optional(z.string()),
   kind: z.optional(Kind),
   state: z.optional(State),
-  limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(1_000))),
+  limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(FEED_MAX_LIMIT))),
 });
 
 /** The per-operation long poll's parameters (`GET /operations/{name}?afterVersion=&wait=`). */

@@ -24,7 +24,7 @@ import {
   UnsupportedFilterError,
 } from '../ports.ts';
 import type { CredentialStatus } from '../reconcile/credentials.ts';
-import { DecisionsQuery, ListQuery, LongPollQuery, TrackRequest } from './api-schemas.ts';
+import { DecisionsQuery, ListQuery, LongPollQuery, MAX_WAIT_SECONDS, TrackRequest } from './api-schemas.ts';
 import { openApiText } from './openapi.ts';
 import { MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from './webhook.ts';
 
@@ -69,7 +69,6 @@ export interface AppDeps extends WebhookDeps {
   extraRoutes?: (app: Hono, helpers: { sameOriginJson: MiddlewareHandler; fail: (failure: Failure, message: string) => Response }) => void;
 }
 
-const MAX_WAIT_SECONDS = 60;
 /** What a `wait` out of range is told (the per-operation long poll here, the change feed's routes in local/feed). */
 export const WAIT_RANGE = `wait must be a number of seconds from 0 to ${MAX_WAIT_SECONDS}`;
 

@@ -15,7 +15,7 @@ import type { Context, Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import type * as z from 'zod/mini';
 import { type ChangeFeedPort, CursorExpiredError, type FeedFilter, type OperationChange } from '../../app/feed.ts';
-import { FeedQuery as FeedParameters } from '../../app/http/api-schemas.ts';
+import { FEED_MAX_LIMIT, FeedQuery as FeedParameters } from '../../app/http/api-schemas.ts';
 import { WAIT_RANGE, waitMsOf } from '../../app/http/app.ts';
 import { FAILURES, type Failure, failureBody } from '../../core/failures.ts';
 import { OPERATION_KINDS, OPERATION_STATES } from '../../core/lifecycle.ts';
@@ -24,7 +24,6 @@ import { normalizeOperationName } from '../../core/names.ts';
 /** How long a stream gathers changes after a write before its next one (its lag pays it at most once). */
 const GATHER_MS = 10;
 const DEFAULT_LIMIT = 100;
-const MAX_LIMIT = 1_000;
 
 export interface FeedRouteOptions {
   /** A comment line on an idle stream this often. */
@@ -199,7 +198,7 @@ function parseQuery(feed: ChangeFeedPort, raw: Record<string, string>, fields: s
   const after = cursorText;
   const waitMs = waitMsOf(raw.wait);
   if (waitMs === undefined) throw new BadQuery('wait', WAIT_RANGE);
-  const limit = raw.limit === undefined ? DEFAULT_LIMIT : field('limit', `limit must be a whole number from 1 to ${MAX_LIMIT}`);
+  const limit = raw.limit === undefined ? DEFAULT_LIMIT : field('limit', `limit must be a whole number from 1 to ${FEED_MAX_LIMIT}`);
   const filter: FeedFilter = {};
   if (raw.name !== undefined) {
     try {

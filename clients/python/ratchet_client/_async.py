@@ -76,7 +76,7 @@ class AsyncRatchetClient:
                 await asyncio.sleep(common.backoff(attempt))
                 attempt += 1
                 continue
-            answer, _ = common.response_parts(method, path.split("?")[0], response.status_code, response.text, {})
+            answer = common.answer_of(method, path.split("?")[0], response.status_code, response.text)
             return answer, common.headers_with_status(response.status_code, response.headers.items())
 
     async def track(self, name: str, credential: Optional[str] = None, metadata: Optional[Dict[str, Any]] = None) -> Tracked:

@@ -2,7 +2,6 @@
 
 import http.client
 import json
-import socket
 import time
 import urllib.error
 import urllib.request
@@ -13,7 +12,8 @@ from . import _plans as plans
 from ._errors import RatchetError
 from ._types import ChangePage, HistoryEntry, Operation, OperationPage, Tracked, WatchedChange
 
-_NETWORK_ERRORS = (urllib.error.URLError, ConnectionError, socket.timeout, http.client.HTTPException, OSError)
+#: A refused or dropped connection, a timeout, a broken answer (URLError, ConnectionError and socket.timeout are OSErrors).
+_NETWORK_ERRORS = (OSError, http.client.HTTPException)
 
 
 class RatchetClient:
@@ -57,7 +57,7 @@ class RatchetClient:
                 time.sleep(common.backoff(attempt))
                 attempt += 1
                 continue
-            answer, _ = common.response_parts(method, path.split("?")[0], status, text, {})
+            answer = common.answer_of(method, path.split("?")[0], status, text)
             return answer, common.headers_with_status(status, headers.items())
 
     def track(self, name: str, credential: Optional[str] = None, metadata: Optional[Dict[str, Any]] = None) -> Tracked:

@@ -79,7 +79,7 @@ def backoff(attempt: int) -> float:
 
 
 def answer_of(method: str, path: str, status: int, text: str) -> Any:
-    """The answer's JSON, or the RatchetError it says."""
+    """The answer's JSON, or the RatchetError it says, raised."""
     try:
         body = json.loads(text) if text else None
     except ValueError:
@@ -90,7 +90,7 @@ def answer_of(method: str, path: str, status: int, text: str) -> Any:
     code = fields.get("error") or ("invalid-signature" if status == 403 else "unexpected-response")
     error = RatchetError(code, f"{method} {path}: HTTP {status}: {fields.get('message') or text[:200]}", status)
     error.oldest_cursor = fields.get("oldestCursor")
-    return error
+    raise error
 
 
 def check_wait(until: Until, timeout: Optional[float]) -> Until:
@@ -240,11 +240,3 @@ STATUS = ":status"
 def headers_with_status(status: int, items: Iterable[Tuple[str, str]]) -> Dict[str, str]:
     """An answer's headers by lowercase name, with its status under ``:status``."""
     return {**{name.lower(): value for name, value in items}, STATUS: str(status)}
-
-
-def response_parts(method: str, path: str, status: int, text: str, headers: Mapping[str, str]) -> Tuple[Any, Mapping[str, str]]:
-    """The answer's JSON and its headers, or the RatchetError it says, raised."""
-    answer = answer_of(method, path, status, text)
-    if isinstance(answer, RatchetError):
-        raise answer
-    return answer, headers

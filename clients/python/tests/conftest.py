@@ -16,6 +16,7 @@ import sys
 import tempfile
 import threading
 import time
+import urllib.request
 import uuid
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -140,8 +141,6 @@ class Ratchet:
 
     def webhook(self, type_: str, name: str, timestamp: str, webhook_id: Optional[str] = None) -> Dict[str, Any]:
         """One Gemini delivery, signed as Gemini signs it; Ratchet's answer."""
-        import urllib.request
-
         body = json.dumps({"type": type_, "version": "v1", "timestamp": timestamp, "data": {"id": name}}).encode()
         headers = {"content-type": "application/json", **signed(self.webhook_secret, body, webhook_id or f"msg_{uuid.uuid4()}", int(time.time()))}
         request = urllib.request.Request(f"{self.url}/webhooks/gemini", data=body, headers=headers, method="POST")
