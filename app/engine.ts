@@ -13,7 +13,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { OperationKind, OperationState } from '../core/lifecycle.ts';
-import type { OnChange } from './effects/app-sink.ts';
+import { APP_SINK, type OnChange } from './effects/app-sink.ts';
 import type { DeadLetters } from './effects/dead-letters.ts';
 import type { DeliveryAttempts } from './effects/ledger.ts';
 import type { RetrySettings } from './effects/queue.ts';
@@ -34,6 +34,7 @@ import type {
   StoreHealth,
   UnprocessableLog,
 } from './ports.ts';
+import type { Telemetry } from './telemetry.ts';
 
 /** An engine's answer, at once (SQLite) or later (PostgreSQL). */
 type Awaitable<T> = T | Promise<T>;
@@ -46,10 +47,20 @@ export interface PendingEffectView {
   lastError: string | null;
 }
 
-/** What the console reads of an engine beside the ports: counts per state and kind, and its own list. */
+/** Operations of one state and kind: how many, how many of them are open and marked overdue, and since when the oldest open one was tracked. */
+export interface OperationCounts {
+  state: OperationState | null;
+  kind: OperationKind;
+  count: number;
+  overdue: number;
+  /** The `createdAt` of the oldest of them that is open (null: none is). */
+  oldestOpenSince: string | null;
+}
+
+/** What the console (and `/metrics`) reads of an engine beside the ports: counts per state and kind, and its own list. */
 export interface ConsoleStore {
-  /** Per state and kind: how many, and how many of them are open and marked overdue. */
-  counts(): Awaitable<Array<{ state: OperationState | null; kind: OperationKind; count: number; overdue: number }>>;
+  /** Per state and kind, in one pass over the operations. */
+  counts(): Awaitable<OperationCounts[]>;
   consoleList(filter: {
     /** Only open jobs marked overdue. */
     overdue?: boolean;
@@ -71,6 +82,15 @@ export interface ConsoleEffects {
   ledger: { delivery(sink: string, key: string): Awaitable<DeliveryAttempts | undefined> };
   /** The operations whose effect failed at least once and waits to be tried again. */
   retrying: () => Awaitable<string[]>;
+  /** Per sink, in one read: effects it has not taken yet, those of them whose last attempt failed, and dead letters it has not taken (`/metrics`). */
+  backlog: () => Awaitable<EffectBacklog[]>;
+}
+
+export interface EffectBacklog {
+  sink: string;
+  pending: number;
+  retrying: number;
+  deadLettered: number;
 }
 
 export type EngineStore = OperationStore &
@@ -151,6 +171,8 @@ export interface EngineOptions {
   logger: Logger;
   /** The application's own function for each change (the library, in this process). */
   onChange?: OnChange;
+  /** Where each effect's delivery is counted and traced (`/metrics`, OpenTelemetry). */
+  telemetry?: Telemetry;
 }
 
 /** The store's own hourly chores, the same on every engine: old decisions pruned, tracked names never observed deleted. */
@@ -163,4 +185,9 @@ export function storeMaintenance(store: EngineStore, options: Pick<EngineOptions
         options.logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
     },
   ];
+}
+
+/** The sinks an engine delivers effects to, by name: the outbound webhook where one is set, the application's `onChange` where one is given. */
+export function sinkNamesOf(effects: EngineWork['effects'], onChange: OnChange | undefined): string[] {
+  return [...(effects?.sink ? ['webhook'] : []), ...(effects && onChange ? [APP_SINK] : [])];
 }

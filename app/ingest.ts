@@ -54,6 +54,8 @@ export interface IngestDeps {
   maxAttempts?: number;
   /** A poll's next time, for a store that writes it with the outcome (reconcile's). */
   pollNext?: PollNext;
+  /** The write's span, as `traceparent`, for the store to keep with the effect (WriteHint.traceparent). */
+  traceparent?: string;
 }
 
 export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<IngestResult> {
@@ -71,7 +73,9 @@ export async function ingest(event: OperationEvent, deps: IngestDeps): Promise<I
   }
   for (let attempt = 1; attempt <= maxAttempts; attempt++) {
     const at = now();
-    const outcome = await guard(() => store.apply(event, at, { current: known, pollNext: deps.pollNext }));
+    const outcome = await guard(() =>
+      store.apply(event, at, { current: known, pollNext: deps.pollNext, ...(deps.traceparent && { traceparent: deps.traceparent }) }),
+    );
     if (outcome.ok || outcome.current) deps.hints?.set(outcome.ok ? outcome.record : (outcome.current as OperationRecord));
     const { scheduled } = outcome;
     if (outcome.ok)

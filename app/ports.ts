@@ -33,6 +33,12 @@ export type PollNext = (outcome: { stateChanged: boolean }) => Omit<PollState, '
 export interface WriteHint {
   current?: OperationRecord;
   pollNext?: PollNext;
+  /**
+   * The W3C `traceparent` of the write's span (OpenTelemetry on): an engine
+   * keeps it with the effect the write makes, so the effect's delivery, in
+   * whatever process or instance, links back to the webhook's trace.
+   */
+  traceparent?: string;
 }
 
 /** The store's own attempts at a write ran out: others kept writing the same operation. The sender should retry. */

@@ -24,6 +24,7 @@ import { BatchDiscovery } from '../app/reconcile/discovery.ts';
 import { pollNow } from '../app/reconcile/poll-now.ts';
 import { type ReconcileStats, reconcile } from '../app/reconcile/reconcile.ts';
 import { WebhookHealth } from '../app/reconcile/webhook-health.ts';
+import type { Telemetry } from '../app/telemetry.ts';
 import { geminiKeysOf } from '../core/credentials.ts';
 import type { Failure } from '../core/failures.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
@@ -32,6 +33,7 @@ import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
 import { feedRoutes } from './feed/routes.ts';
+import type { LocalTelemetry } from './telemetry/index.ts';
 
 export interface Assembled {
   app: Hono;
@@ -53,10 +55,13 @@ export interface AssembleOptions {
   logger: Logger;
   /** Where the app is mounted inside an application (`/api/ratchet`): the console's links and the sign-in's redirects start with it. */
   basePath?: string;
+  /** What webhooks are counted into and `GET /metrics` serves (and OpenTelemetry, where it is on). */
+  telemetry: LocalTelemetry;
 }
 
 export function assemble(config: Config, home: Engine, options: AssembleOptions): Assembled {
-  const { dataDir, logger, basePath = '' } = options;
+  const { dataDir, logger, basePath = '', telemetry } = options;
+  telemetry.observe(home);
   const { store, changes, history, effects } = home;
   // On PostgreSQL the folder holds only the generated token and development secret: made here, owner-only, when missing.
   if (dataDir !== IN_MEMORY) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
@@ -88,6 +93,7 @@ export function assemble(config: Config, home: Engine, options: AssembleOptions)
     jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
     logger,
     metrics,
+    telemetry: telemetry.telemetry,
   };
   const receive = receiveWebhook(webhookDeps);
   const app = createApp({
@@ -105,6 +111,12 @@ export function assemble(config: Config, home: Engine, options: AssembleOptions)
     basePath,
     extraRoutes: (routes, { sameOriginJson, fail }) => {
       effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (redriveOptions) => home.redrive(redriveOptions) });
+      routes.get('/metrics', async (c) =>
+        c.body(await telemetry.prometheus.scrape(home), 200, {
+          'content-type': telemetry.prometheus.contentType,
+          'cache-control': 'no-store',
+        }),
+      );
       feedRoutes(routes, changes, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
       consoleRoutes(routes, {
         store,
@@ -155,6 +167,7 @@ export async function reconcilerOf(
   home: Engine,
   logger: Logger,
   credentialHealth?: CredentialHealth,
+  telemetry?: Telemetry,
 ): Promise<Reconciler | undefined> {
   const { store, claimJob } = home;
   const off = () =>
@@ -182,6 +195,7 @@ export async function reconcilerOf(
       budgetMs,
       unseenExpiryMs: config.TRACKED_EXPIRY_DAYS * 86_400_000,
       overdueAfter: overdueAfterOf(config),
+      ...(telemetry && { telemetry }),
     });
 }
 

@@ -11,6 +11,7 @@ import type { OnChange } from '../app/effects/app-sink.ts';
 import { retrySettings } from '../app/effects/queue.ts';
 import type { WebhookSinkSettings } from '../app/effects/webhook-sink.ts';
 import type { Engine, EngineWork } from '../app/engine.ts';
+import type { Telemetry } from '../app/telemetry.ts';
 import type { PoolLike } from '../engines/postgres/index.ts';
 import { openSqlite } from '../engines/sqlite/index.ts';
 
@@ -24,6 +25,8 @@ export interface OpenEngineOptions {
   onChange?: OnChange;
   /** PostgreSQL: the application's own pool, instead of DATABASE_URL. */
   pool?: PoolLike;
+  /** Where effects' deliveries are counted and traced. */
+  telemetry?: Telemetry;
 }
 
 export async function openEngine(config: Config, options: OpenEngineOptions): Promise<Engine> {
@@ -32,6 +35,7 @@ export async function openEngine(config: Config, options: OpenEngineOptions): Pr
     trackedExpiryDays: config.TRACKED_EXPIRY_DAYS,
     logger: options.logger,
     ...(options.onChange && { onChange: options.onChange }),
+    ...(options.telemetry && { telemetry: options.telemetry }),
   };
   if (!config.DATABASE_URL && !options.pool)
     return openSqlite({ ...common, dataDir: options.dataDir, ...(options.inProcess && { inProcess: true }) });

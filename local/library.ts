@@ -34,6 +34,7 @@ import { RatchetClient } from '../sdk/client.ts';
 import { type Assembled, assemble, type Reconciler, reconcilerOf } from './assemble.ts';
 import { engineWorkOf, openEngine } from './home.ts';
 import { checkStartConfig } from './start-config.ts';
+import { type LocalTelemetry, startTelemetry } from './telemetry/index.ts';
 
 export { ConfigError } from '../app/config.ts';
 export type { ChangeContext, OnChange, StateChange } from '../app/effects/app-sink.ts';
@@ -165,29 +166,34 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
     home: Engine;
     assembled: Assembled;
     reconciler: Reconciler | undefined;
+    telemetry: LocalTelemetry;
   }
   const open = (): Promise<Opened> => {
     if (closed) return Promise.reject(new Error('this Ratchet is closed'));
     opened ??= (async () => {
+      const telemetry = await startTelemetry(logger);
       const home = await openEngine(config, {
         dataDir,
         work,
         logger,
+        telemetry: telemetry.telemetry,
         inProcess: true,
         ...(options.onChange && { onChange: options.onChange }),
         ...(options.pool && { pool: options.pool }),
       });
       try {
-        const assembled = assemble(config, home, { dataDir, logger, basePath });
+        const assembled = assemble(config, home, { dataDir, logger, basePath, telemetry });
         if (assembled.devSecretFile)
           logger.warn(
             `ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): webhooks are checked against the development secret in ${assembled.devSecretFile}`,
           );
         // SQLite derives history and the effects from its outbox in this process, from now on.
         if (!onPostgres) await home.start();
-        return { home, assembled, reconciler: await reconcilerOf(config, home, logger, assembled.credentials) };
+        const reconciler = await reconcilerOf(config, home, logger, assembled.credentials, telemetry.telemetry);
+        return { home, assembled, reconciler, telemetry };
       } catch (error) {
         await home.close(true);
+        await telemetry.shutdown();
         throw error;
       }
     })();
@@ -259,6 +265,7 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
       for (const stop of timers.splice(0).reverse()) await stop();
       const ready = await opened?.catch(() => undefined);
       await ready?.home.close(false);
+      await ready?.telemetry.shutdown();
     },
     async ready() {
       await open();

@@ -17,6 +17,7 @@ import { assemble, reconcilerOf } from './assemble.ts';
 import { engineWorkOf, openEngine } from './home.ts';
 import { listen } from './http-server.ts';
 import { checkStartConfig } from './start-config.ts';
+import { startTelemetry } from './telemetry/index.ts';
 
 export interface LocalRuntime {
   url: string;
@@ -46,15 +47,23 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
   const sink = webhookSinkSettingsOf(config);
   const work = engineWorkOf(config, sink);
   resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST, { generate: false });
-  const home = await openEngine(config, { dataDir, work, logger });
+  const telemetry = await startTelemetry(logger);
+  const home = await openEngine(config, { dataDir, work, logger, telemetry: telemetry.telemetry }).catch(async (error) => {
+    await telemetry.shutdown();
+    throw error;
+  });
   let ready = false;
   // A start that fails closes what it opened and removes a data folder it created; a running one only closes.
-  const stopped: Array<() => unknown> = [() => home.close(!ready)];
+  const stopped: Array<() => unknown> = [() => telemetry.shutdown(), () => home.close(!ready)];
   const stop = async () => {
     for (const step of stopped.splice(0).reverse()) await step();
   };
   try {
-    const { app, receive, guard, tokens, devSecret, devSecretFile, onPollSoon, credentials } = assemble(config, home, { dataDir, logger });
+    const { app, receive, guard, tokens, devSecret, devSecretFile, onPollSoon, credentials } = assemble(config, home, {
+      dataDir,
+      logger,
+      telemetry,
+    });
     await home.start();
     const maintenance = everyHour(logger, home.maintenance, home.claimJob);
     stopped.push(() => clearInterval(maintenance));
@@ -79,7 +88,7 @@ export async function startLocalRuntime(config: Config): Promise<LocalRuntime> {
           (server as Server).closeAllConnections();
         }),
     );
-    const reconciler = await reconcilerOf(config, home, logger, credentials);
+    const reconciler = await reconcilerOf(config, home, logger, credentials, telemetry.telemetry);
     if (reconciler) {
       const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;
       const schedule = new LocalSchedule(periodMs, () => reconciler(periodMs * 0.8), logger);

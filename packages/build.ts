@@ -80,7 +80,22 @@ export const PACKAGES: Record<string, PackageSpec> = {
     types: true,
     // The SDK and its dependencies (google-auth-library, gaxios, ws…) are 30 of the 70 MB an install took, for the
     // few hundred KB reconcile runs; zod is 8 MB for a few KB of checks (docs/benchmarks.md, "Packages").
-    bundled: ['zod', '@google/genai'],
+    // prom-client serves /metrics; the OpenTelemetry SDK and its OTLP exporters (30 MB installed) are a chunk of their
+    // own, loaded only when OTEL_EXPORTER_OTLP_ENDPOINT is set.
+    bundled: [
+      'zod',
+      '@google/genai',
+      'prom-client',
+      '@opentelemetry/api',
+      '@opentelemetry/core',
+      '@opentelemetry/resources',
+      '@opentelemetry/sdk-metrics',
+      '@opentelemetry/sdk-trace',
+      '@opentelemetry/exporter-metrics-otlp-http',
+      '@opentelemetry/exporter-metrics-otlp-proto',
+      '@opentelemetry/exporter-trace-otlp-http',
+      '@opentelemetry/exporter-trace-otlp-proto',
+    ],
     // ws's optional helpers; the client's SigV4 signer, loaded only for a deployed stack's URL (never by ratchet.client).
     optional: ['bufferutil', 'utf-8-validate', '@smithy/signature-v4', '@smithy/core', '@aws-sdk/credential-provider-node'],
   },

@@ -10,6 +10,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import { type StepSpan, secondsSince, type Telemetry } from '../telemetry.ts';
 import type { DeadLetterReason, DeadLetters } from './dead-letters.ts';
 import type { EffectLedger } from './ledger.ts';
 import { nextAttempt, type RetrySettings } from './queue.ts';
@@ -29,6 +30,8 @@ export interface PendingEffect {
   redriven: boolean;
   /** Aborted when the queue can no longer keep this delivery's claim: each sink is told to stop. */
   signal?: AbortSignal;
+  /** The `traceparent` of the write that made it, where the engine kept one (OpenTelemetry on): each sink's span links to it. */
+  traceparent?: string;
 }
 
 export type EffectOutcome = { kind: 'done' } | { kind: 'retry'; inMs: number; lastError: string };
@@ -40,6 +43,8 @@ export interface DeliveryDeps {
   retry: RetrySettings;
   logger: Logger;
   metrics?: Metrics;
+  /** Each sink's outcome and lag (`ratchet_effect_lag_seconds`), and a span per sink's delivery where OpenTelemetry is on. */
+  telemetry?: Telemetry;
   clock?: () => Date;
 }
 
@@ -73,20 +78,37 @@ export async function deliverEffect(effect: PendingEffect, deps: DeliveryDeps): 
     count('EffectParked');
     return { kind: 'done' };
   }
+  const { telemetry } = deps;
+  let span: StepSpan | undefined;
   try {
     for (const sink of sinks) {
       if (await ledger.isDelivered(sink.name, key)) continue;
+      span = telemetry?.span?.(
+        'ratchet.effect',
+        {
+          'ratchet.sink': sink.name,
+          'ratchet.operation.name': transition.name,
+          'ratchet.operation.kind': transition.kind,
+          'ratchet.operation.version': transition.version,
+          'ratchet.operation.state': transition.state ?? '',
+          'ratchet.effect.attempt': attempt,
+        },
+        effect.traceparent,
+      );
       await sink.deliver(transition, effect.signal);
       await ledger.markDelivered(sink.name, key, {
         attempts: attempt,
         ...(effect.earlierFailure && { earlierFailure: effect.earlierFailure }),
       });
+      span?.end();
+      telemetry?.effect(sink.name, secondsSince(transition.recordedAt, clock().getTime()));
       logger.info('effect delivered', { sink: sink.name, key, attempt, state: transition.state, previousState: transition.previousState });
       count('EffectDelivered');
     }
     if (effect.redriven) await deadLetters.remove(transition.name, transition.version);
     return { kind: 'done' };
   } catch (error) {
+    span?.end(error);
     const detail = error instanceof SinkError ? error.outcome : (error as Error).message;
     const decision = nextAttempt(
       { number: attempt, firstAttemptAtMs, nowMs: clock().getTime(), permanent: error instanceof SinkError && error.permanent },

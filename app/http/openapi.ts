@@ -348,6 +348,18 @@ function paths(): Json {
         },
       },
     },
+    '/metrics': {
+      get: {
+        operationId: 'metrics',
+        tags: ['health'],
+        summary: 'Metrics in the Prometheus text format (scrape with the API token as a bearer token)',
+        description: `${local} This instance's counters and histograms, and the database's gauges read at each scrape: the names in docs/operations.md.`,
+        responses: {
+          200: { description: 'The exposition, text format 0.0.4.', content: { 'text/plain': { schema: { type: 'string' } } } },
+          ...errors(...GUARDED),
+        },
+      },
+    },
     '/openapi.json': {
       get: {
         operationId: 'openApi',

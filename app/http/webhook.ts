@@ -24,6 +24,7 @@ import {
   type UnprocessableLog,
   type UnprocessableReason,
 } from '../ports.ts';
+import type { StepSpan, Telemetry, WebhookDecision, WebhookOutcome } from '../telemetry.ts';
 import { TokenBucket } from './token-bucket.ts';
 import { type HeaderReader, NotConfiguredError, type WebhookSignatureVerifier } from './webhook-signature.ts';
 
@@ -36,6 +37,8 @@ export interface WebhookAnswer {
   body: unknown;
   /** `Retry-After` (seconds) of a 429 or a 503. */
   retryAfterSeconds?: number;
+  /** What became of the delivery, as `ratchet_webhook_deliveries_total` counts it. */
+  outcome: WebhookOutcome;
 }
 
 export interface WebhookDeps {
@@ -44,6 +47,8 @@ export interface WebhookDeps {
   logger: Logger;
   /** Counts each webhook decision (`WebhookApplied`, `WebhookTerminalConflict`, …). */
   metrics?: Metrics;
+  /** Counts each delivery by decision and times it (`ratchet_webhook_deliveries_total`, `…_duration_seconds`); traces it where OpenTelemetry is on. */
+  telemetry?: Telemetry;
   clock?: () => Date;
   ingest?: Omit<IngestDeps, 'store' | 'clock'>;
   /** Notes verified deliveries that name no operation (Gemini's ping), for `npm run connect`. */
@@ -72,12 +77,20 @@ export interface WebhookDeps {
   jwtPollsPerMinute?: number;
 }
 
-const ok = (body: unknown): WebhookAnswer => ({ status: 200, body });
+const ok = (body: unknown, decision: WebhookDecision, reason = ''): WebhookAnswer => ({ status: 200, body, outcome: { decision, reason } });
+/** What a refusal counts as: its decision, with the failure's code as the reason. */
+const REFUSED: Partial<Record<Failure, WebhookDecision>> = {
+  'invalid-signature': 'unauthenticated',
+  'rate-limited': 'rate-limited',
+  'not-configured': 'not-configured',
+  'keys-unavailable': 'not-configured',
+};
 /** A refusal; a 503 (nothing recorded: the store away, no secret yet) says when to try again, as every 503 of Ratchet's does. */
 const fail = (failure: Failure, message: string): WebhookAnswer => ({
   status: FAILURES[failure],
   body: failureBody(failure, message),
   ...(FAILURES[failure] === 503 && { retryAfterSeconds: RETRY_AFTER_SECONDS }),
+  outcome: { decision: REFUSED[failure] ?? 'not-recorded', reason: failure },
 });
 
 /**
@@ -98,7 +111,33 @@ function changedInFront(raw: string, headers: HeaderReader): string {
 
 /** A receiver of Gemini deliveries: one per process, which keeps the records it lately wrote (write hints). */
 export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader) => Promise<WebhookAnswer> {
-  const { store, verifier, logger, metrics } = deps;
+  const { telemetry } = deps;
+  const judge = judgeWebhook(deps);
+  if (!telemetry) return judge;
+  return async (raw, headers) => {
+    const started = performance.now();
+    const span = telemetry.span?.('ratchet.webhook', {});
+    try {
+      const answer = await judge(raw, headers, span);
+      telemetry.webhook(answer.outcome, (performance.now() - started) / 1000);
+      span?.set({
+        'ratchet.decision': answer.outcome.decision,
+        'ratchet.reason': answer.outcome.reason,
+        'http.response.status_code': answer.status,
+      });
+      span?.end();
+      return answer;
+    } catch (error) {
+      telemetry.webhook({ decision: 'failed', reason: '' }, (performance.now() - started) / 1000);
+      span?.end(error);
+      throw error;
+    }
+  };
+}
+
+/** The receiver itself: the delivery's answer and what became of it; `span`, where one traces it, gets the operation's attributes and its write's span. */
+function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, span?: StepSpan) => Promise<WebhookAnswer> {
+  const { store, verifier, logger, metrics, telemetry } = deps;
   const clock = deps.clock ?? (() => new Date());
   // Per process (a Lambda instance): which write variant an operation's next event likely needs.
   const hints = new RecentRecords();
@@ -111,7 +150,7 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
     metrics.publishStoredMetrics();
   };
 
-  return async (raw, headers) => {
+  return async (raw, headers, span) => {
     let verification: Awaited<ReturnType<WebhookSignatureVerifier['verify']>>;
     try {
       verification = await verifier.verify(raw, headers);
@@ -152,9 +191,10 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
         // Only a note for setup tools: the delivery itself is answered all the same.
         logger.warn('unmapped delivery not noted', { webhookId: deliveryId, detail: (error as Error).message });
       }
-      return ok({ applied: false, reason: 'unknown-event-type' });
+      return ok({ applied: false, reason: 'unknown-event-type' }, 'ignored', 'unknown-event-type');
     }
     const { event } = mapping;
+    span?.set({ 'ratchet.operation.name': event.name, 'ratchet.operation.kind': event.kind });
     if (verification.scheme === 'jwt') {
       // The token does not cover the body: it may ask a poll of one operation, for its lifetime, and no other.
       if (!jwtReplays.bind(verification.token, event.name)) {
@@ -173,8 +213,16 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
       }
       return verifyByPoll(event, deliveryId, unusable);
     }
+    const write = span && telemetry?.span?.('ratchet.write', { 'ratchet.operation.name': event.name }, span);
     try {
-      const result = await ingest({ ...event, scheme: verification.scheme }, { hints, ...deps.ingest, store, clock });
+      const result = await ingest(
+        { ...event, scheme: verification.scheme },
+        { hints, ...deps.ingest, store, clock, ...(write && { traceparent: write.traceparent() }) },
+      );
+      const decided = { 'ratchet.operation.version': result.record.version, 'ratchet.decision': result.outcome };
+      write?.set(decided);
+      write?.end();
+      span?.set(decided);
       const log = {
         decision: result.outcome,
         webhookId: deliveryId,
@@ -190,7 +238,7 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
           version: result.record.version,
           stateChanged: result.stateChanged,
         });
-        return ok({ applied: true, operation: result.record });
+        return ok({ applied: true, operation: result.record }, 'applied');
       }
       // A second terminal state for one operation is a provider anomaly: surface it, never apply it.
       const conflict = result.reason === 'terminal-conflict';
@@ -202,8 +250,9 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
         storedState: result.record.state,
         version: result.record.version,
       });
-      return ok({ applied: false, reason: result.reason, operation: result.record });
+      return ok({ applied: false, reason: result.reason, operation: result.record }, 'discarded', result.reason);
     } catch (error) {
+      write?.end(error);
       if (error instanceof StoreRejectedError) return unusable('unstorable', error.message);
       if (!(error instanceof NotRecordedError)) throw error;
       count('WebhookNotRecorded');
@@ -255,7 +304,7 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
       logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'unprocessable-not-kept', webhookId, error });
       return fail('not-recorded', 'the delivery could not be kept; retry later');
     }
-    return ok({ applied: false, reason: 'unprocessable', detail });
+    return ok({ applied: false, reason: 'unprocessable', detail }, 'unprocessable', reason);
   }
 
   /** The body named the operation, nothing more: what Gemini answers a poll is what gets recorded. */
@@ -284,7 +333,7 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
         })
         .catch((error: Error) => logger.warn('decision not noted', { webhookId: deliveryId, detail: error.message }));
       logger.info('webhook verified by poll', { decision: 'verifying-by-poll', webhookId: deliveryId, operation: event.name, outcome });
-      return ok({ applied: false, reason: 'verifying-by-poll' });
+      return ok({ applied: false, reason: 'verifying-by-poll' }, 'verifying-by-poll');
     } catch (error) {
       if (error instanceof StoreRejectedError) return unusable('unstorable', error.message);
       logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'poll-request-failed', webhookId: deliveryId, error });

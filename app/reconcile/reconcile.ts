@@ -40,6 +40,7 @@ import type { OperationRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
 import { ingest, NotRecordedError } from '../ingest.ts';
 import { type OperationStore, type PollCandidate, type PollNext, type PollSchedule, StoreRejectedError } from '../ports.ts';
+import type { PollOutcome, Telemetry } from '../telemetry.ts';
 import type { BatchDiscovery } from './discovery.ts';
 import { type GeminiPoller, PollFailedError } from './poller.ts';
 import type { WebhookHealth } from './webhook-health.ts';
@@ -65,6 +66,8 @@ export interface ReconcileDeps {
   unseenExpiryMs?: number;
   /** How long each kind may stay open before it is marked overdue (OVERDUE_AFTER); default: never marked. */
   overdueAfter?: OverdueLimits;
+  /** Counts each poll by kind and outcome (`ratchet_reconcile_polls_total`). */
+  telemetry?: Telemetry;
 }
 
 export interface ReconcileStats {
@@ -173,6 +176,7 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
     return;
   }
   stats.polled++;
+  const polled = (outcome: PollOutcome) => deps.telemetry?.poll(record.kind, outcome);
   const reschedule = (
     fields: { unchangedPolls: number; failedPolls: number; notFoundPolls: number; note?: string },
     version = record.version,
@@ -187,12 +191,14 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
   } catch (error) {
     if (!(error instanceof PollFailedError)) throw error;
     stats.failed++;
+    polled('failed');
     logger.warn('poll failed; backing off', { operation: record.name, status: error.status, detail: error.message });
     await reschedule({ ...poll, failedPolls: poll.failedPolls + 1, note: error.message });
     return;
   }
   if (answer.kind === 'unknown-state') {
     stats.unknownStates++;
+    polled('unknown-state');
     logger.warn('poll answered a state this Ratchet does not know; the stored state kept, polling goes on', {
       operation: record.name,
       providerState: answer.raw.slice(0, 100),
@@ -207,12 +213,14 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
   }
   if (answer.kind === 'refused') {
     stats.refused++;
+    polled('refused');
     logger.error('poll refused: polling stopped', { operation: record.name, kind: record.kind, reason: answer.reason });
     await store.schedulePoll(record.name, record.version, { ...poll, nextPollAt: null, note: answer.note });
     return;
   }
   if (answer.kind === 'not-found') {
     stats.notFound++;
+    polled('not-found');
     const young =
       (record.kind === 'interaction' || record.kind === 'platform-interaction') &&
       clock().getTime() - Date.parse(record.createdAt) < INTERACTION_NOT_FOUND_GRACE_MS;
@@ -242,6 +250,7 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
     // Its next poll goes with it where the store can write both at once (PostgreSQL: one statement).
     result = await ingest({ ...answer.event, eventId: `poll:${timeFromDate(clock())}` }, { store, clock, current: record, pollNext });
   } catch (error) {
+    polled('failed');
     if (error instanceof StoreRejectedError) {
       stats.failed++;
       logger.error('poll result refused by the store; backing off', { operation: record.name, detail: error.message });
@@ -256,6 +265,7 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
   const changed = result.outcome === 'applied' && result.stateChanged;
   if (result.outcome === 'applied') stats.applied++;
   else stats.unchanged++;
+  polled(result.outcome === 'applied' ? 'applied' : 'unchanged');
   if (result.outcome === 'discarded' && result.reason === 'terminal-conflict') {
     stats.conflicts++;
     logger.warn('poll reported a different terminal state; the first stays', {

@@ -24,10 +24,12 @@
  * way go together in the next statement: with the database a network hop
  * away, an effect costs a fraction of a round trip, not four.
  */
+
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { DeliveryDeps, EffectOutcome, PendingEffect } from '../../app/effects/deliver.ts';
 import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
 import type { Transition } from '../../app/effects/transition.ts';
+import type { EffectBacklog } from '../../app/engine.ts';
 import type { Postgres } from './database.ts';
 import { PostgresDeadLetters } from './records.ts';
 
@@ -406,4 +408,29 @@ export async function pendingEffects(
 /** The operations with an effect that failed at least once and waits to be tried again (`effects=retrying`). */
 export async function retryingOperations(db: Postgres): Promise<string[]> {
   return (await db.rows<{ name: string }>('SELECT DISTINCT name FROM {s}.effects WHERE last_error IS NOT NULL')).map((row) => row.name);
+}
+
+/**
+ * Per sink: effects waiting that its ledger does not hold yet, those of them
+ * whose last attempt failed, and the dead letters it never took. The queue
+ * holds what is in flight (rows leave it once settled), so this reads little.
+ */
+export async function effectBacklog(db: Postgres, sinks: string[]): Promise<EffectBacklog[]> {
+  const untaken = (name: string, version: string) =>
+    `NOT EXISTS (SELECT 1 FROM {s}.effect_ledger l WHERE l.key = s.sink || '#' || ${name} || '#' || ${version})`;
+  const rows = await db.rows<{ sink: string; pending: string; retrying: string; dead: string }>(
+    `SELECT s.sink,
+       (SELECT count(*) FROM {s}.effects e WHERE ${untaken('e.name', 'e.version')}) AS pending,
+       (SELECT count(*) FROM {s}.effects e WHERE e.last_error IS NOT NULL AND ${untaken('e.name', 'e.version')}) AS retrying,
+       (SELECT count(*) FROM {s}.dead_letters d WHERE d.status = 'dead'
+          AND NOT EXISTS (SELECT 1 FROM {s}.effect_ledger l WHERE l.key = s.sink || '#' || (d.letter::jsonb ->> 'idempotencyKey'))) AS dead
+     FROM unnest($1::text[]) AS s(sink)`,
+    [sinks],
+  );
+  return rows.map((row) => ({
+    sink: row.sink,
+    pending: Number(row.pending),
+    retrying: Number(row.retrying),
+    deadLettered: Number(row.dead),
+  }));
 }

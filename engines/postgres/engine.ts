@@ -12,13 +12,20 @@ import { ConfigError } from '../../app/config.ts';
 import { deliverEffect } from '../../app/effects/deliver.ts';
 import { webhookSinkOf } from '../../app/effects/pooled-post.ts';
 import { redrive } from '../../app/effects/redrive.ts';
-import { type EffectsRecords, type Engine, type EngineOptions, EngineUnavailableError, storeMaintenance } from '../../app/engine.ts';
+import {
+  type EffectsRecords,
+  type Engine,
+  type EngineOptions,
+  EngineUnavailableError,
+  sinkNamesOf,
+  storeMaintenance,
+} from '../../app/engine.ts';
 import { networkFailureInWords } from '../../core/network.ts';
 import { PostgresAppSink } from './app-sink.ts';
 import { PostgresChangeFeed } from './change-feed.ts';
 import { pruneChanges } from './change-log.ts';
 import type { PoolLike } from './database.ts';
-import { type Deliver, PostgresEffectsQueue, pendingEffects, retryingOperations } from './effects-queue.ts';
+import { type Deliver, effectBacklog, PostgresEffectsQueue, pendingEffects, retryingOperations } from './effects-queue.ts';
 import { type DatabasePlace, databaseFailure, placeOf } from './failures.ts';
 import { claimJob } from './leases.ts';
 import { type Listener, listen, notifier } from './listener.ts';
@@ -79,6 +86,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
     deadLetters: engine.deadLetters,
     pending: (name) => pendingEffects(db, name),
     retrying: () => retryingOperations(db),
+    backlog: () => effectBacklog(db, sinkNamesOf(effectsSettings, options.onChange)),
   };
   if (!effects) logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
   // The queue and its delivery exist from the start (a tick drains them, redrive refills them); its timers only with start().
@@ -88,7 +96,14 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
       ...(effectsSettings.sink ? [webhookSinkOf(effectsSettings.sink)] : []),
       ...(options.onChange ? [new PostgresAppSink(db, options.onChange)] : []),
     ];
-    const deps = { sinks, ledger: engine.ledger, deadLetters: engine.deadLetters, retry: effectsSettings.retry, logger };
+    const deps = {
+      sinks,
+      ledger: engine.ledger,
+      deadLetters: engine.deadLetters,
+      retry: effectsSettings.retry,
+      logger,
+      ...(options.telemetry && { telemetry: options.telemetry }),
+    };
     queue = new PostgresEffectsQueue(db, {
       logger,
       leaseMs: options.effectsLeaseMs,

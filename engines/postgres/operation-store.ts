@@ -19,6 +19,7 @@
  * conformance suite.
  */
 
+import type { OperationCounts } from '../../app/engine.ts';
 import {
   type ApplyOutcome,
   type Decision,
@@ -307,14 +308,26 @@ export class PostgresOperationStore
   }
 
   /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind, and how many of them are open and overdue. */
-  async counts(): Promise<Array<{ state: OperationState | null; kind: OperationKind; count: number; overdue: number }>> {
-    const rows = await this.db.rows<{ state: OperationState | null; kind: OperationKind; count: string; overdue: string }>(
+  async counts(): Promise<OperationCounts[]> {
+    const rows = await this.db.rows<{
+      state: OperationState | null;
+      kind: OperationKind;
+      count: string;
+      overdue: string;
+      oldest_open_since: string | null;
+    }>(
       `SELECT state, kind, count(*) AS count,
-         count(*) FILTER (WHERE (state IS NULL OR NOT (state = ANY($1))) AND record::jsonb ? 'overdue') AS overdue
+         count(*) FILTER (WHERE (state IS NULL OR NOT (state = ANY($1))) AND record::jsonb ? 'overdue') AS overdue,
+         min(created_at) FILTER (WHERE state IS NULL OR NOT (state = ANY($1))) AS oldest_open_since
        FROM {s}.operations GROUP BY state, kind`,
       [OPERATION_STATES.filter(isTerminal)],
     );
-    return rows.map((row) => ({ ...row, count: Number(row.count), overdue: Number(row.overdue) }));
+    return rows.map(({ oldest_open_since, ...row }) => ({
+      ...row,
+      count: Number(row.count),
+      overdue: Number(row.overdue),
+      oldestOpenSince: oldest_open_since,
+    }));
   }
 
   /** The console's list: open operations first, then the newest; `state: null` selects the tracked ones. */

@@ -31,7 +31,13 @@ process.on('message', async (message: ToChild) => {
     if (message.type === 'start') {
       // This connection checkpoints the WAL (SQLite's automatic checkpoint, on its commits): the runtime's does not.
       db = Sqlite.open(message.dbFile);
-      work = startDerivedWork(db, message.options, logger);
+      // Each delivery's lag is counted by the runtime, which serves /metrics.
+      const telemetry = {
+        webhook: () => {},
+        poll: () => {},
+        effect: (sink: string, lagSeconds: number) => send({ type: 'effect', sink, lagSeconds }),
+      };
+      work = startDerivedWork(db, message.options, logger, [], telemetry);
       send({ type: 'ready' });
     } else if (message.type === 'wake') work?.wake();
     else if (message.type === 'stop') await stop(0);

@@ -11,6 +11,7 @@ import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { RedriveOptions } from '../../app/effects/redrive.ts';
+import type { Telemetry } from '../../app/telemetry.ts';
 import type { DerivedWork, DerivedWorkOptions, RedriveResult } from './derived-work.ts';
 
 /** Messages between the runtime and its derived-work process. */
@@ -21,6 +22,7 @@ export type ToChild =
   | { type: 'stop' };
 export type ToParent =
   | { type: 'ready' }
+  | { type: 'effect'; sink: string; lagSeconds: number }
   | { type: 'redriven'; id: number; result: RedriveResult }
   | { type: 'redrive-failed'; id: number; message: string };
 
@@ -28,7 +30,7 @@ const RESTART_MS = 500;
 const RESTART_CAP_MS = 30_000;
 
 /** The derived work in a child process on `dbFile`, restarted when it dies (after 0.5 s, doubling to 30 s while it keeps dying at start). */
-export function startDerivedProcess(dbFile: string, options: DerivedWorkOptions, logger: Logger): DerivedWork {
+export function startDerivedProcess(dbFile: string, options: DerivedWorkOptions, logger: Logger, telemetry?: Telemetry): DerivedWork {
   const script = derivedProcessScript();
   // In a checkout the script is TypeScript: run through the checkout's tsx, whatever the working directory.
   const execArgv = script.pathname.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [];
@@ -57,6 +59,8 @@ export function startDerivedProcess(dbFile: string, options: DerivedWorkOptions,
           one.send({ type: 'wake' } satisfies ToChild);
           return;
         }
+        // Its deliveries count here, where /metrics is served.
+        if (message.type === 'effect') return telemetry?.effect(message.sink, message.lagSeconds);
         const request = waiting.get(message.id);
         waiting.delete(message.id);
         if (message.type === 'redriven') request?.resolve(message.result);

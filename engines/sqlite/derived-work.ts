@@ -19,6 +19,7 @@ import { type RedriveOptions, redrive } from '../../app/effects/redrive.ts';
 import type { EffectSink } from '../../app/effects/sinks.ts';
 import type { EngineWork, RedriveResult } from '../../app/engine.ts';
 import { everyHour } from '../../app/schedule.ts';
+import type { Telemetry } from '../../app/telemetry.ts';
 import { SqliteEffectsQueue } from './effects-queue.ts';
 import { pruneEffectRecords, SqliteDeadLetters, SqliteEffectLedger } from './effects-records.ts';
 import { SqliteHistory } from './history.ts';
@@ -42,9 +43,15 @@ export type DerivedWorkOptions = EngineWork;
  * The feed, history and (with an outbound webhook, or the application's
  * `onChange` in `sinks`) the effects path, on `db`, in this process.
  */
-export function startDerivedWork(db: Sqlite, options: DerivedWorkOptions, logger: Logger, sinks: EffectSink[] = []): DerivedWork {
+export function startDerivedWork(
+  db: Sqlite,
+  options: DerivedWorkOptions,
+  logger: Logger,
+  sinks: EffectSink[] = [],
+  telemetry?: Telemetry,
+): DerivedWork {
   const history = new SqliteHistory(db, logger, options.historyRetentionDays);
-  const effects = options.effects && effectsPath(options.effects, db, logger, sinks);
+  const effects = options.effects && effectsPath(options.effects, db, { logger, others: sinks, telemetry });
   const feed = new OutboxFeed(db, [history, ...(effects ? [effects.queue] : [])], logger, options.changesRetentionMs);
   feed.start();
   effects?.queue.start(effects.deliver);
@@ -71,8 +78,7 @@ export function startDerivedWork(db: Sqlite, options: DerivedWorkOptions, logger
 function effectsPath(
   { sink: settings, retry }: NonNullable<DerivedWorkOptions['effects']>,
   db: Sqlite,
-  logger: Logger,
-  others: EffectSink[],
+  { logger, others, telemetry }: { logger: Logger; others: EffectSink[]; telemetry: Telemetry | undefined },
 ) {
   const ledger = new SqliteEffectLedger(db);
   const deadLetters = new SqliteDeadLetters(db);
@@ -81,6 +87,6 @@ function effectsPath(
     parkUndecodable: (undecodable, reason) => deadLetters.parkUndecodable(undecodable, reason),
   });
   const sinks = [...(settings ? [webhookSinkOf(settings)] : []), ...others];
-  const deps = { sinks, ledger, deadLetters, retry, logger };
+  const deps = { sinks, ledger, deadLetters, retry, logger, ...(telemetry && { telemetry }) };
   return { queue, deadLetters, deliver: (effect: Parameters<typeof deliverEffect>[0]) => deliverEffect(effect, deps) };
 }

@@ -12,10 +12,12 @@
  * included. An effect in flight at a crash is offered again after the
  * restart, with the same id (the ledger skips what it recorded).
  */
+
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { DeadLetters } from '../../app/effects/dead-letters.ts';
 import type { EffectOutcome, PendingEffect } from '../../app/effects/deliver.ts';
 import { InvalidStreamRecordError, type Transition, transitionOf } from '../../app/effects/transition.ts';
+import type { EffectBacklog } from '../../app/engine.ts';
 import { sendsEffect } from '../../core/change.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import { legacyTransition } from './legacy-rows.ts';
@@ -286,4 +288,30 @@ export function retryingOperations(db: Sqlite): string[] {
   return db
     .all<{ name: string }>('SELECT DISTINCT name FROM effect_messages WHERE receive_count > 0 AND name IS NOT NULL')
     .map((r) => r.name);
+}
+
+/**
+ * Per sink: effects waiting that its ledger does not hold yet (the outbox's
+ * state changes the effects queue has not read yet included), those of them
+ * whose last attempt failed, and the dead letters it never took.
+ */
+export function effectBacklog(db: Sqlite, sinks: string[]): EffectBacklog[] {
+  const unread =
+    db.get<{ n: number }>(
+      `SELECT count(*) AS n FROM changes
+       WHERE seq > coalesce((SELECT seq FROM checkpoints WHERE consumer = 'effects'), 0) AND write_kind IN ('state-change', 'overdue')`,
+    )?.n ?? 0;
+  const untaken = "NOT EXISTS (SELECT 1 FROM effect_ledger l WHERE l.key = ? || '#' || m.name || '#' || json_extract(m.body, '$.version'))";
+  return sinks.map((sink) => {
+    const row = db.get<{ pending: number; retrying: number; dead: number }>(
+      `SELECT (SELECT count(*) FROM effect_messages m WHERE ${untaken}) AS pending,
+         (SELECT count(*) FROM effect_messages m WHERE m.receive_count > 0 AND ${untaken}) AS retrying,
+         (SELECT count(*) FROM dead_letters d WHERE d.status = 'dead'
+            AND NOT EXISTS (SELECT 1 FROM effect_ledger l WHERE l.key = ? || '#' || json_extract(d.letter, '$.idempotencyKey'))) AS dead`,
+      sink,
+      sink,
+      sink,
+    );
+    return { sink, pending: (row?.pending ?? 0) + unread, retrying: row?.retrying ?? 0, deadLettered: row?.dead ?? 0 };
+  });
 }

@@ -6,11 +6,11 @@
  */
 import { resolve } from 'node:path';
 import { CallbackSink } from '../../app/effects/app-sink.ts';
-import { type EffectsRecords, type Engine, type EngineOptions, storeMaintenance } from '../../app/engine.ts';
+import { type EffectsRecords, type Engine, type EngineOptions, sinkNamesOf, storeMaintenance } from '../../app/engine.ts';
 import { IN_MEMORY } from './data-folder.ts';
 import { startDerivedProcess } from './derived-supervisor.ts';
 import type { DerivedWork } from './derived-work.ts';
-import { pendingEffects, retryingOperations } from './effects-queue.ts';
+import { effectBacklog, pendingEffects, retryingOperations } from './effects-queue.ts';
 import { openSqliteEngine } from './open.ts';
 import { backlogOf } from './outbox.ts';
 
@@ -45,6 +45,7 @@ export function openSqlite(options: SqliteOptions): Engine {
     deadLetters: engine.deadLetters,
     pending: (name) => pendingEffects(db, name),
     retrying: () => retryingOperations(db),
+    backlog: () => effectBacklog(db, sinkNamesOf(options.work.effects, options.onChange)),
   };
   if (!effects) logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
   return {
@@ -78,8 +79,9 @@ export function openSqlite(options: SqliteOptions): Engine {
               options.work,
               logger,
               options.onChange ? [new CallbackSink(options.onChange)] : [],
+              options.telemetry,
             )
-          : startDerivedProcess(resolve(db.path), options.work, logger);
+          : startDerivedProcess(resolve(db.path), options.work, logger, options.telemetry);
     },
     announce: (url) => data.announce(url),
     close: async (failed) => {

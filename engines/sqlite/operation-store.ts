@@ -9,6 +9,7 @@
  * held to the same contract tests.
  */
 
+import type { OperationCounts } from '../../app/engine.ts';
 import type {
   ApplyOutcome,
   Decision,
@@ -282,11 +283,12 @@ export class SqliteOperationStore
   }
 
   /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind, and how many of them are open and overdue. */
-  counts(): Array<{ state: OperationState | null; kind: OperationKind; count: number; overdue: number }> {
+  counts(): OperationCounts[] {
     // The record is read only for open rows (CASE evaluates its branches lazily).
     return this.db.all(
       `SELECT state, kind, COUNT(*) AS count,
-         SUM(CASE WHEN state IN (${TERMINAL_LIST}) THEN 0 ELSE json_extract(record, '$.overdue') IS NOT NULL END) AS overdue
+         SUM(CASE WHEN state IN (${TERMINAL_LIST}) THEN 0 ELSE json_extract(record, '$.overdue') IS NOT NULL END) AS overdue,
+         MIN(CASE WHEN state IN (${TERMINAL_LIST}) THEN NULL ELSE json_extract(record, '$.createdAt') END) AS oldestOpenSince
        FROM operations GROUP BY state, kind`,
     );
   }

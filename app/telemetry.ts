@@ -1,0 +1,122 @@
+/**
+ * What Ratchet tells dashboards, as a port: each webhook's decision and how
+ * long it took, each effect's delivery per sink and its lag, each reconcile
+ * poll's outcome, and spans around a delivery's steps. Every home records into
+ * one of these: the Prometheus registry served at `GET /metrics` (with
+ * OpenTelemetry beside it when OTEL_EXPORTER_OTLP_ENDPOINT is set:
+ * local/telemetry/), or CloudWatch EMF lines on AWS (emfTelemetry, below).
+ * The names are the contract's (docs/operations.md, "Metrics"): the same in
+ * every home, so one dashboard reads them all.
+ *
+ * No label carries an operation's name or anything else unbounded: decisions,
+ * reasons, kinds, states, sinks and outcomes are closed sets.
+ */
+import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
+import type { OperationKind } from '../core/lifecycle.ts';
+
+/** What became of a webhook delivery, in the decisions log's words (`unauthenticated`: its signature refused, a 401). */
+export type WebhookDecision =
+  | 'applied'
+  | 'discarded'
+  | 'unprocessable'
+  | 'ignored'
+  | 'verifying-by-poll'
+  | 'unauthenticated'
+  | 'rate-limited'
+  | 'not-recorded'
+  | 'not-configured'
+  | 'failed';
+
+/** A delivery's decision and its reason (`''` where the decision is all there is to say). */
+export interface WebhookOutcome {
+  decision: WebhookDecision;
+  reason: string;
+}
+
+/** How one reconcile poll went. */
+export type PollOutcome = 'applied' | 'unchanged' | 'failed' | 'not-found' | 'refused' | 'unknown-state';
+
+/** A step of a delivery's trace: attributes to add as it goes, and its end. */
+export interface StepSpan {
+  set(attributes: Record<string, string | number | boolean>): void;
+  end(error?: unknown): void;
+  /** The W3C `traceparent` of this step, carried with what it writes so later steps (each effect's delivery) link back to it. */
+  traceparent(): string | undefined;
+}
+
+export interface Telemetry {
+  webhook(outcome: WebhookOutcome, seconds: number): void;
+  /** An effect `sink` accepted, `lagSeconds` after its change was committed. */
+  effect(sink: string, lagSeconds: number): void;
+  poll(kind: OperationKind, outcome: PollOutcome): void;
+  /**
+   * A span (OpenTelemetry on): `parent` a step of this process or a stored
+   * `traceparent` of another (then linked, not parented). Absent where nothing
+   * traces: callers skip the work of naming their steps.
+   */
+  span?(name: string, attributes: Record<string, string | number | boolean>, parent?: StepSpan | string): StepSpan;
+}
+
+/** The metrics' names, one place: Prometheus's, OpenTelemetry's and EMF's. */
+export const METRIC = {
+  deliveries: 'ratchet_webhook_deliveries_total',
+  webhookSeconds: 'ratchet_webhook_duration_seconds',
+  operations: 'ratchet_operations',
+  oldestOpen: 'ratchet_oldest_open_operation_age_seconds',
+  overdue: 'ratchet_overdue_operations',
+  effectsPending: 'ratchet_effects_pending',
+  effectsRetrying: 'ratchet_effects_retrying',
+  effectsDead: 'ratchet_effects_dead_lettered',
+  effectLag: 'ratchet_effect_lag_seconds',
+  polls: 'ratchet_reconcile_polls_total',
+} as const;
+
+/** Seconds from receipt to answer: a write on a local file is a few milliseconds, across a network tens. */
+export const WEBHOOK_SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+/** Seconds from commit to a sink's acceptance: milliseconds when all is well, up to hours while a receiver is down. */
+export const EFFECT_LAG_BUCKETS = [0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 300, 900, 3600, 21600, 86400];
+
+/** Records into several at once (the Prometheus registry and OpenTelemetry); spans from the one that traces. */
+export function allOf(...all: Telemetry[]): Telemetry {
+  const tracing = all.find((one) => one.span);
+  return {
+    webhook: (outcome, seconds) => {
+      for (const one of all) one.webhook(outcome, seconds);
+    },
+    effect: (sink, lagSeconds) => {
+      for (const one of all) one.effect(sink, lagSeconds);
+    },
+    poll: (kind, outcome) => {
+      for (const one of all) one.poll(kind, outcome);
+    },
+    ...(tracing?.span && { span: tracing.span.bind(tracing) }),
+  };
+}
+
+/** Seconds since `since` (an ISO time; 0 when it does not parse or lies ahead). */
+export function secondsSince(since: string, nowMs = Date.now()): number {
+  const at = Date.parse(since);
+  return Number.isFinite(at) ? Math.max(0, (nowMs - at) / 1000) : 0;
+}
+
+/**
+ * The same names as CloudWatch EMF lines through Powertools (AWS): each a
+ * metric of its own with its labels as dimensions, so one dashboard reads both
+ * homes. (The gauges are the database's: on AWS, DynamoDB's and SQS's own
+ * metrics and the reconcile's counts stand for them.)
+ */
+export function emfTelemetry(metrics: Metrics): Telemetry {
+  const emit = (dimensions: Record<string, string>, name: string, unit: (typeof MetricUnit)[keyof typeof MetricUnit], value: number) => {
+    const one = metrics.singleMetric();
+    for (const [key, dimension] of Object.entries(dimensions)) one.addDimension(key, dimension || 'none');
+    one.addMetric(name, unit, value);
+  };
+  return {
+    webhook: ({ decision, reason }, seconds) => {
+      emit({ decision, reason }, METRIC.deliveries, MetricUnit.Count, 1);
+      emit({}, METRIC.webhookSeconds, MetricUnit.Seconds, seconds);
+    },
+    effect: (sink, lagSeconds) => emit({ sink }, METRIC.effectLag, MetricUnit.Seconds, lagSeconds),
+    poll: (kind, outcome) => emit({ kind, outcome }, METRIC.polls, MetricUnit.Count, 1),
+  };
+}

@@ -1,0 +1,69 @@
+/**
+ * `GET /metrics`: the Prometheus text format, by prom-client. The counters and
+ * histograms are this instance's (each instance is a target, as Prometheus
+ * expects); the gauges are the database's, read at each scrape (gauges.ts).
+ */
+import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { EFFECT_LAG_BUCKETS, METRIC, type Telemetry, WEBHOOK_SECONDS_BUCKETS } from '../../app/telemetry.ts';
+import { GAUGES, type GaugeName, type MetricsSource, readGauges } from './gauges.ts';
+
+export class PrometheusMetrics implements Telemetry {
+  readonly contentType: string;
+  private readonly registry = new Registry();
+  private readonly deliveries = new Counter({
+    name: METRIC.deliveries,
+    help: 'Webhook deliveries answered, by decision (the decisions log’s words; unauthenticated: a 401) and reason.',
+    labelNames: ['decision', 'reason'] as const,
+    registers: [this.registry],
+  });
+  private readonly webhookSeconds = new Histogram({
+    name: METRIC.webhookSeconds,
+    help: 'Seconds from a webhook’s receipt to its answer.',
+    buckets: WEBHOOK_SECONDS_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly effectLag = new Histogram({
+    name: METRIC.effectLag,
+    help: 'Seconds from a change’s commit to its acceptance by the sink.',
+    labelNames: ['sink'] as const,
+    buckets: EFFECT_LAG_BUCKETS,
+    registers: [this.registry],
+  });
+  private readonly polls = new Counter({
+    name: METRIC.polls,
+    help: 'Reconcile polls of Gemini, by kind and outcome.',
+    labelNames: ['kind', 'outcome'] as const,
+    registers: [this.registry],
+  });
+  private readonly gauges = Object.fromEntries(
+    Object.entries(GAUGES).map(([name, help]) => [
+      name,
+      new Gauge({ name, help, labelNames: ['kind', 'state', 'sink'], registers: [this.registry] }),
+    ]),
+  ) as Record<GaugeName, Gauge>;
+
+  constructor() {
+    this.contentType = this.registry.contentType;
+  }
+
+  webhook({ decision, reason }: { decision: string; reason: string }, seconds: number): void {
+    this.deliveries.inc({ decision, reason });
+    this.webhookSeconds.observe(seconds);
+  }
+
+  effect(sink: string, lagSeconds: number): void {
+    this.effectLag.observe({ sink }, lagSeconds);
+  }
+
+  poll(kind: string, outcome: string): void {
+    this.polls.inc({ kind, outcome });
+  }
+
+  /** The exposition: the gauges read afresh from the database, then everything in the text format. */
+  async scrape(source: MetricsSource): Promise<string> {
+    const values = await readGauges(source);
+    for (const gauge of Object.values(this.gauges)) gauge.reset();
+    for (const { name, labels, value } of values) this.gauges[name].set(labels, value);
+    return this.registry.metrics();
+  }
+}
