@@ -93,6 +93,12 @@ export function allOf(...all: Telemetry[]): Telemetry {
   };
 }
 
+/** Whether the process environment asks for OTLP export (the SDK reads the rest of the standard OTEL_* variables itself). */
+export function otlpRequested(env: Record<string, string | undefined> = process.env): boolean {
+  if (env.OTEL_SDK_DISABLED === 'true') return false;
+  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT);
+}
+
 /** Seconds since `since` (an ISO time; 0 when it does not parse or lies ahead). */
 export function secondsSince(since: string, nowMs = Date.now()): number {
   const at = Date.parse(since);
@@ -106,17 +112,22 @@ export function secondsSince(since: string, nowMs = Date.now()): number {
  * metrics and the reconcile's counts stand for them.)
  */
 export function emfTelemetry(metrics: Metrics): Telemetry {
-  const emit = (dimensions: Record<string, string>, name: string, unit: (typeof MetricUnit)[keyof typeof MetricUnit], value: number) => {
-    const one = metrics.singleMetric();
-    for (const [key, dimension] of Object.entries(dimensions)) one.addDimension(key, dimension || 'none');
-    one.addMetric(name, unit, value);
+  type Unit = (typeof MetricUnit)[keyof typeof MetricUnit];
+  /** An EMF line per value (a single metric is published as it is added), under these dimensions (an empty reason is `none`: CloudWatch refuses empty values). */
+  const emit = (dimensions: Record<string, string>, values: Array<[name: string, unit: Unit, value: number]>) => {
+    for (const [name, unit, value] of values) {
+      const line = metrics.singleMetric();
+      for (const [key, dimension] of Object.entries(dimensions)) line.addDimension(key, dimension || 'none');
+      line.addMetric(name, unit, value);
+    }
   };
   return {
-    webhook: ({ decision, reason }, seconds) => {
-      emit({ decision, reason }, METRIC.deliveries, MetricUnit.Count, 1);
-      emit({}, METRIC.webhookSeconds, MetricUnit.Seconds, seconds);
-    },
-    effect: (sink, lagSeconds) => emit({ sink }, METRIC.effectLag, MetricUnit.Seconds, lagSeconds),
-    poll: (kind, outcome) => emit({ kind, outcome }, METRIC.polls, MetricUnit.Count, 1),
+    webhook: ({ decision, reason }, seconds) =>
+      emit({ decision, reason }, [
+        [METRIC.deliveries, MetricUnit.Count, 1],
+        [METRIC.webhookSeconds, MetricUnit.Seconds, seconds],
+      ]),
+    effect: (sink, lagSeconds) => emit({ sink }, [[METRIC.effectLag, MetricUnit.Seconds, lagSeconds]]),
+    poll: (kind, outcome) => emit({ kind, outcome }, [[METRIC.polls, MetricUnit.Count, 1]]),
   };
 }

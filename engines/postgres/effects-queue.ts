@@ -58,6 +58,7 @@ interface EffectRow {
   first_attempt_at: string;
   redriven: boolean;
   last_error: string | null;
+  trace: string | null;
   /** The lease this claim holds until (epoch ms): it names the claim, so only its holder settles or releases it. */
   claimed_until: string;
   /** An earlier version of its operation is dead-lettered (not being re-driven). */
@@ -189,7 +190,7 @@ export class PostgresEffectsQueue {
        UPDATE {s}.effects e SET claimed_until = $1 + $3::bigint, attempts = e.attempts + 1,
          first_attempt_at = coalesce(e.first_attempt_at, $1)
        FROM ready WHERE e.name = ready.name AND e.version = ready.version
-       RETURNING e.name, e.version, e.transition, e.attempts, e.first_attempt_at, e.redriven, e.last_error, e.claimed_until,
+       RETURNING e.name, e.version, e.transition, e.attempts, e.first_attempt_at, e.redriven, e.last_error, e.claimed_until, e.trace,
          EXISTS (SELECT 1 FROM {s}.dead_letters d WHERE d.operation = e.name AND d.status = 'dead'
            AND d.entry < 'v' || lpad(e.version::text, 12, '0')) AS held_back,
          ARRAY(SELECT sink FROM unnest($4::text[]) AS sink
@@ -225,6 +226,7 @@ export class PostgresEffectsQueue {
           ...(row.last_error && { earlierFailure: row.last_error }),
           redriven: row.redriven,
           signal: claim.signal,
+          ...(row.trace && { traceparent: row.trace }),
         },
         records,
       );

@@ -48,6 +48,8 @@ export interface OneWrite {
   decisions: Decision[];
   /** A poll's next time and counters, written while the job is still polled (reconcile's schedulePoll, folded in). */
   poll?: { nextPollAt: string; unchangedPolls: number };
+  /** Per version, the traceparent of the write's span that made it (OpenTelemetry on), kept with its effect. */
+  traces?: Array<string | undefined>;
 }
 
 export type OneWriteOutcome = { ok: true } | { ok: false; current: OperationRecord | undefined };
@@ -93,8 +95,8 @@ scheduled AS (
     poll_note = NULL
   FROM input i WHERE i.name IN (SELECT name FROM noted) AND o.name = i.name AND i.poll_at IS NOT NULL AND o.next_poll_at IS NOT NULL),
 entries AS (
-  SELECT * FROM unnest($12::text[], $13::int[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::text[])
-    AS e(name, version, write_kind, record, entry, expires_at, transition)),
+  SELECT * FROM unnest($12::text[], $13::int[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::text[], $19::text[])
+    AS e(name, version, write_kind, record, entry, expires_at, transition, trace)),
 logged AS (
   INSERT INTO {s}.changes (tx, name, version, write_kind, new_record)
   SELECT w.change_key, e.name, e.version, e.write_kind, e.record FROM entries e JOIN written w ON w.name = e.name
@@ -104,12 +106,12 @@ kept AS (
   SELECT e.name, e.version, e.entry, e.expires_at FROM entries e JOIN written w ON w.name = e.name
   ON CONFLICT (name, version) DO NOTHING),
 queued AS (
-  INSERT INTO {s}.effects (name, version, transition)
-  SELECT e.name, e.version, e.transition FROM entries e JOIN written w ON w.name = e.name WHERE e.transition IS NOT NULL
+  INSERT INTO {s}.effects (name, version, transition, trace)
+  SELECT e.name, e.version, e.transition, e.trace FROM entries e JOIN written w ON w.name = e.name WHERE e.transition IS NOT NULL
   ON CONFLICT (name, version) DO NOTHING),
 decided AS (
   INSERT INTO {s}.decisions (name, decision, at)
-  SELECT d.name, d.decision, $21 FROM unnest($19::text[], $20::text[]) WITH ORDINALITY AS d(name, decision, i)
+  SELECT d.name, d.decision, $22 FROM unnest($20::text[], $21::text[]) WITH ORDINALITY AS d(name, decision, i)
   WHERE d.name IN (SELECT name FROM written UNION ALL SELECT name FROM noted)
   ORDER BY d.i
   RETURNING id, name),
@@ -190,10 +192,10 @@ export class Writes {
 /** The writes (each of another operation) in one statement: ok, or the record stored now, for each in order. */
 async function writeAll(db: Postgres, writes: OneWrite[], options: OneWriteOptions): Promise<OneWriteOutcome[]> {
   const ops: unknown[][] = Array.from({ length: 11 }, () => []);
-  const entries: unknown[][] = Array.from({ length: 7 }, () => []);
+  const entries: unknown[][] = Array.from({ length: 8 }, () => []);
   const decisions: unknown[][] = [[], []];
   for (const write of writes) {
-    const versionRows = rowsOf(write.name, write.versions, options);
+    const versionRows = rowsOf(write, options);
     const last = write.versions.at(-1);
     const values = [
       write.name,
@@ -229,9 +231,9 @@ async function writeAll(db: Postgres, writes: OneWrite[], options: OneWriteOptio
   });
 }
 
-/** The new versions' change-log, history and effect rows, as the statement's entries ($12 to $18). */
-function rowsOf(name: string, versions: OperationRecord[], options: OneWriteOptions): unknown[][] {
-  return versions.map((next) => {
+/** The new versions' change-log, history and effect rows, as the statement's entries ($12 to $19). */
+function rowsOf({ name, versions, traces }: OneWrite, options: OneWriteOptions): unknown[][] {
+  return versions.map((next, i) => {
     const writeKind = writeKindOf(next);
     return [
       name,
@@ -241,6 +243,7 @@ function rowsOf(name: string, versions: OperationRecord[], options: OneWriteOpti
       JSON.stringify(entryOf(next as unknown as Record<string, unknown>)),
       Math.floor(Date.parse(next.recordedAt) / 1000) + options.historyRetentionDays * 86_400,
       options.effects && sendsEffect(writeKind) ? JSON.stringify(transitionOf(next)) : null,
+      traces?.[i] ?? null,
     ];
   });
 }

@@ -89,6 +89,8 @@ interface Waiting {
   held?: DiscardReason;
   /** A poll's: its next time, written in the same statement. */
   pollNext?: PollNext;
+  /** The write's span (OpenTelemetry on), kept with the effect of the version it makes. */
+  traceparent?: string;
   resolve(outcome: ApplyOutcome): void;
   reject(error: unknown): void;
 }
@@ -138,7 +140,14 @@ export class PostgresOperationStore
 
   /** Through the operation's lane: reduced against the record at hand, written in one statement with the events beside it. */
   apply(event: OperationEvent, now: string, hint?: WriteHint): Promise<ApplyOutcome> {
-    return this.enqueue(event.name, hint?.current, (resolve, reject) => ({ event, now, pollNext: hint?.pollNext, resolve, reject }));
+    return this.enqueue(event.name, hint?.current, (resolve, reject) => ({
+      event,
+      now,
+      pollNext: hint?.pollNext,
+      traceparent: hint?.traceparent,
+      resolve,
+      reject,
+    }));
   }
 
   /** A discard ingest decided against the record at hand: its decision, with the reason the stored record gives (one statement while that record is current). */
@@ -193,10 +202,11 @@ export class PostgresOperationStore
       const base = lane.base;
       let record = base;
       const versions: OperationRecord[] = [];
+      const traces: Array<string | undefined> = [];
       const decisions: Decision[] = [];
       const outcomes: ApplyOutcome[] = [];
       let poll: ReturnType<PollNext> | undefined;
-      for (const { event, now, held, pollNext } of batch) {
+      for (const { event, now, held, pollNext, traceparent } of batch) {
         const decision = applyEvent(record, event, now);
         if (held !== undefined || !decision.applied) {
           const reason = decision.applied ? (held as DiscardReason) : decision.reason;
@@ -207,11 +217,12 @@ export class PostgresOperationStore
         }
         record = decision.next;
         versions.push(record);
+        traces.push(traceparent);
         decisions.push(decisionOf(event, now, { verdict: 'applied', version: record.version }));
         outcomes.push({ ok: true, record });
         poll = pollNext?.({ stateChanged: record.stateChanged }) ?? poll;
       }
-      const outcome = await this.writes.write({ name, expected: base?.version, versions, decisions, poll });
+      const outcome = await this.writes.write({ name, expected: base?.version, versions, decisions, poll, traces });
       if (outcome.ok) {
         lane.base = record;
         if (versions.length > 0) this.options.onChange?.(name);

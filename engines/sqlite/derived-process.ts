@@ -6,6 +6,8 @@
  * closes (the runtime stopped or was killed), it stops too.
  */
 import { createLogger } from '../../app/logger.ts';
+import type { OpenTelemetry } from '../../app/otel.ts';
+import { otlpRequested, type Telemetry } from '../../app/telemetry.ts';
 import type { ToChild, ToParent } from './derived-supervisor.ts';
 import { type DerivedWork, startDerivedWork } from './derived-work.ts';
 import { Sqlite } from './sqlite.ts';
@@ -13,6 +15,7 @@ import { Sqlite } from './sqlite.ts';
 const send = (message: ToParent) => process.send?.(message);
 const logger = createLogger();
 let work: DerivedWork | undefined;
+let otel: OpenTelemetry | undefined;
 let db: Sqlite | undefined;
 let stopping = false;
 
@@ -21,6 +24,7 @@ async function stop(code: number): Promise<never> {
     stopping = true;
     await work?.stop().catch(() => undefined);
     db?.close();
+    await otel?.shutdown();
   }
   process.exit(code);
 }
@@ -31,11 +35,13 @@ process.on('message', async (message: ToChild) => {
     if (message.type === 'start') {
       // This connection checkpoints the WAL (SQLite's automatic checkpoint, on its commits): the runtime's does not.
       db = Sqlite.open(message.dbFile);
-      // Each delivery's lag is counted by the runtime, which serves /metrics.
-      const telemetry = {
+      // Each delivery's lag is counted by the runtime, which serves /metrics; its spans are exported from here.
+      otel ??= otlpRequested() ? (await import('../../app/otel.ts')).startOpenTelemetry(logger, { metrics: false }) : undefined;
+      const telemetry: Telemetry = {
         webhook: () => {},
         poll: () => {},
-        effect: (sink: string, lagSeconds: number) => send({ type: 'effect', sink, lagSeconds }),
+        effect: (sink, lagSeconds) => send({ type: 'effect', sink, lagSeconds }),
+        ...(otel?.telemetry.span && { span: otel.telemetry.span }),
       };
       work = startDerivedWork(db, message.options, logger, [], telemetry);
       send({ type: 'ready' });

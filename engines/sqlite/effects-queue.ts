@@ -36,6 +36,8 @@ interface Message {
   redriven: boolean;
   /** What its last failed attempt came to, in words. */
   lastError?: string;
+  /** The traceparent of the write that made it (OpenTelemetry on). */
+  trace?: string;
 }
 
 export interface EffectsQueueOptions {
@@ -57,6 +59,7 @@ interface Row {
   retry_at: number;
   redriven: number;
   last_error: string | null;
+  trace: string | null;
 }
 
 export class SqliteEffectsQueue implements OutboxConsumer {
@@ -94,7 +97,7 @@ export class SqliteEffectsQueue implements OutboxConsumer {
   take(changes: Change[]): void {
     for (const change of changes) {
       if (!sendsEffect(change.writeKind)) continue;
-      this.fresh.push(this.insert(change.name, change.newRecord, false));
+      this.fresh.push(this.insert(change.name, change.newRecord, false, change.trace ?? null));
     }
   }
 
@@ -112,15 +115,16 @@ export class SqliteEffectsQueue implements OutboxConsumer {
     this.pump();
   }
 
-  private insert(name: string, body: string, redriven: boolean): Message {
+  private insert(name: string, body: string, redriven: boolean, trace: string | null = null): Message {
     const { lastInsertRowid } = this.db.run(
-      'INSERT INTO effect_messages (grp, name, body, redriven) VALUES (?, ?, ?, ?)',
+      'INSERT INTO effect_messages (grp, name, body, redriven, trace) VALUES (?, ?, ?, ?, ?)',
       name,
       name,
       body,
       redriven ? 1 : 0,
+      trace,
     );
-    return { seq: Number(lastInsertRowid), name, body, receiveCount: 0, firstReceiveAt: 0, retryAt: 0, redriven };
+    return { seq: Number(lastInsertRowid), name, body, receiveCount: 0, firstReceiveAt: 0, retryAt: 0, redriven, ...(trace && { trace }) };
   }
 
   private remember(message: Message): void {
@@ -187,6 +191,7 @@ export class SqliteEffectsQueue implements OutboxConsumer {
         firstAttemptAtMs: message.firstReceiveAt,
         ...(message.lastError && { earlierFailure: message.lastError }),
         redriven: message.redriven,
+        ...(message.trace && { traceparent: message.trace }),
       });
       if (outcome.kind === 'done') await this.remove(message);
       else await this.retryLater(message, outcome.inMs, outcome.lastError);
@@ -239,6 +244,7 @@ function messageOf(row: Row): Message {
     retryAt: row.retry_at,
     redriven: row.redriven === 1,
     ...(row.last_error && { lastError: row.last_error }),
+    ...(row.trace && { trace: row.trace }),
   };
 }
 

@@ -26,6 +26,7 @@ import type {
   UnmappedDelivery,
   UnprocessableDelivery,
   UnprocessableLog,
+  WriteHint,
   WriteOutcome,
 } from '../../app/ports.ts';
 import { writeKindOf } from '../../core/change.ts';
@@ -93,7 +94,7 @@ export class SqliteOperationStore
    * An event the stored record already refuses is only noted (see noteDiscard): the reducer is monotone, so a
    * refusal stays a refusal whatever is written meanwhile, and a note needs no fsync.
    */
-  async apply(event: OperationEvent, now: string): Promise<ApplyOutcome> {
+  async apply(event: OperationEvent, now: string, hint?: WriteHint): Promise<ApplyOutcome> {
     const held = this.row(event.name);
     const heldRecord = held && (JSON.parse(held.record) as OperationRecord);
     const first = applyEvent(heldRecord, event, now);
@@ -111,7 +112,7 @@ export class SqliteOperationStore
         this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason: decision.reason }));
         return { ok: false, current };
       }
-      this.store(current, decision.next);
+      this.store(current, decision.next, hint?.traceparent);
       this.decide(event.name, decisionOf(event, now, { verdict: 'applied', version: decision.next.version }));
       return { ok: true, record: decision.next };
     });
@@ -120,7 +121,7 @@ export class SqliteOperationStore
   }
 
   /** The row and its outbox entry; inside the caller's transaction. */
-  private store(current: OperationRecord | undefined, next: OperationRecord): void {
+  private store(current: OperationRecord | undefined, next: OperationRecord, trace?: string): void {
     const open = !isTerminal(next.state) && POLLABLE.has(next.kind);
     const record = JSON.stringify(next);
     this.db.run(
@@ -140,13 +141,14 @@ export class SqliteOperationStore
     );
     const writeKind = writeKindOf(next);
     this.db.run(
-      'INSERT INTO changes (name, version, write_kind, old_record, new_record, at) VALUES (?, ?, ?, ?, ?, ?)',
+      'INSERT INTO changes (name, version, write_kind, old_record, new_record, at, trace) VALUES (?, ?, ?, ?, ?, ?, ?)',
       next.name,
       next.version,
       writeKind,
       current ? JSON.stringify(current) : null,
       record,
       Date.now(),
+      trace ?? null,
     );
   }
 

@@ -24,6 +24,8 @@ export interface Change {
   newRecord: string;
   /** Epoch milliseconds of the write. */
   at: number;
+  /** The traceparent of the write's span, where one was traced. */
+  trace?: string | null;
 }
 
 export interface OutboxConsumer {
@@ -104,6 +106,7 @@ export class OutboxFeed {
           old_record: string | null;
           new_record: string;
           at: number;
+          trace: string | null;
         }>('SELECT * FROM changes WHERE seq > ? ORDER BY seq LIMIT ?', this.checkpoint(consumer.name), BATCH)
         .map((row) => ({
           seq: row.seq,
@@ -113,6 +116,7 @@ export class OutboxFeed {
           oldRecord: row.old_record,
           newRecord: row.new_record,
           at: row.at,
+          trace: row.trace,
         }));
       const last = changes.at(-1);
       if (!last) return 0;

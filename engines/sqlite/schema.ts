@@ -16,6 +16,7 @@
  * - `decisions` (2): each event's fate per operation, applied or discarded.
  * - `unprocessable` (3): authentic deliveries that can never be used, one per webhook-id.
  * - `effect_messages.name`, `.last_error` (4): whose effect waits, and what its last attempt came to.
+ * - `changes.trace`, `effect_messages.trace` (5): the traceparent of the write's span, for its effect's spans.
  */
 import type { Sqlite } from './sqlite.ts';
 
@@ -104,6 +105,9 @@ export const MIGRATIONS: readonly string[] = [
    UPDATE effect_messages SET name = json_extract(body, '$.dynamodb.Keys.name.S');
    CREATE INDEX effect_messages_retrying ON effect_messages (name) WHERE receive_count > 0;
    CREATE INDEX operations_due_at ON operations (next_poll_at) WHERE next_poll_at IS NOT NULL;`,
+  // 5: the W3C traceparent of the write that made a change (OpenTelemetry on), carried to its effect so the delivery joins that trace.
+  `ALTER TABLE changes ADD COLUMN trace TEXT;
+   ALTER TABLE effect_messages ADD COLUMN trace TEXT;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

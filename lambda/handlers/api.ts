@@ -16,6 +16,7 @@ import {
 } from '../../app/http/webhook-signature.ts';
 import { createLogger, createMetrics } from '../../app/logger.ts';
 import { pollNow } from '../../app/reconcile/poll-now.ts';
+import { emfTelemetry } from '../../app/telemetry.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
 import { DynamoDbHistory } from '../../engines/dynamodb/history.ts';
 import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
@@ -94,5 +95,6 @@ export const handler = handle(
     jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
     logger,
     metrics,
+    telemetry: emfTelemetry(metrics),
   }),
 );

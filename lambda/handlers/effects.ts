@@ -11,6 +11,7 @@ import { ConfigError, loadConfig } from '../../app/config.ts';
 import { retrySettings } from '../../app/effects/queue.ts';
 import type { EffectSink } from '../../app/effects/sinks.ts';
 import { createLogger, createMetrics } from '../../app/logger.ts';
+import { emfTelemetry } from '../../app/telemetry.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
 import { DynamoDbDeadLetters } from '../../engines/dynamodb/dead-letters.ts';
 import { DynamoDbEffectLedger } from '../../engines/dynamodb/ledger.ts';
@@ -51,7 +52,17 @@ async function compose(webhook: { url: string; secret: string } | undefined): Pr
   const deadLetters = new DynamoDbDeadLetters(documents, config.EFFECTS_DEAD_LETTER_TABLE);
   if (!config.EFFECTS_QUEUE_URL) throw new ConfigError('EFFECTS_QUEUE_URL is not set');
   const queue = new SqsRetryScheduler(config.EFFECTS_QUEUE_URL);
-  return createEffectsHandler({ sinks, ledger, deadLetters, queue, retry: retrySettings(config), logger, metrics: createMetrics() });
+  const metrics = createMetrics();
+  return createEffectsHandler({
+    sinks,
+    ledger,
+    deadLetters,
+    queue,
+    retry: retrySettings(config),
+    logger,
+    metrics,
+    telemetry: emfTelemetry(metrics),
+  });
 }
 
 let composed: { key: string; handler: EffectsHandler } | undefined;

@@ -10,6 +10,7 @@ import { BatchDiscovery } from '../../app/reconcile/discovery.ts';
 import { GenAiPoller, pollerOptionsOf } from '../../app/reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../../app/reconcile/reconcile.ts';
 import { WebhookHealth } from '../../app/reconcile/webhook-health.ts';
+import { emfTelemetry } from '../../app/telemetry.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
 import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
 import { secretSetting } from '../secrets.ts';
@@ -63,6 +64,7 @@ export const handler = async (_event: unknown, context: Context): Promise<Reconc
     budgetMs: Math.max(1_000, context.getRemainingTimeInMillis() - SAFETY_MS),
     unseenExpiryMs: config.TRACKED_EXPIRY_DAYS * 86_400_000,
     overdueAfter: overdueAfterOf(config),
+    telemetry: emfTelemetry(metrics),
   });
   // A key Gemini refuses is said by label (never the key): the alarm on RefusedGeminiKeys names none, the log line does.
   const refused = poller.poller.credentials.refusedLabels();

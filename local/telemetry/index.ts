@@ -7,8 +7,8 @@
  * traced costs a thing.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { allOf, type Telemetry } from '../../app/telemetry.ts';
-import type { MetricsSource } from './gauges.ts';
+import type { MetricsSource } from '../../app/gauges.ts';
+import { allOf, otlpRequested, type Telemetry } from '../../app/telemetry.ts';
 import { PrometheusMetrics } from './prometheus.ts';
 
 export interface LocalTelemetry {
@@ -20,16 +20,10 @@ export interface LocalTelemetry {
   shutdown(): Promise<void>;
 }
 
-/** Whether the process environment asks for OTLP export (the SDK reads the rest of the standard OTEL_* variables itself). */
-export function otlpRequested(env: Record<string, string | undefined> = process.env): boolean {
-  if (env.OTEL_SDK_DISABLED === 'true') return false;
-  return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT);
-}
-
 export async function startTelemetry(logger: Logger): Promise<LocalTelemetry> {
   const prometheus = new PrometheusMetrics();
   if (!otlpRequested()) return { telemetry: prometheus, prometheus, observe: () => {}, shutdown: async () => {} };
-  const { startOpenTelemetry } = await import('./otel.ts');
+  const { startOpenTelemetry } = await import('../../app/otel.ts');
   const otel = startOpenTelemetry(logger);
   return { telemetry: allOf(prometheus, otel.telemetry), prometheus, observe: otel.observe, shutdown: () => otel.shutdown() };
 }

@@ -4,8 +4,8 @@
  * expects); the gauges are the database's, read at each scrape (gauges.ts).
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
+import { GAUGES, type GaugeName, type MetricsSource, readGauges } from '../../app/gauges.ts';
 import { EFFECT_LAG_BUCKETS, METRIC, type Telemetry, WEBHOOK_SECONDS_BUCKETS } from '../../app/telemetry.ts';
-import { GAUGES, type GaugeName, type MetricsSource, readGauges } from './gauges.ts';
 
 export class PrometheusMetrics implements Telemetry {
   readonly contentType: string;

@@ -36,9 +36,9 @@ import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/expor
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { ConfigError } from '../../app/config.ts';
-import { EFFECT_LAG_BUCKETS, METRIC, type StepSpan, type Telemetry, WEBHOOK_SECONDS_BUCKETS } from '../../app/telemetry.ts';
+import { ConfigError } from './config.ts';
 import { GAUGES, type GaugeName, type MetricsSource, readGauges } from './gauges.ts';
+import { EFFECT_LAG_BUCKETS, METRIC, type StepSpan, type Telemetry, WEBHOOK_SECONDS_BUCKETS } from './telemetry.ts';
 
 export interface OpenTelemetry {
   telemetry: Telemetry;
@@ -57,7 +57,14 @@ function protocolOf(signal: 'TRACES' | 'METRICS', env: Record<string, string | u
   throw new ConfigError(`${name} must be http/protobuf or http/json (gRPC is not built in), not ${JSON.stringify(value)}`, name);
 }
 
-export function startOpenTelemetry(logger: Logger, env: Record<string, string | undefined> = process.env): OpenTelemetry {
+/**
+ * `metrics: false` for a process that only traces (SQLite's effects process: the runtime counts its deliveries, so
+ * they are exported once).
+ */
+export function startOpenTelemetry(
+  logger: Logger,
+  { env = process.env, metrics = true }: { env?: Record<string, string | undefined>; metrics?: boolean } = {},
+): OpenTelemetry {
   const resource = defaultResource()
     .merge(resourceFromAttributes({ 'service.name': 'ratchet' }))
     .merge(detectResources({ detectors: [envDetector] }));
@@ -69,13 +76,15 @@ export function startOpenTelemetry(logger: Logger, env: Record<string, string | 
   const tracerProvider = new TracerProvider({ resource, spanProcessors: [new BatchSpanProcessor({ exporter: traceExporter })] });
   const meterProvider = new MeterProvider({
     resource,
-    readers: [
-      new PeriodicExportingMetricReader({
-        exporter: metricExporter,
-        exportIntervalMillis: intervalMs,
-        exportTimeoutMillis: Math.min(30_000, intervalMs),
-      }),
-    ],
+    readers: metrics
+      ? [
+          new PeriodicExportingMetricReader({
+            exporter: metricExporter,
+            exportIntervalMillis: intervalMs,
+            exportTimeoutMillis: Math.min(30_000, intervalMs),
+          }),
+        ]
+      : [],
   });
   const tracer = tracerProvider.getTracer('ratchet');
   const meter = meterProvider.getMeter('ratchet');
@@ -127,11 +136,12 @@ export function startOpenTelemetry(logger: Logger, env: Record<string, string | 
       return step(tracer.startSpan(name, { attributes: attributes as Attributes }, context));
     },
   };
-  logger.info('OpenTelemetry on: metrics and traces exported over OTLP', {
-    traces: protocolOf('TRACES', env),
-    metrics: protocolOf('METRICS', env),
-    metricsEveryMs: intervalMs,
-  });
+  if (metrics)
+    logger.info('OpenTelemetry on: metrics and traces exported over OTLP', {
+      traces: protocolOf('TRACES', env),
+      metrics: protocolOf('METRICS', env),
+      metricsEveryMs: intervalMs,
+    });
   return {
     telemetry,
     observe: (source) => observeGauges(meter, source, logger),

@@ -4,9 +4,10 @@
  * their labels: what `/metrics` sets at each scrape and OpenTelemetry
  * observes at each export.
  */
-import type { EffectsRecords, EngineStore } from '../../app/engine.ts';
-import { METRIC } from '../../app/telemetry.ts';
-import { isTerminal, OPERATION_KINDS } from '../../core/lifecycle.ts';
+
+import { isTerminal, OPERATION_KINDS } from '../core/lifecycle.ts';
+import type { EffectsRecords, EngineStore } from './engine.ts';
+import { METRIC } from './telemetry.ts';
 
 /** What a scrape reads of the engine: the operations' counts, and the effects (absent while they are off). */
 export interface MetricsSource {

@@ -1,0 +1,158 @@
+/**
+ * The telemetry port's pieces without a server: the gauges read from an
+ * engine's counts and backlog, the Prometheus exposition, the fan-out to
+ * several recorders, OpenTelemetry left unloaded without an endpoint, and the
+ * same names as CloudWatch EMF lines on AWS.
+ */
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { readGauges } from '../../app/gauges.ts';
+import { allOf, emfTelemetry, otlpRequested, type Telemetry } from '../../app/telemetry.ts';
+import { startTelemetry } from '../../local/telemetry/index.ts';
+import { PrometheusMetrics } from '../../local/telemetry/prometheus.ts';
+import { silentLogger } from '../support/silent-logger.ts';
+
+const NOW = Date.parse('2026-12-06T12:00:00Z');
+const source = {
+  store: {
+    counts: () => [
+      { state: 'RUNNING' as const, kind: 'batch' as const, count: 3, overdue: 1, oldestOpenSince: '2026-12-06T11:00:00Z' },
+      { state: null, kind: 'batch' as const, count: 2, overdue: 0, oldestOpenSince: '2026-12-06T10:00:00Z' },
+      // A terminal row's own oldest is never an open job's.
+      { state: 'SUCCEEDED' as const, kind: 'batch' as const, count: 40, overdue: 0, oldestOpenSince: '2026-12-01T00:00:00Z' },
+      { state: 'SUCCEEDED' as const, kind: 'video' as const, count: 5, overdue: 0, oldestOpenSince: null },
+    ],
+  },
+  effects: { backlog: () => [{ sink: 'webhook', pending: 4, retrying: 2, deadLettered: 1 }] },
+};
+
+describe('the database gauges', () => {
+  it('give each kind its oldest open job’s age and overdue count (0 where none), each kind and state, each sink', async () => {
+    const values = await readGauges(source, NOW);
+    const value = (name: string, labels: Record<string, string>) =>
+      values.find((v) => v.name === name && JSON.stringify(v.labels) === JSON.stringify(labels))?.value;
+    expect(value('ratchet_oldest_open_operation_age_seconds', { kind: 'batch' })).toBe(7200);
+    expect(value('ratchet_oldest_open_operation_age_seconds', { kind: 'video' })).toBe(0);
+    expect(value('ratchet_overdue_operations', { kind: 'batch' })).toBe(1);
+    expect(value('ratchet_overdue_operations', { kind: 'interaction' })).toBe(0);
+    expect(value('ratchet_operations', { kind: 'batch', state: 'tracked' })).toBe(2);
+    expect(value('ratchet_operations', { kind: 'batch', state: 'SUCCEEDED' })).toBe(40);
+    expect(value('ratchet_effects_pending', { sink: 'webhook' })).toBe(4);
+    expect(value('ratchet_effects_retrying', { sink: 'webhook' })).toBe(2);
+    expect(value('ratchet_effects_dead_lettered', { sink: 'webhook' })).toBe(1);
+  });
+
+  it('leave the effects out while they are off', async () => {
+    const values = await readGauges({ store: source.store, effects: undefined }, NOW);
+    expect(values.some((v) => v.name.startsWith('ratchet_effects_'))).toBe(false);
+  });
+});
+
+describe('the Prometheus exposition', () => {
+  it('counts, times and reads the gauges afresh at each scrape (a label gone from the data is gone from the page)', async () => {
+    const prometheus = new PrometheusMetrics();
+    prometheus.webhook({ decision: 'applied', reason: '' }, 0.004);
+    prometheus.webhook({ decision: 'discarded', reason: 'duplicate' }, 0.002);
+    prometheus.effect('webhook', 1.5);
+    prometheus.poll('batch', 'unchanged');
+    let text = await prometheus.scrape(source);
+    expect(text).toContain('ratchet_webhook_deliveries_total{decision="applied",reason=""} 1');
+    expect(text).toContain('ratchet_webhook_deliveries_total{decision="discarded",reason="duplicate"} 1');
+    expect(text).toContain('ratchet_webhook_duration_seconds_bucket{le="0.0025"} 1');
+    expect(text).toContain('ratchet_webhook_duration_seconds_count 2');
+    expect(text).toContain('ratchet_effect_lag_seconds_bucket{le="2.5",sink="webhook"} 1');
+    expect(text).toContain('ratchet_reconcile_polls_total{kind="batch",outcome="unchanged"} 1');
+    expect(text).toContain('ratchet_operations{kind="video",state="SUCCEEDED"} 5');
+    expect(text).toContain('ratchet_effects_retrying{sink="webhook"} 2');
+    text = await prometheus.scrape({ store: { counts: () => [] }, effects: undefined });
+    expect(text).not.toContain('state="SUCCEEDED"');
+    expect(text).not.toContain('sink="webhook"} 2');
+    expect(text).toContain('ratchet_overdue_operations{kind="batch"} 0');
+    expect(prometheus.contentType).toMatch(/^text\/plain; version=0\.0\.4/);
+  });
+});
+
+describe('recording', () => {
+  it('fans out to every recorder, and spans come from the one that traces', () => {
+    const calls: string[] = [];
+    const recorder = (id: string, traces = false): Telemetry => ({
+      webhook: (outcome) => calls.push(`${id} webhook ${outcome.decision}`),
+      effect: (sink) => calls.push(`${id} effect ${sink}`),
+      poll: (kind, outcome) => calls.push(`${id} poll ${kind} ${outcome}`),
+      ...(traces && {
+        span: (name: string) => {
+          calls.push(`${id} span ${name}`);
+          return { set: () => {}, end: () => {}, traceparent: () => undefined };
+        },
+      }),
+    });
+    const both = allOf(recorder('a'), recorder('b', true));
+    both.webhook({ decision: 'applied', reason: '' }, 0.1);
+    both.effect('app', 1);
+    both.poll('video', 'failed');
+    both.span?.('ratchet.webhook', {});
+    expect(calls).toEqual([
+      'a webhook applied',
+      'b webhook applied',
+      'a effect app',
+      'b effect app',
+      'a poll video failed',
+      'b poll video failed',
+      'b span ratchet.webhook',
+    ]);
+    expect(allOf(recorder('c')).span).toBeUndefined();
+  });
+
+  it('loads no OpenTelemetry without an endpoint: the Prometheus registry alone, nothing traced', async () => {
+    expect(otlpRequested({})).toBe(false);
+    expect(otlpRequested({ OTEL_EXPORTER_OTLP_TRACES_ENDPOINT: 'http://collector:4318/v1/traces' })).toBe(true);
+    expect(otlpRequested({ OTEL_EXPORTER_OTLP_ENDPOINT: 'http://collector:4318', OTEL_SDK_DISABLED: 'true' })).toBe(false);
+    const saved = { ...process.env };
+    delete process.env.OTEL_EXPORTER_OTLP_ENDPOINT;
+    delete process.env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT;
+    delete process.env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT;
+    try {
+      const local = await startTelemetry(silentLogger);
+      expect(local.telemetry).toBe(local.prometheus);
+      expect(local.telemetry.span).toBeUndefined();
+    } finally {
+      Object.assign(process.env, saved);
+    }
+  });
+});
+
+describe('on AWS (EMF)', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    vi.unstubAllEnvs();
+  });
+
+  it('writes the same names as CloudWatch EMF lines, their labels as dimensions', () => {
+    vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
+    const lines: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      lines.push(String(chunk));
+      return true;
+    });
+    const telemetry = emfTelemetry(new Metrics({ namespace: 'Ratchet', serviceName: 'ratchet' }));
+    telemetry.webhook({ decision: 'discarded', reason: 'duplicate' }, 0.012);
+    telemetry.webhook({ decision: 'applied', reason: '' }, 0.02);
+    telemetry.effect('eventbridge', 2);
+    telemetry.poll('batch', 'applied');
+    const emitted = lines.map((line) => JSON.parse(line));
+    const named = (name: string) => emitted.filter((one) => name in one);
+    expect(named('ratchet_webhook_deliveries_total').map((one) => [one.decision, one.reason])).toEqual([
+      ['discarded', 'duplicate'],
+      ['applied', 'none'],
+    ]);
+    expect(named('ratchet_webhook_duration_seconds')[0]).toMatchObject({ ratchet_webhook_duration_seconds: 0.012, decision: 'discarded' });
+    expect(named('ratchet_effect_lag_seconds')[0]).toMatchObject({ ratchet_effect_lag_seconds: 2, sink: 'eventbridge' });
+    expect(named('ratchet_reconcile_polls_total')[0]).toMatchObject({ kind: 'batch', outcome: 'applied' });
+    const [first] = named('ratchet_webhook_deliveries_total');
+    expect(first._aws.CloudWatchMetrics[0]).toMatchObject({
+      Namespace: 'Ratchet',
+      Dimensions: [expect.arrayContaining(['decision', 'reason'])],
+      Metrics: [{ Name: 'ratchet_webhook_deliveries_total', Unit: 'Count' }],
+    });
+  });
+});
