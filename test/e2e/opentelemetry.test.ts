@@ -37,7 +37,7 @@ class Collector {
   private server?: Server;
 
   get url(): string {
-    return `http://127.0.0.1:${(this.server?.address() as AddressInfo).port}`;
+    return `http://127.0.0.1:${((this.server as Server).address() as AddressInfo).port}`;
   }
 
   async start(): Promise<this> {
