@@ -23,12 +23,15 @@
  *    a proxy 1 ms away each way; statements per delivery counted there.
  * 7. Inside your app (bench/library.ts): createRatchet's cold start beside a
  *    hello-world handler; the webhook's answer time in library mode.
+ * 8. Metrics and traces (bench/telemetry.ts): the webhook path with
+ *    OpenTelemetry off and on, one delivery's recording cost, and
+ *    `GET /metrics` with 100,000 stored operations on SQLite and PostgreSQL.
  *
- * BENCH_SECTIONS (embedded,postgres,postgres-distance,library,feed,packages,gemini,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
+ * BENCH_SECTIONS (embedded,postgres,postgres-distance,library,feed,telemetry,packages,gemini,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
  * BENCH_ROUNDS (3), BENCH_LAG_RATE (1000), BENCH_LAG_COUNT (2000), BENCH_RSS_COUNT (100000),
  * BENCH_OVERLOAD_SECONDS (5),
  * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset), BENCH_PG_LAG_RATE (500), BENCH_LIBRARY_RUNS (7), BENCH_LIBRARY_COUNT (2000),
- * BENCH_DYNAMODB_LATENCY_MS (0; e.g. 4 models DynamoDB's network round trip).
+ * BENCH_DYNAMODB_LATENCY_MS (0; e.g. 4 models DynamoDB's network round trip), BENCH_SCRAPE_OPERATIONS (100000).
  */
 // Set before anything logs: the bench prints its own tables only.
 process.env.POWERTOOLS_LOG_LEVEL ??= 'SILENT';
@@ -37,7 +40,9 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { resolve } from 'node:path';
 import { benchEmbedded } from './embedded.ts';
 
-const sections = (process.env.BENCH_SECTIONS ?? 'embedded,postgres,postgres-distance,library,feed,packages,gemini,aws').split(',');
+const sections = (process.env.BENCH_SECTIONS ?? 'embedded,postgres,postgres-distance,library,feed,telemetry,packages,gemini,aws').split(
+  ',',
+);
 if (sections.includes('embedded')) {
   await benchEmbedded({
     root: resolve(import.meta.dirname, '..'),
@@ -80,6 +85,15 @@ if (sections.includes('feed')) {
     root: resolve(import.meta.dirname, '..'),
     size: Number(process.env.BENCH_SIZE ?? 500) * 4,
     rounds: Number(process.env.BENCH_ROUNDS ?? 3),
+  });
+}
+if (sections.includes('telemetry')) {
+  const { benchTelemetry } = await import('./telemetry.ts');
+  await benchTelemetry({
+    root: resolve(import.meta.dirname, '..'),
+    size: Number(process.env.BENCH_SIZE ?? 500) * 2,
+    rounds: Number(process.env.BENCH_ROUNDS ?? 3) * 2,
+    operations: Number(process.env.BENCH_SCRAPE_OPERATIONS ?? 100_000),
   });
 }
 if (sections.includes('packages')) {

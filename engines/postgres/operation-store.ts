@@ -327,11 +327,14 @@ export class PostgresOperationStore
       overdue: string;
       oldest_open_since: string | null;
     }>(
-      `SELECT state, kind, count(*) AS count,
-         count(*) FILTER (WHERE (state IS NULL OR NOT (state = ANY($1))) AND record::jsonb ? 'overdue') AS overdue,
-         min(created_at) FILTER (WHERE state IS NULL OR NOT (state = ANY($1))) AS oldest_open_since
-       FROM {s}.operations GROUP BY state, kind`,
-      [OPERATION_STATES.filter(isTerminal)],
+      // Every row counted from the (state, kind) index; the records read only for the open rows, found by state.
+      `SELECT c.state, c.kind, c.count, coalesce(o.overdue, 0) AS overdue, o.oldest_open_since
+       FROM (SELECT state, kind, count(*) AS count FROM {s}.operations GROUP BY state, kind) c
+       LEFT JOIN (
+         SELECT state, kind, count(*) FILTER (WHERE record::jsonb ? 'overdue') AS overdue, min(created_at) AS oldest_open_since
+         FROM {s}.operations WHERE state IS NULL OR state = ANY($1) GROUP BY state, kind) o
+       ON o.state IS NOT DISTINCT FROM c.state AND o.kind = c.kind`,
+      [OPERATION_STATES.filter((state) => !isTerminal(state))],
     );
     return rows.map(({ oldest_open_since, ...row }) => ({
       ...row,

@@ -107,8 +107,10 @@ export const MIGRATIONS: readonly string[] = [
   // 2: the console's sign-ins, shared by every instance (sign-ins.ts): keys are digests of the secrets.
   `CREATE TABLE {s}.sign_ins (key text PRIMARY KEY, value text NOT NULL, expires_at bigint NOT NULL);
    CREATE INDEX sign_ins_expiry ON {s}.sign_ins (expires_at);`,
-  // 3: the W3C traceparent of the write that queued an effect (OpenTelemetry on), so its delivery joins that trace.
-  `ALTER TABLE {s}.effects ADD COLUMN trace text;`,
+  // 3: the W3C traceparent of the write that queued an effect (OpenTelemetry on), so its delivery joins that trace;
+  // the operations counted by state and kind from an index alone (the console's counts, /metrics' gauges).
+  `ALTER TABLE {s}.effects ADD COLUMN trace text;
+   CREATE INDEX operations_by_state_kind ON {s}.operations (state, kind);`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

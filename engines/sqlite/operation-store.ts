@@ -55,6 +55,9 @@ const UNMAPPED_NOTE = 'unmapped-delivery';
 const TERMINAL_LIST = OPERATION_STATES.filter(isTerminal)
   .map((state) => `'${state}'`)
   .join(', ');
+const OPEN_LIST = OPERATION_STATES.filter((state) => !isTerminal(state))
+  .map((state) => `'${state}'`)
+  .join(', ');
 
 export class SqliteOperationStore
   implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
@@ -286,12 +289,15 @@ export class SqliteOperationStore
 
   /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind, and how many of them are open and overdue. */
   counts(): OperationCounts[] {
-    // The record is read only for open rows (CASE evaluates its branches lazily).
+    // Every row counted from the (state, kind) index; the records read only for the open rows, found by state.
     return this.db.all(
-      `SELECT state, kind, COUNT(*) AS count,
-         SUM(CASE WHEN state IN (${TERMINAL_LIST}) THEN 0 ELSE json_extract(record, '$.overdue') IS NOT NULL END) AS overdue,
-         MIN(CASE WHEN state IN (${TERMINAL_LIST}) THEN NULL ELSE json_extract(record, '$.createdAt') END) AS oldestOpenSince
-       FROM operations GROUP BY state, kind`,
+      `SELECT c.state, c.kind, c.count, coalesce(o.overdue, 0) AS overdue, o.oldestOpenSince
+       FROM (SELECT state, kind, COUNT(*) AS count FROM operations GROUP BY state, kind) c
+       LEFT JOIN (
+         SELECT state, kind, SUM(json_extract(record, '$.overdue') IS NOT NULL) AS overdue,
+           MIN(json_extract(record, '$.createdAt')) AS oldestOpenSince
+         FROM operations WHERE state IN (${OPEN_LIST}) OR state IS NULL GROUP BY state, kind) o
+       ON o.state IS c.state AND o.kind = c.kind`,
     );
   }
 

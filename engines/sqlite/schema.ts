@@ -16,7 +16,8 @@
  * - `decisions` (2): each event's fate per operation, applied or discarded.
  * - `unprocessable` (3): authentic deliveries that can never be used, one per webhook-id.
  * - `effect_messages.name`, `.last_error` (4): whose effect waits, and what its last attempt came to.
- * - `changes.trace`, `effect_messages.trace` (5): the traceparent of the write's span, for its effect's spans.
+ * - `changes.trace`, `effect_messages.trace` (5): the traceparent of the write's span, for its effect's spans;
+ *   `operations_by_state_kind`, the counts per state and kind read from an index.
  */
 import type { Sqlite } from './sqlite.ts';
 
@@ -106,8 +107,10 @@ export const MIGRATIONS: readonly string[] = [
    CREATE INDEX effect_messages_retrying ON effect_messages (name) WHERE receive_count > 0;
    CREATE INDEX operations_due_at ON operations (next_poll_at) WHERE next_poll_at IS NOT NULL;`,
   // 5: the W3C traceparent of the write that made a change (OpenTelemetry on), carried to its effect so the delivery joins that trace.
+  // The operations counted by state and kind from an index alone (the console's counts, /metrics' gauges).
   `ALTER TABLE changes ADD COLUMN trace TEXT;
-   ALTER TABLE effect_messages ADD COLUMN trace TEXT;`,
+   ALTER TABLE effect_messages ADD COLUMN trace TEXT;
+   CREATE INDEX operations_by_state_kind ON operations (state, kind);`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -21,7 +21,9 @@ import type { StateChange } from '../../app/effects/app-sink.ts';
 import type { Engine, EngineOptions } from '../../app/engine.ts';
 import type { OperationChange } from '../../app/feed.ts';
 import { ingest } from '../../app/ingest.ts';
-import type { OperationEvent } from '../../core/reducer.ts';
+import { isTerminal } from '../../core/lifecycle.ts';
+import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
+import { normalizeTime } from '../../core/time.ts';
 import { openPostgres } from '../../engines/postgres/index.ts';
 import { openSqlite } from '../../engines/sqlite/index.ts';
 import { batchStorm } from '../support/batch-storm.ts';
@@ -199,11 +201,67 @@ for (const port of PORTS)
         'batches/port-dead#3:waiting-behind',
       ]);
       expect(delivered).toEqual([]);
+      // /metrics' effect gauges: three dead letters the sink never took, nothing waiting.
+      expect(await effects.backlog()).toEqual([{ sink: 'app', pending: 0, retrying: 0, deadLettered: 3 }]);
       down = false;
       const result = await engine.redrive({ name: 'batches/port-dead' });
       expect(result.redriven).toHaveLength(3);
       await eventually(() => delivered.length === 3, 10_000, 'the redriven versions delivered');
       expect(delivered).toEqual(['batches/port-dead#1', 'batches/port-dead#2', 'batches/port-dead#3']);
       await eventually(async () => (await effects.deadLetters.list()).length === 0, 5_000, 'the dead letters cleared');
+      expect(await effects.backlog()).toEqual([{ sink: 'app', pending: 0, retrying: 0, deadLettered: 0 }]);
+    });
+
+    it('counts operations by state and kind, with each group’s oldest open one, as what was written says (fast-check)', async () => {
+      const engine = await started(port, 'counts', () => {});
+      const written = new Map<string, OperationRecord>();
+      const STATES = ['PENDING', 'RUNNING', 'REQUIRES_ACTION', 'SUCCEEDED', 'FAILED'] as const;
+      let run = 0;
+      await fc.assert(
+        fc.asyncProperty(
+          fc.array(
+            fc.record({
+              op: fc.integer({ min: 0, max: 5 }),
+              kind: fc.constantFrom('batch', 'interaction'),
+              state: fc.constantFrom(...STATES),
+            }),
+            { minLength: 1, maxLength: 25 },
+          ),
+          async (steps) => {
+            run++;
+            for (const [i, { op, kind, state }] of steps.entries()) {
+              const name = `${kind === 'batch' ? 'batches' : 'interactions'}/counts-${run}-${op}`;
+              const event: OperationEvent = {
+                name,
+                kind,
+                state,
+                providerState: state,
+                source: 'webhook',
+                eventId: `${name}-${i}`,
+                updateTime: normalizeTime(`2026-12-06T00:00:${String(i).padStart(2, '0')}Z`),
+              };
+              const result = await ingest(event, { store: engine.store });
+              const known = written.get(name);
+              if (!known || result.record.version > known.version) written.set(name, result.record);
+            }
+            const model = new Map<
+              string,
+              { state: string | null; kind: string; count: number; overdue: number; oldestOpenSince: string | null }
+            >();
+            for (const record of written.values()) {
+              const key = `${record.state}|${record.kind}`;
+              const group = model.get(key) ?? { state: record.state, kind: record.kind, count: 0, overdue: 0, oldestOpenSince: null };
+              group.count++;
+              if (!isTerminal(record.state) && (group.oldestOpenSince === null || record.createdAt < group.oldestOpenSince))
+                group.oldestOpenSince = record.createdAt;
+              model.set(key, group);
+            }
+            const byKey = (rows: Array<{ state: string | null; kind: string }>) =>
+              [...rows].sort((a, b) => `${a.state}|${a.kind}`.localeCompare(`${b.state}|${b.kind}`));
+            expect(byKey(await engine.store.counts())).toEqual(byKey([...model.values()]));
+          },
+        ),
+        { numRuns: 15 },
+      );
     });
   });

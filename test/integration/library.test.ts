@@ -110,6 +110,31 @@ describe('createRatchet', () => {
     expect(signIn.headers.get('location')).toBe(`${BASE}/console/operations/batches/lib-1`);
   });
 
+  it('serves /metrics under its prefix with the API token: each webhook counted, onChange’s lag under sink app, its backlog', async () => {
+    const seen: StateChange[] = [];
+    const ratchet = open({ dataDir: ':memory:', onChange: (change) => void seen.push(change) });
+    for (const id of ['batches/lib-metrics-1', 'batches/lib-metrics-2'])
+      expect((await ratchet.fetch(webhook('http://127.0.0.1', 'batch.succeeded', id))).status).toBe(200);
+    expect((await ratchet.fetch(webhook('http://127.0.0.1', 'batch.succeeded', 'batches/lib-metrics-1'))).status).toBe(200);
+    await eventually(() => seen.length === 2, 5_000, 'onChange');
+    expect((await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/metrics`))).status).toBe(401);
+    let text = '';
+    await eventually(
+      async () => {
+        const answer = await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/metrics`, { headers: bearer }));
+        text = await answer.text();
+        return text.includes('ratchet_effect_lag_seconds_count{sink="app"} 2');
+      },
+      5_000,
+      'both effects counted',
+    );
+    expect(text).toContain('ratchet_webhook_deliveries_total{decision="applied",reason=""} 2');
+    expect(text).toMatch(/ratchet_webhook_deliveries_total\{decision="discarded",reason="(duplicate|stale-or-equal-update-time)"\} 1/);
+    expect(text).toContain('ratchet_operations{kind="batch",state="SUCCEEDED"} 2');
+    expect(text).toContain('ratchet_effects_pending{sink="app"} 0');
+    expect((await ratchet.fetch(new Request('http://127.0.0.1/metrics', { headers: bearer }))).status).toBe(404);
+  });
+
   it('mounted at the root, serves a request read off a socket as it is, and refuses a Host it does not serve', async () => {
     const ratchet = open({ dataDir: ':memory:', basePath: '' });
     const asked = (host: string) => ratchet.fetch(new Request('http://127.0.0.1/operations', { headers: { ...bearer, host } }));
