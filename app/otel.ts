@@ -36,25 +36,14 @@ import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/expor
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { ConfigError } from './config.ts';
 import { GAUGES, type GaugeName, type MetricsSource, readGauges } from './gauges.ts';
-import { EFFECT_LAG_BUCKETS, METRIC, type StepSpan, type Telemetry, WEBHOOK_SECONDS_BUCKETS } from './telemetry.ts';
+import { EFFECT_LAG_BUCKETS, METRIC, openTelemetrySettings, type StepSpan, type Telemetry, WEBHOOK_SECONDS_BUCKETS } from './telemetry.ts';
 
 export interface OpenTelemetry {
   telemetry: Telemetry;
   /** The database's gauges, observed at each export from `source`. */
   observe(source: MetricsSource): void;
   shutdown(): Promise<void>;
-}
-
-type Protocol = 'http/protobuf' | 'http/json';
-
-/** The signal's protocol: its own variable, else the general one, else `http/protobuf` (the specification's default). */
-function protocolOf(signal: 'TRACES' | 'METRICS', env: Record<string, string | undefined>): Protocol {
-  const name = env[`OTEL_EXPORTER_OTLP_${signal}_PROTOCOL`] ? `OTEL_EXPORTER_OTLP_${signal}_PROTOCOL` : 'OTEL_EXPORTER_OTLP_PROTOCOL';
-  const value = env[name] ?? 'http/protobuf';
-  if (value === 'http/protobuf' || value === 'http/json') return value;
-  throw new ConfigError(`${name} must be http/protobuf or http/json (gRPC is not built in), not ${JSON.stringify(value)}`, name);
 }
 
 /**
@@ -68,11 +57,10 @@ export function startOpenTelemetry(
   const resource = defaultResource()
     .merge(resourceFromAttributes({ 'service.name': 'ratchet' }))
     .merge(detectResources({ detectors: [envDetector] }));
-  const traceExporter = protocolOf('TRACES', env) === 'http/json' ? new JsonTraceExporter() : new ProtobufTraceExporter();
-  const metricExporter = protocolOf('METRICS', env) === 'http/json' ? new JsonMetricExporter() : new ProtobufMetricExporter();
-  const intervalMs = Number(env.OTEL_METRIC_EXPORT_INTERVAL ?? 60_000);
-  if (!Number.isInteger(intervalMs) || intervalMs <= 0)
-    throw new ConfigError('OTEL_METRIC_EXPORT_INTERVAL must be a whole number of milliseconds above 0', 'OTEL_METRIC_EXPORT_INTERVAL');
+  const settings = openTelemetrySettings(env);
+  const { intervalMs } = settings;
+  const traceExporter = settings.traces === 'http/json' ? new JsonTraceExporter() : new ProtobufTraceExporter();
+  const metricExporter = settings.metrics === 'http/json' ? new JsonMetricExporter() : new ProtobufMetricExporter();
   const tracerProvider = new TracerProvider({ resource, spanProcessors: [new BatchSpanProcessor({ exporter: traceExporter })] });
   const meterProvider = new MeterProvider({
     resource,
@@ -138,8 +126,8 @@ export function startOpenTelemetry(
   };
   if (metrics)
     logger.info('OpenTelemetry on: metrics and traces exported over OTLP', {
-      traces: protocolOf('TRACES', env),
-      metrics: protocolOf('METRICS', env),
+      traces: settings.traces,
+      metrics: settings.metrics,
       metricsEveryMs: intervalMs,
     });
   return {

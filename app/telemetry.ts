@@ -13,6 +13,7 @@
  */
 import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { OperationKind } from '../core/lifecycle.ts';
+import { ConfigError } from './config.ts';
 
 /** What became of a webhook delivery, in the decisions log's words (`unauthenticated`: its signature refused, a 401). */
 export type WebhookDecision =
@@ -97,6 +98,32 @@ export function allOf(...all: Telemetry[]): Telemetry {
 export function otlpRequested(env: Record<string, string | undefined> = process.env): boolean {
   if (env.OTEL_SDK_DISABLED === 'true') return false;
   return Boolean(env.OTEL_EXPORTER_OTLP_ENDPOINT || env.OTEL_EXPORTER_OTLP_TRACES_ENDPOINT || env.OTEL_EXPORTER_OTLP_METRICS_ENDPOINT);
+}
+
+type Protocol = 'http/protobuf' | 'http/json';
+
+/** The signal's protocol: its own variable, else the general one, else `http/protobuf` (the specification's default). */
+function protocolOf(signal: 'TRACES' | 'METRICS', env: Record<string, string | undefined>): Protocol {
+  const name = env[`OTEL_EXPORTER_OTLP_${signal}_PROTOCOL`] ? `OTEL_EXPORTER_OTLP_${signal}_PROTOCOL` : 'OTEL_EXPORTER_OTLP_PROTOCOL';
+  const value = env[name] ?? 'http/protobuf';
+  if (value === 'http/protobuf' || value === 'http/json') return value;
+  throw new ConfigError(`${name} must be http/protobuf or http/json (gRPC is not built in), not ${JSON.stringify(value)}`, name);
+}
+
+/**
+ * What Ratchet itself reads of the OTEL_* variables (the SDK reads the rest),
+ * checked without loading the SDK: a start refuses a bad one at once, one
+ * line naming it (ConfigError, exit 2).
+ */
+export function openTelemetrySettings(env: Record<string, string | undefined> = process.env): {
+  traces: Protocol;
+  metrics: Protocol;
+  intervalMs: number;
+} {
+  const intervalMs = Number(env.OTEL_METRIC_EXPORT_INTERVAL ?? 60_000);
+  if (!Number.isInteger(intervalMs) || intervalMs <= 0)
+    throw new ConfigError('OTEL_METRIC_EXPORT_INTERVAL must be a whole number of milliseconds above 0', 'OTEL_METRIC_EXPORT_INTERVAL');
+  return { traces: protocolOf('TRACES', env), metrics: protocolOf('METRICS', env), intervalMs };
 }
 
 /** Seconds since `since` (an ISO time; 0 when it does not parse or lies ahead). */

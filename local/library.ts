@@ -28,6 +28,7 @@ import type { Engine } from '../app/engine.ts';
 import { createLogger } from '../app/logger.ts';
 import type { ReconcileStats } from '../app/reconcile/reconcile.ts';
 import { everyHour, LocalSchedule, maintain as runMaintenance } from '../app/schedule.ts';
+import { openTelemetrySettings, otlpRequested } from '../app/telemetry.ts';
 import type { PoolLike } from '../engines/postgres/index.ts';
 import { DEFAULT_DATA_DIR, IN_MEMORY } from '../engines/sqlite/index.ts';
 import { RatchetClient } from '../sdk/client.ts';
@@ -138,6 +139,8 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
   }
   const config = loadConfig(env);
   checkStartConfig(config);
+  // OpenTelemetry reads the process's own environment (its SDK does): its settings are refused here, not on first use.
+  if (otlpRequested()) openTelemetrySettings();
   const basePath = basePathOf(options.basePath);
   const onPostgres = Boolean(options.pool || config.DATABASE_URL);
   if (options.pool && options.databaseUrl) throw new ConfigError('give pool or databaseUrl (DATABASE_URL), not both', 'DATABASE_URL');

@@ -65,6 +65,18 @@ const CASES: Array<[string, Record<string, string>, string, RegExp]> = [
   ],
   ['a data folder that is a file', { DATA_DIR: aFile }, 'DATA_DIR', /must be a folder/],
   ['a reachable host without a token', { HOST: '0.0.0.0', RATCHET_API_TOKEN: '' }, 'HOST=0.0.0.0', /set RATCHET_API_TOKEN/],
+  [
+    'an OTLP protocol not built in',
+    { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_EXPORTER_OTLP_PROTOCOL: 'grpc' },
+    'OTEL_EXPORTER_OTLP_PROTOCOL',
+    /must be http\/protobuf or http\/json/,
+  ],
+  [
+    'a metrics export interval that is no number',
+    { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:4318', OTEL_METRIC_EXPORT_INTERVAL: 'often' },
+    'OTEL_METRIC_EXPORT_INTERVAL',
+    /whole number of milliseconds/,
+  ],
 ];
 
 describe('ratchet start refuses a bad setting', () => {

@@ -13,7 +13,7 @@ import { getRequestListener, serve } from '@hono/node-server';
 import express from 'express';
 import { Hono } from 'hono';
 import pg from 'pg';
-import { afterAll, describe, expect, inject, it } from 'vitest';
+import { afterAll, describe, expect, inject, it, vi } from 'vitest';
 import { createRatchet, type Ratchet, type StateChange } from '../../local/library.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
@@ -133,6 +133,18 @@ describe('createRatchet', () => {
     expect(text).toContain('ratchet_operations{kind="batch",state="SUCCEEDED"} 2');
     expect(text).toContain('ratchet_effects_pending{sink="app"} 0');
     expect((await ratchet.fetch(new Request('http://127.0.0.1/metrics', { headers: bearer }))).status).toBe(404);
+  });
+
+  it('refuses an OpenTelemetry setting it cannot use when it is made, not on its first request', () => {
+    vi.stubEnv('OTEL_EXPORTER_OTLP_ENDPOINT', 'http://127.0.0.1:4318');
+    vi.stubEnv('OTEL_EXPORTER_OTLP_TRACES_PROTOCOL', 'grpc');
+    try {
+      expect(() => createRatchet({ dataDir: ':memory:', env: {} })).toThrow(
+        /^OTEL_EXPORTER_OTLP_TRACES_PROTOCOL must be http\/protobuf or http\/json/,
+      );
+    } finally {
+      vi.unstubAllEnvs();
+    }
   });
 
   it('mounted at the root, serves a request read off a socket as it is, and refuses a Host it does not serve', async () => {
