@@ -183,6 +183,9 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
         inProcess: true,
         ...(options.onChange && { onChange: options.onChange }),
         ...(options.pool && { pool: options.pool }),
+      }).catch(async (error) => {
+        await telemetry.shutdown();
+        throw error;
       });
       try {
         const assembled = assemble(config, home, { dataDir, logger, basePath, telemetry });

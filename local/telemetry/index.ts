@@ -21,7 +21,11 @@ export interface LocalTelemetry {
 }
 
 export async function startTelemetry(logger: Logger): Promise<LocalTelemetry> {
-  const prometheus = new PrometheusMetrics();
+  const prometheus = new PrometheusMetrics((error) =>
+    logger.warn('metrics: the database could not be read for the gauges; this scrape carries the counters alone', {
+      detail: (error as Error).message,
+    }),
+  );
   if (!otlpRequested()) return { telemetry: prometheus, prometheus, observe: () => {}, shutdown: async () => {} };
   const { startOpenTelemetry } = await import('../../app/otel.ts');
   const otel = startOpenTelemetry(logger);

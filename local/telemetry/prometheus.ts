@@ -42,7 +42,8 @@ export class PrometheusMetrics implements Telemetry {
     ]),
   ) as Record<GaugeName, Gauge>;
 
-  constructor() {
+  /** `onGaugesUnread`: told when the database could not be read for a scrape (which then carries the counters alone). */
+  constructor(private readonly onGaugesUnread?: (error: unknown) => void) {
     this.contentType = this.registry.contentType;
   }
 
@@ -59,11 +60,25 @@ export class PrometheusMetrics implements Telemetry {
     this.polls.inc({ kind, outcome });
   }
 
-  /** The exposition: the gauges read afresh from the database, then everything in the text format. */
-  async scrape(source: MetricsSource): Promise<string> {
-    const values = await readGauges(source);
-    for (const gauge of Object.values(this.gauges)) gauge.reset();
-    for (const { name, labels, value } of values) this.gauges[name].set(labels, value);
-    return this.registry.metrics();
+  /**
+   * The exposition: the gauges read afresh from the database, then everything
+   * in the text format. Scrapes at once take turns, so none writes its gauges
+   * while another's are being serialized.
+   */
+  scrape(source: MetricsSource): Promise<string> {
+    const turn = this.scraping.then(async () => {
+      // The database away: this instance's counters still go out (the 503s it answered are what to alert on), the gauges not.
+      const values = await readGauges(source).catch((error: unknown) => {
+        this.onGaugesUnread?.(error);
+        return [];
+      });
+      for (const gauge of Object.values(this.gauges)) gauge.reset();
+      for (const { name, labels, value } of values) this.gauges[name].set(labels, value);
+      return this.registry.metrics();
+    });
+    this.scraping = turn.catch(() => undefined);
+    return turn;
   }
+
+  private scraping: Promise<unknown> = Promise.resolve();
 }

@@ -103,7 +103,9 @@ describe('the documentation', () => {
         for (const [, variable] of line.matchAll(/(?:^|export |\s)([A-Z][A-Z0-9_]+)=/g)) {
           // A configuration variable, or one the command-line tools read (where a running Ratchet is).
           const commandLineVariable = variable === 'RATCHET_URL' && read('local/cli/ratchet-url.ts').includes(variable);
-          if (!config.includes(`${variable}:`) && !commandLineVariable)
+          // OpenTelemetry's standard variables, read by its SDK: each one the contract names.
+          const openTelemetryVariable = variable?.startsWith('OTEL_') && read('docs/contract.md').includes(`\`${variable}\``);
+          if (!config.includes(`${variable}:`) && !commandLineVariable && !openTelemetryVariable)
             problems.push(`${line}: ${variable} is not a configuration variable`);
         }
         const npm = line.match(/npm (start|test|run (\S+))(?: -- (.*))?$/);

@@ -70,6 +70,21 @@ describe('the Prometheus exposition', () => {
     expect(text).toContain('ratchet_overdue_operations{kind="batch"} 0');
     expect(prometheus.contentType).toMatch(/^text\/plain; version=0\.0\.4/);
   });
+
+  it('still serves the counters while the database cannot be read, the gauges left out, and says so', async () => {
+    const unread: unknown[] = [];
+    const prometheus = new PrometheusMetrics((error) => unread.push(error));
+    prometheus.webhook({ decision: 'not-recorded', reason: 'not-recorded' }, 0.3);
+    const away = {
+      store: { counts: () => Promise.reject(new Error('the database does not answer')) },
+      effects: { backlog: () => [] },
+    };
+    const text = await prometheus.scrape(away);
+    expect(text).toContain('ratchet_webhook_deliveries_total{decision="not-recorded",reason="not-recorded"} 1');
+    expect(text).not.toMatch(/^ratchet_operations\{/m);
+    expect(text).not.toMatch(/^ratchet_overdue_operations\{/m);
+    expect(unread).toEqual([new Error('the database does not answer')]);
+  });
 });
 
 describe('recording', () => {
