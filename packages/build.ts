@@ -54,6 +54,11 @@ interface PackageSpec {
   substitutes?: Record<string, string>;
   /** Lambda handlers prebuilt into dist/functions/<handler>/. */
   functions?: string[];
+  /**
+   * A bundled CommonJS package requires Node's built-ins (prom-client's `util`, `cluster`): each output file gets a
+   * module-scoped `require` (node:module's createRequire), which esbuild's require shim then finds. Node only.
+   */
+  requireShim?: boolean;
 }
 
 export const PACKAGES: Record<string, PackageSpec> = {
@@ -98,6 +103,7 @@ export const PACKAGES: Record<string, PackageSpec> = {
     ],
     // ws's optional helpers; the client's SigV4 signer, loaded only for a deployed stack's URL (never by ratchet.client).
     optional: ['bufferutil', 'utf-8-validate', '@smithy/signature-v4', '@smithy/core', '@aws-sdk/credential-provider-node'],
+    requireShim: true,
   },
 };
 
@@ -175,7 +181,17 @@ async function buildJavaScript(name: string, spec: PackageSpec, dir: string): Pr
     logLevel: 'warning',
     absWorkingDir: ROOT,
     // The server's bin runs as a program.
-    ...(manifest.bin && { banner: { js: '#!/usr/bin/env node' } }),
+    banner: {
+      js: [
+        ...(manifest.bin ? ['#!/usr/bin/env node'] : []),
+        ...(spec.requireShim
+          ? [
+              "import { createRequire as __ratchetCreateRequire } from 'node:module';",
+              'const require = __ratchetCreateRequire(import.meta.url);',
+            ]
+          : []),
+      ].join('\n'),
+    },
     plugins: [substitute(spec.substitutes ?? {}), externals(spec.bundled ?? [], spec.optional ?? [])],
   });
   // What the bundles still import once tree-shaken is what installs must provide.

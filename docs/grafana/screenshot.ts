@@ -11,12 +11,12 @@
 
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { chromium } from 'playwright-core';
 import { FakeGemini } from '../../local/fake-gemini.ts';
 import { envelope, newSecret, signedDelivery } from '../../test/support/deliveries.ts';
+import { freePort } from '../../test/support/postgres.ts';
 import { startRatchet } from '../../test/support/ratchet-process.ts';
 import { Receiver } from '../../test/support/receiver.ts';
 
@@ -28,13 +28,6 @@ if (args.includes('--help') || (args.length > 0 && !(args[0] === '--minutes' && 
 const minutes = Number(args[1] ?? 4);
 const here = import.meta.dirname;
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const server = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = server.address() as { port: number };
-      server.close(() => resolve(port));
-    });
-  });
 
 const work = mkdtempSync(join(tmpdir(), 'ratchet-screenshot-'));
 const inbound = newSecret();

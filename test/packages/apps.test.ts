@@ -8,11 +8,13 @@
  */
 import { spawn } from 'node:child_process';
 import { existsSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { FakeGemini } from '../../local/fake-gemini.ts';
 import { freePort } from '../support/aws/moto.ts';
-import { newSecret } from '../support/deliveries.ts';
+import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { type FreshApp, freshApp, locked, run } from '../support/fresh-app.ts';
 import { collectOutput } from '../support/output.ts';
 import { PROJECT_ROOT, type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
@@ -124,6 +126,47 @@ describe('@ratchet/server, installed', () => {
       expect(bad.stderr.trim().split('\n')).toHaveLength(1);
       expect(bad.stderr).toContain(why);
       expect(bad.stderr).toMatch(/\(usage: .*ratchet /);
+    }
+  });
+
+  it('serves /metrics, and with an OTLP endpoint exports a delivery’s trace and the metrics from its own bundle', async () => {
+    const exports: Array<{ path: string; body: Buffer }> = [];
+    const collector = createServer((request, response) => {
+      const chunks: Buffer[] = [];
+      request.on('data', (chunk: Buffer) => chunks.push(chunk));
+      request.on('end', () => {
+        exports.push({ path: request.url ?? '', body: Buffer.concat(chunks) });
+        response.writeHead(200, { 'content-type': 'application/x-protobuf' }).end();
+      });
+    });
+    await new Promise<void>((done) => collector.listen(0, '127.0.0.1', done));
+    const inbound = newSecret();
+    const traced = await startRatchet(
+      {
+        DATA_DIR: join(server.dir, 'traced-data'),
+        WEBHOOK_SIGNING_SECRETS: inbound,
+        OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${(collector.address() as AddressInfo).port}`,
+        OTEL_BSP_SCHEDULE_DELAY: '100',
+        OTEL_METRIC_EXPORT_INTERVAL: '500',
+      },
+      { command: ['npx', '--no-install', 'ratchet', 'start'], cwd: server.dir },
+    );
+    try {
+      const { body, headers } = signedDelivery(inbound, envelope('batch.succeeded', { id: 'packaged-trace' }));
+      expect((await fetch(`${traced.url}/webhooks/gemini`, { method: 'POST', body, headers })).status).toBe(200);
+      const carrying = (path: string, text: string) => exports.some((one) => one.path === path && one.body.includes(text));
+      await eventually(
+        () => carrying('/v1/traces', 'batches/packaged-trace') && carrying('/v1/metrics', 'ratchet_webhook_deliveries_total'),
+        15_000,
+        'the trace and the metrics exported',
+      );
+      expect(carrying('/v1/traces', 'ratchet.write')).toBe(true);
+      const metrics = await traced.api('/metrics');
+      expect(metrics.status).toBe(200);
+      expect(await metrics.text()).toContain('ratchet_webhook_deliveries_total{decision="applied",reason=""} 1');
+    } finally {
+      await traced.stop();
+      collector.close();
     }
   });
 });
