@@ -48,10 +48,10 @@ const ratchet = await startRatchet({
   OVERDUE_AFTER: 'batch=90s',
 });
 const promPort = await freePort();
-const { host, port } = new URL(ratchet.url);
+const target = new URL(ratchet.url).host;
 writeFileSync(
   join(work, 'prometheus.yml'),
-  `global: {scrape_interval: 2s}\nscrape_configs:\n  - job_name: ratchet\n    authorization: {type: Bearer, credentials: ${ratchet.apiToken}}\n    static_configs: [{targets: ['${host}:${port}']}]\n`,
+  `global: {scrape_interval: 2s}\nscrape_configs:\n  - job_name: ratchet\n    authorization: {type: Bearer, credentials: ${ratchet.apiToken}}\n    static_configs: [{targets: ['${target}']}]\n`,
 );
 const prometheus = spawn(
   'prometheus',
@@ -124,6 +124,7 @@ try {
           values: result.values.map(([at, value]) => [at, Number(value)]),
         });
     }
+    if (series.length === 0) throw new Error(`${panel.title}: no data from Prometheus (is it scraping ${target}?)`);
     panels.push({ title: panel.title, type: panel.type, gridPos: panel.gridPos, unit: panel.fieldConfig.defaults.unit, series });
   }
   const uplot = readFileSync(join(here, '../../node_modules/uplot/dist/uPlot.iife.min.js'), 'utf8');
