@@ -13,7 +13,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { OperationKind, OperationState } from '../core/lifecycle.ts';
-import { APP_SINK, type OnChange } from './effects/app-sink.ts';
+import type { OnChange } from './effects/app-sink.ts';
 import type { DeadLetters } from './effects/dead-letters.ts';
 import type { DeliveryAttempts } from './effects/ledger.ts';
 import type { RetrySettings } from './effects/queue.ts';
@@ -185,9 +185,4 @@ export function storeMaintenance(store: EngineStore, options: Pick<EngineOptions
         options.logger.info(`maintenance: ${deleted} operation(s) tracked but never observed for 2 × TRACKED_EXPIRY_DAYS deleted`);
     },
   ];
-}
-
-/** The sinks an engine delivers effects to, by name: the outbound webhook where one is set, the application's `onChange` where one is given. */
-export function sinkNamesOf(effects: EngineWork['effects'], onChange: OnChange | undefined): string[] {
-  return [...(effects?.sink ? ['webhook'] : []), ...(effects && onChange ? [APP_SINK] : [])];
 }

@@ -53,8 +53,10 @@ export function writeKindOf(record: Pick<OperationRecord, 'source' | 'stateChang
 }
 
 /** The writes that send an effect: each state change, and a job found overdue. */
+export const EFFECT_WRITE_KINDS: readonly OperationChange['writeKind'][] = ['state-change', 'overdue'];
+
 export function sendsEffect(writeKind: string): boolean {
-  return writeKind === 'state-change' || writeKind === 'overdue';
+  return (EFFECT_WRITE_KINDS as readonly string[]).includes(writeKind);
 }
 
 /** The change that made `record`'s version, at `cursor` in the feed. */

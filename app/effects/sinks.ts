@@ -1,6 +1,9 @@
 /** Where effects go (eventbridge-sink.ts, webhook-sink.ts). Each sink throws when a delivery did not succeed. */
 import type { Transition } from './transition.ts';
 
+/** The outbound signed webhook's name in the ledger (webhook-sink.ts). */
+export const WEBHOOK_SINK = 'webhook';
+
 export interface EffectSink {
   /** Names the sink in the ledger: changing it re-delivers everything. */
   readonly name: string;

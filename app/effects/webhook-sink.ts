@@ -4,7 +4,7 @@ import { Webhook } from 'standardwebhooks';
 import { networkFailureInWords } from '../../core/network.ts';
 import { type Config, ConfigError } from '../config.ts';
 import { InvalidSecretError, parseSigningSecrets } from '../http/webhook-signature.ts';
-import { type EffectSink, SinkError } from './sinks.ts';
+import { type EffectSink, SinkError, WEBHOOK_SINK } from './sinks.ts';
 import { effectEvent, idempotencyKey, type Transition } from './transition.ts';
 
 /** One POST of a signed effect; resolves with the answer's status, rejects when none came (a timeout included). */
@@ -26,7 +26,7 @@ export interface WebhookSinkOptions {
  * GET elsewhere proves nothing) and counts as a failure; 410 Gone is permanent.
  */
 export class WebhookSink implements EffectSink {
-  readonly name = 'webhook';
+  readonly name = WEBHOOK_SINK;
   private readonly signer: Webhook;
 
   constructor(

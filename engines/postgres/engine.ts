@@ -12,14 +12,7 @@ import { ConfigError } from '../../app/config.ts';
 import { deliverEffect } from '../../app/effects/deliver.ts';
 import { webhookSinkOf } from '../../app/effects/pooled-post.ts';
 import { redrive } from '../../app/effects/redrive.ts';
-import {
-  type EffectsRecords,
-  type Engine,
-  type EngineOptions,
-  EngineUnavailableError,
-  sinkNamesOf,
-  storeMaintenance,
-} from '../../app/engine.ts';
+import { type EffectsRecords, type Engine, type EngineOptions, EngineUnavailableError, storeMaintenance } from '../../app/engine.ts';
 import { networkFailureInWords } from '../../core/network.ts';
 import { PostgresAppSink } from './app-sink.ts';
 import { PostgresChangeFeed } from './change-feed.ts';
@@ -81,21 +74,24 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
   const changesRetentionMs = options.work.changesRetentionMs;
   const instance = `${process.pid}-${Math.random().toString(36).slice(2, 8)}`;
   const effectsSettings = options.work.effects;
+  const sinks = effectsSettings
+    ? [
+        ...(effectsSettings.sink ? [webhookSinkOf(effectsSettings.sink)] : []),
+        ...(options.onChange ? [new PostgresAppSink(db, options.onChange)] : []),
+      ]
+    : [];
+  const sinkNames = sinks.map((sink) => sink.name);
   const effects: EffectsRecords | undefined = effectsSettings && {
     ledger: engine.ledger,
     deadLetters: engine.deadLetters,
     pending: (name) => pendingEffects(db, name),
     retrying: () => retryingOperations(db),
-    backlog: () => effectBacklog(db, sinkNamesOf(effectsSettings, options.onChange)),
+    backlog: () => effectBacklog(db, sinkNames),
   };
   if (!effects) logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
   // The queue and its delivery exist from the start (a tick drains them, redrive refills them); its timers only with start().
   let deliver: Deliver | undefined;
   if (effectsSettings) {
-    const sinks = [
-      ...(effectsSettings.sink ? [webhookSinkOf(effectsSettings.sink)] : []),
-      ...(options.onChange ? [new PostgresAppSink(db, options.onChange)] : []),
-    ];
     const deps = {
       sinks,
       ledger: engine.ledger,
@@ -107,7 +103,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
     queue = new PostgresEffectsQueue(db, {
       logger,
       leaseMs: options.effectsLeaseMs,
-      sinks: sinks.map((sink) => sink.name),
+      sinks: sinkNames,
       // Each `onChange` holds a pooled connection for its transaction: at most 8 at once, so the webhooks keep theirs.
       concurrency: options.onChange ? 8 : 16,
     });

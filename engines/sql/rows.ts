@@ -9,6 +9,9 @@ import type { DiscardReason, OperationEvent, OperationRecord } from '../../core/
 
 /** Decisions kept per operation, at most, on either engine (and no older than DECISION_RETENTION_DAYS). */
 export const DECISIONS_KEPT = 200;
+
+/** Fixed words (states, write kinds) as an SQL list of string literals, for `IN (…)`: never a value from outside. */
+export const sqlList = (words: readonly string[]): string => words.map((word) => `'${word}'`).join(', ');
 export const DECISION_RETENTION_DAYS = 30;
 
 /** An operations row: the record as the JSON text the application wrote, and its polling columns. */

@@ -18,8 +18,9 @@ import type { DeadLetters } from '../../app/effects/dead-letters.ts';
 import type { EffectOutcome, PendingEffect } from '../../app/effects/deliver.ts';
 import { InvalidStreamRecordError, type Transition, transitionOf } from '../../app/effects/transition.ts';
 import type { EffectBacklog } from '../../app/engine.ts';
-import { sendsEffect } from '../../core/change.ts';
+import { EFFECT_WRITE_KINDS, sendsEffect } from '../../core/change.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
+import { sqlList } from '../sql/rows.ts';
 import { legacyTransition } from './legacy-rows.ts';
 import type { Change, OutboxConsumer } from './outbox.ts';
 import type { Sqlite } from './sqlite.ts';
@@ -62,8 +63,11 @@ interface Row {
   trace: string | null;
 }
 
+/** The queue's checkpoint in the outbox. */
+const CONSUMER = 'effects';
+
 export class SqliteEffectsQueue implements OutboxConsumer {
-  readonly name = 'effects';
+  readonly name = CONSUMER;
   /** Each operation's waiting effects, oldest first. */
   private readonly queues = new Map<string, Message[]>();
   private readonly busy = new Set<string>();
@@ -305,7 +309,8 @@ export function effectBacklog(db: Sqlite, sinks: string[]): EffectBacklog[] {
   const unread =
     db.get<{ n: number }>(
       `SELECT count(*) AS n FROM changes
-       WHERE seq > coalesce((SELECT seq FROM checkpoints WHERE consumer = 'effects'), 0) AND write_kind IN ('state-change', 'overdue')`,
+       WHERE seq > coalesce((SELECT seq FROM checkpoints WHERE consumer = ?), 0) AND write_kind IN (${sqlList(EFFECT_WRITE_KINDS)})`,
+      CONSUMER,
     )?.n ?? 0;
   const untaken = "NOT EXISTS (SELECT 1 FROM effect_ledger l WHERE l.key = ? || '#' || m.name || '#' || json_extract(m.body, '$.version'))";
   return sinks.map((sink) => {

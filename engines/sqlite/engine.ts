@@ -5,8 +5,9 @@
  * on a data file, in this one with `:memory:` or inside an application.
  */
 import { resolve } from 'node:path';
-import { CallbackSink } from '../../app/effects/app-sink.ts';
-import { type EffectsRecords, type Engine, type EngineOptions, sinkNamesOf, storeMaintenance } from '../../app/engine.ts';
+import { APP_SINK, CallbackSink } from '../../app/effects/app-sink.ts';
+import { WEBHOOK_SINK } from '../../app/effects/sinks.ts';
+import { type EffectsRecords, type Engine, type EngineOptions, storeMaintenance } from '../../app/engine.ts';
 import { IN_MEMORY } from './data-folder.ts';
 import { startDerivedProcess } from './derived-supervisor.ts';
 import type { DerivedWork } from './derived-work.ts';
@@ -45,7 +46,8 @@ export function openSqlite(options: SqliteOptions): Engine {
     deadLetters: engine.deadLetters,
     pending: (name) => pendingEffects(db, name),
     retrying: () => retryingOperations(db),
-    backlog: () => effectBacklog(db, sinkNamesOf(options.work.effects, options.onChange)),
+    // The sinks derived-work.ts delivers to, by name: the outbound webhook where one is set, the application's onChange.
+    backlog: () => effectBacklog(db, [...(options.work.effects?.sink ? [WEBHOOK_SINK] : []), ...(options.onChange ? [APP_SINK] : [])]),
   };
   if (!effects) logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
   return {

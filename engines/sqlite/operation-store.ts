@@ -42,6 +42,7 @@ import {
   pageKeyOf,
   pageOf,
   pollOf,
+  sqlList,
   viewOf,
 } from '../sql/rows.ts';
 import type { Sqlite } from './sqlite.ts';
@@ -52,12 +53,8 @@ const UNMAPPED_NOTE = 'unmapped-delivery';
 /** Decisions kept per operation (and 30 days, see pruneDecisions). */
 
 /** The terminal states as an SQL list. */
-const TERMINAL_LIST = OPERATION_STATES.filter(isTerminal)
-  .map((state) => `'${state}'`)
-  .join(', ');
-const OPEN_LIST = OPERATION_STATES.filter((state) => !isTerminal(state))
-  .map((state) => `'${state}'`)
-  .join(', ');
+const TERMINAL_LIST = sqlList(OPERATION_STATES.filter(isTerminal));
+const OPEN_LIST = sqlList(OPERATION_STATES.filter((state) => !isTerminal(state)));
 
 export class SqliteOperationStore
   implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
@@ -314,12 +311,9 @@ export class SqliteOperationStore
     limit: number;
     offset: number;
   }): OperationView[] {
-    const terminal = OPERATION_STATES.filter(isTerminal)
-      .map((state) => `'${state}'`)
-      .join(', ');
     const where: string[] = [];
     const params: unknown[] = [];
-    if (filter.open) where.push(`coalesce(state NOT IN (${terminal}), 1)`);
+    if (filter.open) where.push(`coalesce(state NOT IN (${TERMINAL_LIST}), 1)`);
     if (filter.state === null) where.push('state IS NULL');
     else if (filter.state) {
       where.push('state = ?');
@@ -333,11 +327,11 @@ export class SqliteOperationStore
       where.push(`name IN (SELECT value FROM json_each(?))`);
       params.push(JSON.stringify(filter.names));
     }
-    if (filter.overdue) where.push(`json_extract(record, '$.overdue') IS NOT NULL AND coalesce(state NOT IN (${terminal}), 1)`);
+    if (filter.overdue) where.push(`json_extract(record, '$.overdue') IS NOT NULL AND coalesce(state NOT IN (${TERMINAL_LIST}), 1)`);
     return this.db
       .all<OperationRow>(
         `SELECT * FROM operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
-         ORDER BY coalesce(state IN (${terminal}), 0), recorded_at DESC, name DESC LIMIT ? OFFSET ?`,
+         ORDER BY coalesce(state IN (${TERMINAL_LIST}), 0), recorded_at DESC, name DESC LIMIT ? OFFSET ?`,
         ...params,
         filter.limit,
         filter.offset,
