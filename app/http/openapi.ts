@@ -385,7 +385,7 @@ export function openApiDocument(basePath = ''): Json {
       summary: "Gemini long-running jobs' state, only ever forward",
       description:
         'Every route a client uses, on every home: one machine, PostgreSQL, inside an app (under its `basePath`), and AWS, where the `/operations` and `/decisions` routes take SigV4 and the routes marked local runtime only do not exist. The contract in words: docs/contract.md.',
-      license: { name: 'Apache-2.0', identifier: 'Apache-2.0' },
+      license: { name: 'MIT', identifier: 'MIT' },
     },
     servers: [{ url: basePath || '/', description: basePath ? 'where this Ratchet is mounted' : 'this Ratchet' }],
     security: [{ bearer: [] }, { sigv4: [] }],
