@@ -67,7 +67,8 @@ export function openSqlite(options: SqliteOptions): Engine {
     start: async () => {
       if (effects) {
         const backlog = backlogOf(db, 'effects', 'state-change');
-        if (backlog !== undefined)
+        // A fresh folder has nothing waiting: nothing to say.
+        if (backlog)
           logger.warn(
             `outbound sink: first start: the ${backlog} state change(s) still in the outbox (it keeps a day) are delivered first, then new ones`,
             { backlog },

@@ -5,7 +5,7 @@
  * there, --id, --update-time, --data), a port in use is one line with nothing
  * left running, the logs carry no idle
  * reconcile lines and no empty sampling field, the sink's first start says
- * how much backlog it delivers.
+ * how much backlog it delivers (and nothing on a fresh folder, which has none).
  */
 import { mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer } from 'node:net';
@@ -202,6 +202,25 @@ describe('the first hour', () => {
       expect(ratchet.output()).not.toContain('outbound sink: first start');
     } finally {
       await receiver.stop();
+    }
+  });
+
+  it('says nothing of a backlog when a fresh folder starts with the sink on: there is none', async () => {
+    const fresh = mkdtempSync(join(tmpdir(), 'ratchet-first-hour-fresh-'));
+    const receiver = await new Receiver(outbound).start();
+    const started = await startRatchet({
+      ...env(),
+      DATA_DIR: fresh,
+      EFFECTS_WEBHOOK_URL: receiver.url,
+      EFFECTS_SIGNING_SECRET: outbound,
+    });
+    try {
+      // The sink's start is said before the ready line.
+      expect(started.output()).not.toContain('first start');
+    } finally {
+      await started.stop();
+      await receiver.stop();
+      rmSync(fresh, { recursive: true, force: true });
     }
   });
 });
