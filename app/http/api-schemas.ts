@@ -91,8 +91,12 @@ export const RedriveRequest = z.object({ name: z.optional(z.string()), skip: z.o
 export const ErrorBody = z.object({
   error: z.enum(Object.keys(FAILURES) as [keyof typeof FAILURES, ...(keyof typeof FAILURES)[]]),
   message: z.string(),
-  /** The parameter a 400 refuses (the long poll's and the change feed's). */
-  field: z.optional(z.string()),
+  /** The parameter a 400 refuses: every route that takes query parameters names it (the lists, the long poll, the change feed). */
+  field: z.optional(
+    z.string().register(z.globalRegistry, {
+      description: 'The parameter a 400 refuses (a query parameter, or `Last-Event-ID`): every route that takes parameters names it.',
+    }),
+  ),
   /** A 410's oldest cursor still good. */
   oldestCursor: z.optional(z.string()),
 });

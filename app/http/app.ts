@@ -81,6 +81,37 @@ export function waitMsOf(wait: string | undefined): number | undefined {
   return Math.round(seconds.data * 1000);
 }
 
+/** A 400 naming the parameter it refuses (`field`), as every route with parameters answers one. */
+function refuse(c: Context, field: string, message: string): Response {
+  return c.json({ ...failureBody('malformed-request', message), field }, 400);
+}
+
+const LIMIT = 'limit must be a whole number from 1 to 100';
+const CURSOR = "cursor must be a page's nextCursor, as this API handed it out";
+
+/** What each parameter of `GET /operations` must be, said when it is the one refused. */
+const LIST_PARAMETERS: Record<keyof typeof ListQuery.shape, string> = {
+  state: `state must be one of ${OPERATION_STATES.join(', ')}`,
+  kind: `kind must be one of ${OPERATION_KINDS.join(', ')}`,
+  effects: `effects must be one of ${EFFECTS_FILTERS.join(', ')}`,
+  overdue: 'overdue must be true or false',
+  limit: LIMIT,
+  cursor: CURSOR,
+};
+
+/** The same for `GET /decisions`. */
+const DECISIONS_PARAMETERS: Record<keyof typeof DecisionsQuery.shape, string> = {
+  outcome: "outcome must be unprocessable (one operation's decisions: GET /operations/{name}/decisions)",
+  limit: LIMIT,
+  cursor: CURSOR,
+};
+
+/** The first parameter a query's schema refused, named, with what it must be. */
+function refuseParameter(c: Context, error: { issues: ReadonlyArray<{ path: ReadonlyArray<PropertyKey> }> }, said: Record<string, string>) {
+  const field = String(error.issues[0]?.path[0] ?? '');
+  return refuse(c, field, said[field] ?? `${field} is not a value this list takes`);
+}
+
 function longPollOf(
   afterVersion: string | undefined,
   wait: string | undefined,
@@ -224,19 +255,15 @@ export function createApp(deps: AppDeps): Hono {
   if (queries) {
     app.get('/operations', async (c) => {
       const query = ListQuery.safeParse(c.req.query());
-      if (!query.success) {
-        return fail(
-          'malformed-request',
-          `state must be one of ${OPERATION_STATES.join(', ')}; kind one of ${OPERATION_KINDS.join(', ')}; effects one of ${EFFECTS_FILTERS.join(', ')}; overdue true or false; limit 1-100`,
-        );
-      }
+      if (!query.success) return refuseParameter(c, query.error, LIST_PARAMETERS);
       const { state, kind, effects, overdue, limit, cursor } = query.data;
       try {
         return c.json(
           await queries.list({ state, kind, effects, ...(overdue === 'true' && { overdue: true }), limit: limit ?? 50, cursor }),
         );
       } catch (error) {
-        if (error instanceof InvalidCursorError || error instanceof UnsupportedFilterError) return fail('malformed-request', error.message);
+        if (error instanceof InvalidCursorError) return refuse(c, 'cursor', error.message);
+        if (error instanceof UnsupportedFilterError) return fail('malformed-request', error.message);
         logger.error('list failed', { error });
         return fail('not-recorded', 'store unavailable; retry later');
       }
@@ -248,16 +275,11 @@ export function createApp(deps: AppDeps): Hono {
   if (unprocessable) {
     app.get('/decisions', async (c) => {
       const query = DecisionsQuery.safeParse(c.req.query());
-      if (!query.success) {
-        return fail(
-          'malformed-request',
-          "outcome must be unprocessable (one operation's decisions: GET /operations/{name}/decisions); limit 1-100",
-        );
-      }
+      if (!query.success) return refuseParameter(c, query.error, DECISIONS_PARAMETERS);
       try {
         return c.json(await unprocessable.listUnprocessable({ limit: query.data.limit ?? 50, cursor: query.data.cursor }));
       } catch (error) {
-        if (error instanceof InvalidCursorError) return fail('malformed-request', error.message);
+        if (error instanceof InvalidCursorError) return refuse(c, 'cursor', error.message);
         logger.error('decisions list failed', { error });
         return fail('not-recorded', 'store unavailable; retry later');
       }
@@ -285,7 +307,7 @@ export function createApp(deps: AppDeps): Hono {
     const read = () => (queries ? queries.describe(named) : store.get(named));
     if (view === 'record' && deps.waitForVersion && (c.req.query('wait') !== undefined || c.req.query('afterVersion') !== undefined)) {
       const wait = longPollOf(c.req.query('afterVersion'), c.req.query('wait'));
-      if ('field' in wait) return c.json({ ...failureBody('malformed-request', wait.message), field: wait.field }, 400);
+      if ('field' in wait) return refuse(c, wait.field, wait.message);
       return longPoll(c, named, wait, read, deps.waitForVersion);
     }
     try {
