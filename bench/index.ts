@@ -19,8 +19,11 @@
  * 6. PostgreSQL (bench/postgres.ts): one and three instances beside SQLite
  *    and the seed; effect and watch lag across instances.
  * 6b. PostgreSQL at network distance (bench/postgres-distance.ts): one
- *    instance beside the seed's recipe on the same server, here and through
- *    a proxy 1 ms away each way; statements per delivery counted there.
+ *    instance beside the seed's recipe and beside itself without effects on
+ *    the same server, here and each through a proxy of its own 1 ms away
+ *    each way, the proxy's own added latency measured beside every figure;
+ *    CPU of each system's own backends; statements and buffers per delivery;
+ *    the effects' claims' buffers per effect.
  * 7. Inside your app (bench/library.ts): createRatchet's cold start beside a
  *    hello-world handler; the webhook's answer time in library mode.
  * 8. Metrics and traces (bench/telemetry.ts): the webhook path with
@@ -40,9 +43,31 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { resolve } from 'node:path';
 import { benchEmbedded } from './embedded.ts';
 
-const sections = (process.env.BENCH_SECTIONS ?? 'embedded,postgres,postgres-distance,library,feed,telemetry,packages,gemini,aws').split(
-  ',',
-);
+const SECTIONS = ['embedded', 'postgres', 'postgres-distance', 'library', 'feed', 'telemetry', 'packages', 'gemini', 'aws'];
+const USAGE = `usage: [BENCH_SECTIONS=${SECTIONS.join(',')}] [BENCH_SIZE=500] [BENCH_ROUNDS=3] … npm run bench
+Every setting is an environment variable; bench/index.ts's first comment lists them with their defaults, docs/benchmarks.md what each section prints.`;
+/** Bad usage: one line, exit 2. */
+function refuse(problem: string): never {
+  console.error(`bench: ${problem} (npm run bench -- --help)`);
+  process.exit(2);
+}
+const [argument] = process.argv.slice(2);
+if (argument === '--help' || argument === '-h') {
+  console.log(USAGE);
+  process.exit(0);
+}
+if (argument !== undefined) refuse(`no arguments, settings are environment variables: ${argument}`);
+const sections = (process.env.BENCH_SECTIONS ?? SECTIONS.join(',')).split(',');
+const unknown = sections.filter((s) => !SECTIONS.includes(s));
+if (unknown.length > 0) refuse(`BENCH_SECTIONS names no section ${unknown.join(', ')}; the sections: ${SECTIONS.join(', ')}`);
+for (const [name, value] of Object.entries(process.env))
+  if (
+    /^BENCH_(SIZE|ROUNDS|LAG_RATE|LAG_COUNT|RSS_COUNT|OVERLOAD_SECONDS|READY_RUNS|COLD_RUNS|PG_LAG_RATE|LIBRARY_RUNS|LIBRARY_COUNT|DYNAMODB_LATENCY_MS|SCRAPE_OPERATIONS)$/.test(
+      name,
+    ) &&
+    !(Number(value) >= 0)
+  )
+    refuse(`${name} must be a number ≥ 0, not ${JSON.stringify(value)}`);
 if (sections.includes('embedded')) {
   await benchEmbedded({
     root: resolve(import.meta.dirname, '..'),
