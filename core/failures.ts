@@ -26,6 +26,8 @@ export const FAILURES = {
   overloaded: 503,
   /** The published keys for dynamic-webhook signatures cannot be fetched: the delivery cannot be judged now. */
   'keys-unavailable': 503,
+  /** Inside an app, `fetch` after `close()`: this instance serves no more (another may, or the next one started). */
+  closed: 503,
   'not-found': 404,
   /** A change-feed cursor the feed no longer holds (local runtime): the body names the oldest one still good. */
   'cursor-expired': 410,

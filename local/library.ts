@@ -29,6 +29,7 @@ import { createLogger } from '../app/logger.ts';
 import type { ReconcileStats } from '../app/reconcile/reconcile.ts';
 import { everyHour, LocalSchedule, maintain as runMaintenance } from '../app/schedule.ts';
 import { openTelemetrySettings, otlpRequested } from '../app/telemetry.ts';
+import { FAILURES, failureBody, RETRY_AFTER_SECONDS } from '../core/failures.ts';
 import type { PoolLike } from '../engines/postgres/index.ts';
 import { DEFAULT_DATA_DIR, IN_MEMORY } from '../engines/sqlite/index.ts';
 import { RatchetClient } from '../sdk/client.ts';
@@ -228,16 +229,18 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
       try {
         ready = await open();
       } catch (error) {
+        // Described answers, each with Retry-After as every 503 (docs/contract.md): the store away is not-recorded,
+        // as on every route once open; a few seconds between tries, each of which opens a connection anew.
         if (closed)
-          return Response.json(
-            { error: 'closed', message: 'this Ratchet is closed (close() was called)' },
-            { status: 503, headers: { 'cache-control': 'no-store' } },
-          );
+          return Response.json(failureBody('closed', 'this Ratchet is closed (close() was called)'), {
+            status: FAILURES.closed,
+            headers: { 'retry-after': String(RETRY_AFTER_SECONDS), 'cache-control': 'no-store' },
+          });
         logger.error('ratchet: the engine could not be opened', { detail: (error as Error).message });
-        return Response.json(
-          { error: 'unavailable', message: 'Ratchet cannot reach its database; try again' },
-          { status: 503, headers: { 'retry-after': '5', 'cache-control': 'no-store' } },
-        );
+        return Response.json(failureBody('not-recorded', 'Ratchet cannot reach its database; try again'), {
+          status: FAILURES['not-recorded'],
+          headers: { 'retry-after': '5', 'cache-control': 'no-store' },
+        });
       }
       return serveUnder(basePath, request, (inner) => ready.assembled.app.fetch(inner));
     },

@@ -65,16 +65,20 @@ const GATEWAY: Record<number, string> = {
   504: 'in AWS, the function timed out',
 };
 
+/** An Error whose `error` is one of `codes`. */
+const errorOf = (codes: Failure[]) => ({ allOf: [ref('Error'), { properties: { error: { enum: codes } } }] });
+
 /**
  * The error answers of a route, grouped by status: each status's body is an Error whose `error` is one of its codes;
  * where API Gateway answers that status itself in AWS, its `{"message"}` too.
  */
 function errors(...failures: Failure[]): Json {
   const byStatus = new Map<number, Failure[]>();
-  for (const failure of failures) byStatus.set(FAILURES[failure], [...(byStatus.get(FAILURES[failure]) ?? []), failure]);
+  // A failure named twice (a route's own and IN_APP's) is one code.
+  for (const failure of new Set(failures)) byStatus.set(FAILURES[failure], [...(byStatus.get(FAILURES[failure]) ?? []), failure]);
   return Object.fromEntries(
     [...byStatus].map(([status, codes]) => {
-      const error = { allOf: [ref('Error'), { properties: { error: { enum: codes } } }] };
+      const error = errorOf(codes);
       const gateway = GATEWAY[status];
       return [
         String(status),
@@ -94,8 +98,11 @@ function awsErrors(...failures: Failure[]): Json {
   return { ...errors(...failures), ...Object.fromEntries(gateway) };
 }
 
+/** What every route answers inside an app (createRatchet's fetch) before any route: the store away, or after close(). */
+const IN_APP: Failure[] = ['not-recorded', 'closed'];
+
 /** What every route behind a credential may also answer (the local runtime's access guard, the store away). */
-const GUARDED: Failure[] = ['unauthorized', 'foreign-origin', 'misdirected-request', 'not-recorded', 'overloaded', 'internal'];
+const GUARDED: Failure[] = ['unauthorized', 'foreign-origin', 'misdirected-request', 'overloaded', 'internal', ...IN_APP];
 
 /** A query's parameters, from the schema the route parses it with. */
 function queryParameters(schema: z.ZodMiniObject, descriptions: Record<string, string>): Json[] {
@@ -165,6 +172,7 @@ function paths(): Json {
             'keys-unavailable',
             'overloaded',
             'internal',
+            ...IN_APP,
           ),
         },
       },
@@ -344,7 +352,12 @@ function paths(): Json {
         security: [],
         responses: {
           200: { description: 'Serving (a Gemini key refused is named, by label).', content: json('Health') },
-          503: { description: 'The store does not answer (local runtime).', headers: retryAfter, content: json('Health') },
+          503: {
+            description:
+              'The store does not answer (local runtime); inside an app, before its store was first reached or after `close()`, an Error.',
+            headers: retryAfter,
+            content: { 'application/json': { schema: { anyOf: [ref('Health'), errorOf(IN_APP)] } } },
+          },
         },
       },
     },

@@ -191,6 +191,7 @@ describe('createRatchet', () => {
     await ratchet.close();
     const answer = await ratchet.fetch(new Request(`http://127.0.0.1${BASE}/healthz`));
     expect(answer.status).toBe(503);
+    expect(answer.headers.get('retry-after')).toBe('1');
     expect(await answer.json()).toMatchObject({ error: 'closed' });
   });
 
@@ -199,6 +200,7 @@ describe('createRatchet', () => {
     const answer = await ratchet.fetch(webhook('http://127.0.0.1', 'batch.succeeded', 'batches/lib-x'));
     expect(answer.status).toBe(503);
     expect(answer.headers.get('retry-after')).toBe('5');
+    expect(await answer.json()).toMatchObject({ error: 'not-recorded' });
     await expect(ratchet.ready()).rejects.toThrow(/cannot reach the database/);
   });
 

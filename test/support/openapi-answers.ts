@@ -3,8 +3,9 @@
  * description (docs/openapi.json, generated from the routes' schemas): the
  * route by its path (under any mount path), the status among those the route
  * describes, the body valid against that status's schema. A Ratchet answer
- * the description does not allow is a violation; test/support/openapi-setup.ts
- * fails the test that received it.
+ * the description does not allow is a violation, and so is a 503 without
+ * `Retry-After` (the contract: every 503 says when to try again);
+ * test/support/openapi-setup.ts fails the test that received it.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -55,12 +56,15 @@ export function routesOf(pathname: string): string[] {
 
 /**
  * Why an answer is not one the description allows (undefined when it is, or when it is no Ratchet route's):
- * some route the path matches must describe its status and accept its body.
+ * some route the path matches must describe its status and accept its body; a 503 must carry Retry-After
+ * (`headers` left out: not judged).
  */
-export function violationOf(method: string, url: string, status: number, body: unknown): string | undefined {
+export function violationOf(method: string, url: string, status: number, body: unknown, headers?: Headers): string | undefined {
   const { pathname } = new URL(url);
   const templates = routesOf(pathname).filter((template) => description.paths[template]?.[method.toLowerCase()]);
   if (templates.length === 0) return undefined;
+  if (status === 503 && headers && !headers.has('retry-after'))
+    return `${method} ${pathname} answered 503 ${JSON.stringify(body)?.slice(0, 400)} without Retry-After (every 503 carries it)`;
   const why: string[] = [];
   for (const template of templates) {
     const responses = description.paths[template]?.[method.toLowerCase()]?.responses ?? {};
@@ -78,4 +82,32 @@ export function violationOf(method: string, url: string, status: number, body: u
     why.push(`${template}: ${ajv.errorsText(validate.errors, { separator: '; ' })}`);
   }
   return `${method} ${pathname} answered ${status} ${JSON.stringify(body).slice(0, 400)}: ${why.join(' | ')}`;
+}
+
+/**
+ * Why `response`, the answer to `method url`, is not one the description allows (undefined when it is): its body
+ * read from a copy, so the caller still reads the answer whole. An answer that is not JSON is judged by its headers.
+ */
+export async function violationOfAnswer(method: string, url: string, response: Response): Promise<string | undefined> {
+  const where = response.url || url;
+  if (!/^application\/json/i.test(response.headers.get('content-type') ?? '')) {
+    // Not JSON (a page, the metrics, a stream): only its headers to judge, for a 503 carries Retry-After whatever its body.
+    const missing = response.status === 503 && !response.headers.has('retry-after') && routesOf(new URL(where).pathname).length > 0;
+    return missing
+      ? `${method} ${new URL(where).pathname} answered 503 (${response.headers.get('content-type')}) without Retry-After`
+      : undefined;
+  }
+  let text: string;
+  try {
+    text = await response.clone().text();
+  } catch {
+    return undefined; // the reader went away (aborted): nothing whole to judge
+  }
+  let body: unknown;
+  try {
+    body = JSON.parse(text);
+  } catch {
+    body = text;
+  }
+  return violationOf(method, where, response.status, body, response.headers);
 }
