@@ -125,6 +125,14 @@ const NAME_PARAMETER = {
   schema: { type: 'string' },
 };
 
+/** The headers every delivery carries, whatever signs it. */
+const WEBHOOK_HEADERS = {
+  'webhook-id': "Standard Webhooks' `webhook-id`: the delivery's id, the same on each of its retries.",
+  'webhook-timestamp': "Standard Webhooks' `webhook-timestamp`: unix seconds, within 300 s of now.",
+  'webhook-signature':
+    "Space-separated signatures: `v1,<base64>` (HMAC-SHA256, a static webhook), `v1a,<base64>` (Ed25519, a dynamic webhook), or a dynamic webhook's JWT (`xxx.yyy.zzz`, RS256), which signs the delivery but not its body.",
+};
+
 const FEED_FILTERS = {
   after: 'A cursor this feed returned: the changes committed after it. Without it, the feed head (changes from now on).',
   name: 'Only this operation.',
@@ -149,11 +157,12 @@ function paths(): Json {
         description:
           'A delivery signed by Standard Webhooks (HMAC or Ed25519) or by a dynamic webhook JWT. Every authentic delivery is answered 200, whatever it holds: applied, discarded with the reason, or unprocessable (kept under `GET /decisions`). Its signature is its credential.',
         security: [],
-        parameters: ['webhook-id', 'webhook-timestamp', 'webhook-signature'].map((name) => ({
+        // Every scheme, a dynamic webhook's JWT included, needs all three: a delivery without one is a 401.
+        parameters: Object.entries(WEBHOOK_HEADERS).map(([name, description]) => ({
           name,
           in: 'header',
-          required: name !== 'webhook-signature',
-          description: `Standard Webhooks' \`${name}\` (a JWT-signed delivery carries \`Authorization: Bearer <jwt>\` instead of the signature).`,
+          required: true,
+          description,
           schema: { type: 'string' },
         })),
         requestBody: {
