@@ -4,7 +4,8 @@ import asyncio
 import functools
 import inspect
 import logging
-from typing import Any, Callable, Dict, Optional, Tuple
+import re
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 logger = logging.getLogger("ratchet_client")
 
@@ -131,13 +132,26 @@ def _interaction_scope(client: Any) -> str:
     return f"projects/{project}/locations/{location}/" if _vertex(client) and project and location else ""
 
 
+#: A key's label, as the server takes it (core/credentials.ts CREDENTIAL_LABEL).
+_CREDENTIAL_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
+
+
+def gemini_keys_of(value: str) -> Optional[List[Tuple[str, str]]]:
+    """The (label, key) pairs of a GEMINI_API_KEYS value, in order, read as the server reads it: ``label=key``
+    pairs with commas or white space between them; None when a pair is not ``label=key``, a label is malformed or
+    repeats, or there is none (the cases both read: test/cases/gemini-api-keys.json)."""
+    pairs = [pair.partition("=") for pair in re.split(r"[\s,]+", value) if pair]
+    labels = [label for label, _, _ in pairs]
+    if not pairs or len(set(labels)) != len(labels):
+        return None
+    if not all(equals and key and _CREDENTIAL_LABEL.fullmatch(label) for label, equals, key in pairs):
+        return None
+    return [(label, key) for label, _, key in pairs]
+
+
 def _label_of_key(client: Any, keys: Optional[str]) -> Optional[str]:
     """The label ``keys`` (``label=key,…``) gives the key this client was made with."""
     api_key = getattr(getattr(client, "_api_client", None), "api_key", None)
     if not keys or not api_key:
         return None
-    for pair in keys.split(","):
-        label, _, key = pair.strip().partition("=")
-        if key.strip() == api_key:
-            return label.strip()
-    return None
+    return next((label for label, key in gemini_keys_of(keys) or [] if key == api_key), None)
