@@ -28,6 +28,7 @@ import type {
   OperationQueries,
   OperationStore,
   OperationView,
+  OverdueWatch,
   PollRequests,
   PollSchedule,
   SignInStore,
@@ -96,6 +97,7 @@ export interface EffectBacklog {
 export type EngineStore = OperationStore &
   OperationQueries &
   PollSchedule &
+  OverdueWatch &
   PollRequests &
   DeliveryReceipts &
   DecisionLog &
@@ -121,6 +123,13 @@ export interface Engine {
   label: string;
   /** The SQLite file, or the PostgreSQL schema's place in words. */
   where: string;
+  /**
+   * The time every instance on this engine agrees on, for what the
+   * application stamps and compares (next polls, recordedAt, overdue ages):
+   * PostgreSQL's own clock, as each instance reads it. Absent: this process's
+   * clock (one process holds the data, or the cloud keeps its clocks).
+   */
+  clock?: () => Date;
   store: EngineStore;
   history: HistoryLog;
   changes: ChangeFeedPort;

@@ -81,14 +81,18 @@ export function assemble(config: Config, home: Engine, options: AssembleOptions)
   let pollSoon: () => void = () => {};
   const labels = credentialLabelsOf(config);
   const credentials = new CredentialHealth(labels);
+  // On PostgreSQL the database's time: what one instance stamps, another compares.
+  const clock = home.clock;
   const webhookDeps = {
     store,
+    ...(clock && { clock }),
     decisions: store,
     receipts: store,
     unprocessable: store,
     verifier: new WebhookSignatureVerifier(async () => secrets, dynamicWebhooks(config)),
     pollNow: reconcileOn(config)
-      ? (operation: { name: string; kind: OperationKind }) => pollNow(operation, { store, wake: async () => pollSoon() })
+      ? (operation: { name: string; kind: OperationKind }) =>
+          pollNow(operation, { store, wake: async () => pollSoon(), ...(clock && { clock }) })
       : undefined,
     jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
     logger,
@@ -195,6 +199,7 @@ export async function reconcilerOf(
       budgetMs,
       unseenExpiryMs: config.TRACKED_EXPIRY_DAYS * 86_400_000,
       overdueAfter: overdueAfterOf(config),
+      ...(home.clock && { clock: home.clock }),
       ...(telemetry && { telemetry }),
     });
 }

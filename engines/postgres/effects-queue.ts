@@ -9,7 +9,9 @@
  * the lease another instance offers it again, with the same id (the ledger
  * skips a sink that recorded it). A delivery whose lease could not be renewed
  * is stopped before the lease ends (its sinks are signalled), so two
- * instances never deliver one effect at once (as far as their clocks agree).
+ * instances never deliver one effect at once. Every lease is stamped and
+ * compared with the database's clock inside its statement (clock.ts): an
+ * instance whose own clock runs ahead or behind takes nothing another holds.
  * Claims take rows with `FOR UPDATE SKIP LOCKED`: two instances are never
  * handed the same effect.
  *
@@ -25,11 +27,13 @@
  * away, an effect costs a fraction of a round trip, not four.
  */
 
+import { performance } from 'node:perf_hooks';
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { DeliveryDeps, EffectOutcome, PendingEffect } from '../../app/effects/deliver.ts';
 import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
 import type { Transition } from '../../app/effects/transition.ts';
 import type { EffectBacklog } from '../../app/engine.ts';
+import { DB_NOW_MS } from './clock.ts';
 import type { Postgres } from './database.ts';
 import { PostgresDeadLetters } from './records.ts';
 
@@ -48,6 +52,8 @@ export interface PostgresEffectsQueueOptions {
   pollMs?: number;
   /** The sinks' names: a claim reads which of them have delivered each effect already. */
   sinks?: readonly string[];
+  /** The database's time as this instance knows it (clock.ts), for the ledger's timestamps; default this process's clock. */
+  clock?: () => number;
 }
 
 interface EffectRow {
@@ -59,8 +65,10 @@ interface EffectRow {
   redriven: boolean;
   last_error: string | null;
   trace: string | null;
-  /** The lease this claim holds until (epoch ms): it names the claim, so only its holder settles or releases it. */
+  /** The lease this claim holds until (the database's epoch ms): it names the claim, so only its holder settles or releases it. */
   claimed_until: string;
+  /** When this instance sent the claim (its monotonic ms): the lease ends no sooner than `leaseMs` after it. */
+  sentAt: number;
   /** An earlier version of its operation is dead-lettered (not being re-driven). */
   held_back: boolean;
   /** The sinks whose ledger has it. */
@@ -73,8 +81,11 @@ interface Settle {
   version: number;
   /** The claim's `claimed_until`: only its holder's settle matches. */
   token: string;
+  /** When its lease ends at the latest, by this instance's monotonic clock: a settle is not tried past it. */
+  leaseEnd: number;
   outcome: 'done' | 'retry' | 'release';
-  nextAttemptAt: number | null;
+  /** A retry's backoff: tried again this long after the settle, by the database's clock. */
+  retryInMs: number | null;
   lastError: string | null;
   /** Ledger rows of the sinks that took it (`sink#name#version`). */
   delivered: Array<{ key: string; attempts: DeliveryAttempts | undefined }>;
@@ -177,27 +188,29 @@ export class PostgresEffectsQueue {
    * unclaimed, claimed for the lease, each with whether a dead letter holds it
    * back and which sinks delivered it already.
    */
-  async claim(limit: number, nowMs = Date.now()): Promise<EffectRow[]> {
-    const { rows } = await this.db.prepared<EffectRow>(
+  async claim(limit: number): Promise<EffectRow[]> {
+    const sentAt = performance.now();
+    const { rows } = await this.db.prepared<Omit<EffectRow, 'sentAt'>>(
       'claim',
-      `WITH ready AS (
-         SELECT e.name, e.version FROM {s}.effects e
-         WHERE e.next_attempt_at <= $1 AND e.claimed_until <= $1
+      `WITH clock AS (SELECT ${DB_NOW_MS} AS now),
+       ready AS (
+         SELECT e.name, e.version FROM {s}.effects e, clock
+         WHERE e.next_attempt_at <= clock.now AND e.claimed_until <= clock.now
            AND NOT EXISTS (SELECT 1 FROM {s}.effects p WHERE p.name = e.name AND p.version < e.version)
-         ORDER BY e.next_attempt_at LIMIT $2
+         ORDER BY e.next_attempt_at LIMIT $1
          FOR UPDATE OF e SKIP LOCKED
        )
-       UPDATE {s}.effects e SET claimed_until = $1 + $3::bigint, attempts = e.attempts + 1,
-         first_attempt_at = coalesce(e.first_attempt_at, $1)
-       FROM ready WHERE e.name = ready.name AND e.version = ready.version
+       UPDATE {s}.effects e SET claimed_until = clock.now + $2::bigint, attempts = e.attempts + 1,
+         first_attempt_at = coalesce(e.first_attempt_at, clock.now)
+       FROM ready, clock WHERE e.name = ready.name AND e.version = ready.version
        RETURNING e.name, e.version, e.transition, e.attempts, e.first_attempt_at, e.redriven, e.last_error, e.claimed_until, e.trace,
          EXISTS (SELECT 1 FROM {s}.dead_letters d WHERE d.operation = e.name AND d.status = 'dead'
            AND d.entry < 'v' || lpad(e.version::text, 12, '0')) AS held_back,
-         ARRAY(SELECT sink FROM unnest($4::text[]) AS sink
+         ARRAY(SELECT sink FROM unnest($3::text[]) AS sink
            WHERE EXISTS (SELECT 1 FROM {s}.effect_ledger l WHERE l.key = sink || '#' || e.name || '#' || e.version)) AS delivered`,
-      [nowMs, limit, this.leaseMs, this.options.sinks ?? []],
+      [limit, this.leaseMs, this.options.sinks ?? []],
     );
-    return rows;
+    return rows.map((row) => ({ ...row, sentAt }));
   }
 
   private async offer(row: EffectRow, deliver: Deliver): Promise<void> {
@@ -237,14 +250,15 @@ export class PostgresEffectsQueue {
         error,
       });
     }
-    const token = await claim.end();
+    const { token, leaseEnd } = await claim.end();
     await new Promise<void>((resolve) => {
       this.settles.push({
         name: row.name,
         version: row.version,
         token,
+        leaseEnd,
         outcome: outcome?.kind ?? 'release',
-        nextAttemptAt: outcome?.kind === 'retry' ? Date.now() + outcome.inMs : null,
+        retryInMs: outcome?.kind === 'retry' ? outcome.inMs : null,
         lastError: outcome?.kind === 'retry' ? outcome.lastError : null,
         delivered,
         resolve,
@@ -259,27 +273,35 @@ export class PostgresEffectsQueue {
    * aborts the delivery's signal when the claim was taken over, or when the
    * lease is about to end unrenewed (the database away). `end` stops it and
    * gives the claim's latest `claimed_until`, which names it for the settle.
+   *
+   * The database stamps each lease; this instance counts its end from when it
+   * sent the statement that took it, which is earlier, so its own clock, right
+   * or wrong, only ever stops a delivery before the lease others read ends.
    */
-  private keep(row: EffectRow): { signal: AbortSignal; end(): Promise<string> } {
+  private keep(row: EffectRow): { signal: AbortSignal; end(): Promise<{ token: string; leaseEnd: number }> } {
     const controller = new AbortController();
     let token = row.claimed_until;
+    let leaseEnd = row.sentAt + this.leaseMs;
     let renewing: Promise<void> | undefined;
     const tickMs = Math.max(50, Math.floor(this.leaseMs / 5));
     const renew = async () => {
-      const until = Date.now() + this.leaseMs;
+      const sentAt = performance.now();
       try {
-        const renewed = await this.db.run(
-          'UPDATE {s}.effects SET claimed_until = $4 WHERE name = $1 AND version = $2 AND claimed_until = $3',
-          [row.name, row.version, token, until],
+        const [renewed] = await this.db.rows<{ claimed_until: string }>(
+          `UPDATE {s}.effects SET claimed_until = ${DB_NOW_MS} + $4::bigint
+           WHERE name = $1 AND version = $2 AND claimed_until = $3 RETURNING claimed_until`,
+          [row.name, row.version, token, this.leaseMs],
         );
-        if (renewed === 1) token = String(until);
-        else controller.abort(new Error('its claim was taken over (its lease ran out)'));
+        if (renewed) {
+          token = renewed.claimed_until;
+          leaseEnd = sentAt + this.leaseMs;
+        } else controller.abort(new Error('its claim was taken over (its lease ran out)'));
       } catch {
         // The database away: the next tick tries again, and stops the delivery if the lease is about to end.
       }
     };
     const timer = setInterval(() => {
-      const left = Number(token) - Date.now();
+      const left = leaseEnd - performance.now();
       if (left <= tickMs) controller.abort(new Error('its claim could not be renewed before its lease ended (the database away)'));
       else if (!renewing && left <= (this.leaseMs * 3) / 5)
         renewing = renew().finally(() => {
@@ -295,7 +317,7 @@ export class PostgresEffectsQueue {
         // lands later, the settle's token is stale, matches nothing, and the lease frees the effect (the ledger keeps
         // a delivered sink from a second delivery).
         await Promise.race([renewing, new Promise((resolve) => setTimeout(resolve, tickMs).unref())]);
-        return token;
+        return { token, leaseEnd };
       },
     };
   }
@@ -319,7 +341,7 @@ export class PostgresEffectsQueue {
             await this.settleAll(batch);
             break;
           } catch (error) {
-            const live = batch.filter((settle) => !this.stopped && Date.now() + SETTLE_RETRY_MS < Number(settle.token));
+            const live = batch.filter((settle) => !this.stopped && performance.now() + SETTLE_RETRY_MS < settle.leaseEnd);
             if (live.length < batch.length)
               this.options.logger.warn('effects queue: a claim could not be settled; its lease frees it', { error });
             for (const settle of batch) if (!live.includes(settle)) settle.resolve();
@@ -337,13 +359,13 @@ export class PostgresEffectsQueue {
   }
 
   private async settleAll(settles: Settle[]): Promise<void> {
-    const now = new Date();
+    const now = new Date((this.options.clock ?? Date.now)());
     const ledger = settles.flatMap((settle) => settle.delivered);
     await this.db.prepared(
       'settle',
       `WITH settled AS (
          SELECT * FROM unnest($1::text[], $2::int[], $3::bigint[], $4::text[], $5::bigint[], $6::text[])
-           AS s(name, version, token, outcome, next_attempt_at, last_error)),
+           AS s(name, version, token, outcome, retry_in, last_error)),
        recorded AS (
          INSERT INTO {s}.effect_ledger (key, delivered_at, expires_at, attempts, earlier_failure)
          SELECT key, $10, $11, attempts, earlier_failure FROM unnest($7::text[], $8::int[], $9::text[]) AS l(key, attempts, earlier_failure)
@@ -352,7 +374,7 @@ export class PostgresEffectsQueue {
          DELETE FROM {s}.effects e USING settled s
          WHERE s.outcome = 'done' AND e.name = s.name AND e.version = s.version AND e.claimed_until = s.token)
        UPDATE {s}.effects e SET claimed_until = 0,
-         next_attempt_at = CASE WHEN s.outcome = 'retry' THEN s.next_attempt_at ELSE e.next_attempt_at END,
+         next_attempt_at = CASE WHEN s.outcome = 'retry' THEN ${DB_NOW_MS} + s.retry_in ELSE e.next_attempt_at END,
          last_error = CASE WHEN s.outcome = 'retry' THEN s.last_error ELSE e.last_error END
        FROM settled s WHERE s.outcome <> 'done' AND e.name = s.name AND e.version = s.version AND e.claimed_until = s.token`,
       [
@@ -360,7 +382,7 @@ export class PostgresEffectsQueue {
         settles.map((s) => s.version),
         settles.map((s) => s.token),
         settles.map((s) => s.outcome),
-        settles.map((s) => s.nextAttemptAt),
+        settles.map((s) => s.retryInMs),
         settles.map((s) => s.lastError),
         ledger.map((l) => l.key),
         ledger.map((l) => l.attempts?.attempts ?? null),

@@ -17,7 +17,8 @@ import { networkFailureInWords } from '../../core/network.ts';
 import { PostgresAppSink } from './app-sink.ts';
 import { PostgresChangeFeed } from './change-feed.ts';
 import { pruneChanges } from './change-log.ts';
-import type { PoolLike } from './database.ts';
+import { DatabaseClock } from './clock.ts';
+import { DEFAULT_TIMEOUTS, type PoolLike, type Timeouts } from './database.ts';
 import { type Deliver, effectBacklog, PostgresEffectsQueue, pendingEffects, retryingOperations } from './effects-queue.ts';
 import { type DatabasePlace, databaseFailure, placeOf } from './failures.ts';
 import { claimJob } from './leases.ts';
@@ -35,6 +36,8 @@ export interface PostgresOptions extends EngineOptions {
   schema: string;
   /** Connections this instance's pool opens at most (DATABASE_POOL_MAX). */
   poolMax: number;
+  /** How long a statement and a connection may take (DATABASE_STATEMENT_TIMEOUT_MS, DATABASE_CONNECT_TIMEOUT_MS; default 5 s each). */
+  timeouts?: Timeouts;
   /** Migrate at start (default), or only check the schema is current. */
   migrate: boolean;
   /** An effect claim's lease, renewed while its delivery runs (EFFECTS_LEASE_SECONDS). */
@@ -55,6 +58,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
       ...(options.pool ? { pool: options.pool } : { url }),
       schema: options.schema,
       maxConnections: options.poolMax,
+      timeouts: options.timeouts ?? DEFAULT_TIMEOUTS,
       migrate: options.migrate,
       historyRetentionDays: options.work.historyRetentionDays,
       effects: Boolean(options.work.effects),
@@ -69,6 +73,14 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
     throw unavailable(error, place);
   }
   const { db, store } = engine;
+  // The time every instance on this schema agrees on: leases, due times, recordedAt and overdue ages are read by it.
+  const clock = new DatabaseClock(db);
+  try {
+    await clock.sync();
+  } catch (error) {
+    await engine.close();
+    throw unavailable(error, place);
+  }
   announce = notifier(db);
   feed = new PostgresChangeFeed(db);
   const changesRetentionMs = options.work.changesRetentionMs;
@@ -98,12 +110,14 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
       deadLetters: engine.deadLetters,
       retry: effectsSettings.retry,
       logger,
+      clock: clock.now,
       ...(options.telemetry && { telemetry: options.telemetry }),
     };
     queue = new PostgresEffectsQueue(db, {
       logger,
       leaseMs: options.effectsLeaseMs,
       sinks: sinkNames,
+      clock: () => clock.nowMs(),
       // Each `onChange` holds a pooled connection for its transaction: at most 8 at once, so the webhooks keep theirs.
       concurrency: options.onChange ? 8 : 16,
     });
@@ -114,6 +128,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
   return {
     label,
     where,
+    clock: clock.now,
     store,
     history: engine.history,
     changes: feed,
@@ -142,6 +157,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
     ],
     drainEffects: async (budgetMs) => (queue && deliver ? queue.drain(deliver, Date.now() + budgetMs) : 0),
     start: async () => {
+      clock.start();
       // LISTEN needs a session of its own: DATABASE_LISTEN_URL, else DATABASE_URL; with only the application's pool, polling.
       const listenUrl = options.listenUrl ?? url;
       if (listenUrl)
@@ -153,11 +169,13 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
             queue?.wake();
           },
           (error) => logger.warn('database: LISTEN connection lost; polling meanwhile', { detail: networkFailureInWords(error) }),
+          options.timeouts,
         );
       if (queue && deliver) queue.start(deliver);
     },
     announce: () => {},
     close: async () => {
+      clock.stop();
       await queue?.stop();
       feed?.close();
       await listener?.close();

@@ -138,11 +138,11 @@ describe('an effect’s short lease', () => {
     // The database "away" for every renewal (fault injection on the engine's seam): claims and settles still go through.
     const away = new Proxy(db, {
       get(target, property, receiver) {
-        if (property === 'run')
-          return async (...args: Parameters<Postgres['run']>) => {
-            if (args[0].includes('SET claimed_until = $4'))
+        if (property === 'rows')
+          return async (...args: Parameters<Postgres['rows']>) => {
+            if (args[0].includes('AND claimed_until = $3 RETURNING claimed_until'))
               throw Object.assign(new Error('terminating connection due to administrator command'), { code: '57P01' });
-            return target.run(...args);
+            return target.rows(...args);
           };
         return Reflect.get(target, property, receiver);
       },

@@ -31,6 +31,8 @@ export class Receiver {
   readonly accepted: Delivery[] = [];
   /** Requests refused while failing, hanging, gone or redirecting. */
   refused = 0;
+  /** Each accepted request's webhook-id, the path it came to (with its query: senders told apart by it), and when (epoch ms). */
+  readonly arrivals: Array<{ id: string; path: string; at: number }> = [];
   /** When each webhook-id was first accepted (ms since the epoch): for effect-lag figures. */
   readonly firstAcceptedAt = new Map<string, number>();
   /** Requests that followed a redirect here. */
@@ -38,6 +40,8 @@ export class Receiver {
   /** When set, only deliveries for which it returns true are refused (per mode); the rest are accepted. */
   refuseOnly?: (name: string) => boolean;
   mode: ReceiverMode = 'ok';
+  /** How long each accepted delivery takes to be answered (a slow receiver: a sender's claim must outlast it). */
+  delayMs = 0;
   private server?: Server;
 
   constructor(private readonly secret: string) {}
@@ -95,8 +99,10 @@ export class Receiver {
         const expected = `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${raw}`).digest('base64')}`;
         const signatureValid = String(req.headers['webhook-signature']).split(' ').includes(expected);
         this.accepted.push({ id, body: JSON.parse(raw), signatureValid });
+        this.arrivals.push({ id, path: String(req.url), at: Date.now() });
         if (!this.firstAcceptedAt.has(id)) this.firstAcceptedAt.set(id, Date.now());
-        res.writeHead(204).end();
+        if (this.delayMs > 0) setTimeout(() => res.writeHead(204).end(), this.delayMs);
+        else res.writeHead(204).end();
       });
     });
     await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
