@@ -28,8 +28,8 @@ const NAMES = [
   'ratchet_reconcile_polls_total',
 ];
 
-/** The value of one sample (0 when absent): `name{labels}` with exactly these labels. */
-function sample(text: string, name: string, labels: Record<string, string> = {}): number {
+/** The value of one sample, `name{labels}` with exactly these labels; undefined when absent (never 0: a `toBe(0)` must fail on a missing series). */
+function sample(text: string, name: string, labels: Record<string, string> = {}): number | undefined {
   const wanted = Object.entries(labels)
     .map(([key, value]) => `${key}="${value}"`)
     .sort()
@@ -44,7 +44,7 @@ function sample(text: string, name: string, labels: Record<string, string> = {})
       .join(',');
     if (got === wanted) return Number(match[3]);
   }
-  return 0;
+  return undefined;
 }
 
 const metricsOf = async (instance: RatchetProcess) => {
@@ -195,13 +195,16 @@ describe('GET /metrics on two instances sharing PostgreSQL', () => {
     await eventually(
       async () => {
         texts.splice(0, texts.length, ...(await Promise.all(instances.map(metricsOf))));
-        const lag = texts.reduce((sum, text) => sum + sample(text, 'ratchet_effect_lag_seconds_count', { sink: 'webhook' }), 0);
+        // An instance that delivered none has no lag series for the sink: it adds nothing.
+        const lag = texts.reduce((sum, text) => sum + (sample(text, 'ratchet_effect_lag_seconds_count', { sink: 'webhook' }) ?? 0), 0);
         return lag >= count && texts.every((text) => sample(text, 'ratchet_effects_pending', { sink: 'webhook' }) === 0);
       },
       15_000,
       'each effect counted where it was delivered',
     );
-    const sum = (name: string, labels: Record<string, string> = {}) => texts.reduce((total, text) => total + sample(text, name, labels), 0);
+    // A counter one instance never counted (no such delivery reached it) is absent from its page: it adds nothing.
+    const sum = (name: string, labels: Record<string, string> = {}) =>
+      texts.reduce((total, text) => total + (sample(text, name, labels) ?? 0), 0);
     expect(sum('ratchet_webhook_deliveries_total', { decision: 'applied', reason: '' })).toBe(count);
     expect(sum('ratchet_webhook_deliveries_total', { decision: 'discarded', reason: 'duplicate' })).toBe(count);
     expect(sum('ratchet_webhook_deliveries_total', { decision: 'discarded', reason: 'terminal-conflict' })).toBe(1);

@@ -3,8 +3,10 @@
  * (Debian's) scraping a real `ratchet start` with its API token: promtool
  * accepts the rules; after real traffic (applied, duplicates, a stranger's
  * signature, an effect the receiver refuses for good, a job left running and
- * polled) every panel's query answers with data, every rule evaluates without
- * error, and the dead-letter rule fires.
+ * polled) every panel's query answers with a number, every rule evaluates
+ * without error, and the dead-letter alert fires: Prometheus evaluates a copy
+ * of the rules whose `for:` is a second, so "firing" is reached within the
+ * test and not only "pending".
  */
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -20,6 +22,7 @@ import { eventually, Receiver } from '../support/receiver.ts';
 const PROMETHEUS = '/usr/bin/prometheus';
 const PROMTOOL = '/usr/bin/promtool';
 const ALERTS = join(PROJECT_ROOT, 'docs/grafana/alerts.yml');
+const RULES = 8;
 
 interface Answer<T> {
   status: string;
@@ -44,6 +47,9 @@ describe('the dashboard and alert rules on a real Prometheus', () => {
   /** An instant query's samples. */
   const query = async (promql: string) =>
     (await ask<{ result: Array<{ value: [number, string] }> }>(`/api/v1/query?query=${encodeURIComponent(promql)}`)).result;
+  /** The numbers among an instant query's samples: a NaN (a quantile or ratio of nothing) is no data. */
+  const numbers = async (promql: string) =>
+    (await query(promql)).map(({ value }) => Number(value[1])).filter((value) => !Number.isNaN(value));
 
   beforeAll(async () => {
     for (const bin of [PROMETHEUS, PROMTOOL])
@@ -61,6 +67,11 @@ describe('the dashboard and alert rules on a real Prometheus', () => {
       GEMINI_BASE_URL: gemini.baseUrl,
       RECONCILE_INTERVAL_SECONDS: '1',
     });
+    // The rules as written, but held a second rather than minutes (promtool checks the file itself, below).
+    const rules = readFileSync(ALERTS, 'utf8');
+    const shortened = rules.replace(/^(\s+for:) \S+$/gm, '$1 1s');
+    expect(shortened.match(/^\s+for: 1s$/gm)).toHaveLength(RULES);
+    writeFileSync(join(work, 'alerts.yml'), shortened);
     const port = await freePort();
     api = `http://127.0.0.1:${port}`;
     const target = new URL(ratchet.url);
@@ -68,7 +79,7 @@ describe('the dashboard and alert rules on a real Prometheus', () => {
       join(work, 'prometheus.yml'),
       [
         'global: {scrape_interval: 1s, evaluation_interval: 1s}',
-        `rule_files: ['${ALERTS}']`,
+        `rule_files: ['${join(work, 'alerts.yml')}']`,
         'scrape_configs:',
         '  - job_name: ratchet',
         `    authorization: {type: Bearer, credentials: ${ratchet.apiToken}}`,
@@ -96,10 +107,10 @@ describe('the dashboard and alert rules on a real Prometheus', () => {
   });
 
   it('promtool accepts the alert rules', () => {
-    expect(execFileSync(PROMTOOL, ['check', 'rules', ALERTS]).toString()).toMatch(/SUCCESS: 8 rules found/);
+    expect(execFileSync(PROMTOOL, ['check', 'rules', ALERTS]).toString()).toMatch(new RegExp(`SUCCESS: ${RULES} rules found`));
   });
 
-  it('after real traffic, answers every panel’s query with data, evaluates every rule, and fires the dead-letter alert', async () => {
+  it('after real traffic, answers every panel’s query with a number, evaluates every rule, and fires the dead-letter alert', async () => {
     const post = (payload: unknown, secret = inbound) => {
       const { body, headers } = signedDelivery(secret, payload);
       return fetch(`${ratchet.url}/webhooks/gemini`, { method: 'POST', body, headers });
@@ -117,6 +128,16 @@ describe('the dashboard and alert rules on a real Prometheus', () => {
       headers: { 'content-type': 'application/json' },
       body: '{"name":"batches/prom-open"}',
     });
+    const panelsAnswer = async () => {
+      const dashboard = JSON.parse(readFileSync(join(PROJECT_ROOT, 'docs/grafana/ratchet.json'), 'utf8')) as {
+        panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
+      };
+      for (const panel of dashboard.panels)
+        for (const { expr } of panel.targets) {
+          const promql = expr.replaceAll('$instance', '.*').replaceAll('$__rate_interval', '20s');
+          expect(await numbers(promql), `${panel.title}: ${promql}`).not.toEqual([]);
+        }
+    };
     // Scraped a few times since, so each rate has two samples in its window.
     let seen = '';
     await eventually(
@@ -131,29 +152,45 @@ describe('the dashboard and alert rules on a real Prometheus', () => {
     ).catch((error: Error) => {
       throw new Error(`${error.message}: ${seen}`);
     });
-    await new Promise((resolve) => setTimeout(resolve, 3_000));
-
-    const dashboard = JSON.parse(readFileSync(join(PROJECT_ROOT, 'docs/grafana/ratchet.json'), 'utf8')) as {
-      panels: Array<{ title: string; targets: Array<{ expr: string }> }>;
-    };
-    for (const panel of dashboard.panels)
-      for (const { expr } of panel.targets) {
-        const promql = expr.replaceAll('$instance', '.*').replaceAll('$__rate_interval', '20s');
-        expect((await query(promql)).length, `${panel.title}: ${promql}`).toBeGreaterThan(0);
+    // Traffic goes on while the panels are read, as in production: a rate over the last 20 s of no traffic is a
+    // quantile of nothing (NaN), which is no data.
+    let live = true;
+    const flowing = (async () => {
+      for (let i = 0; live; i++) {
+        const delivery = envelope('batch.succeeded', { id: `prom-live-${i}` });
+        expect((await post(delivery)).status).toBe(200);
+        expect((await post(delivery)).status).toBe(200);
+        await new Promise((resolve) => setTimeout(resolve, 250));
       }
+    })();
+    try {
+      await new Promise((resolve) => setTimeout(resolve, 3_000));
+      await panelsAnswer();
+    } finally {
+      live = false;
+      await flowing;
+    }
 
+    let rules: Array<{ name: string; health: string; lastError?: string }> = [];
+    let alerts: Array<{ labels: Record<string, string>; state: string; value: string }> = [];
     await eventually(
       async () => {
-        const { groups } = await ask<{ groups: Array<{ rules: Array<{ name: string; health: string; state: string }> }> }>('/api/v1/rules');
-        const rules = groups.flatMap((group) => group.rules);
+        const { groups } = await ask<{ groups: Array<{ rules: typeof rules }> }>('/api/v1/rules');
+        rules = groups.flatMap((group) => group.rules);
+        ({ alerts } = await ask<{ alerts: typeof alerts }>('/api/v1/alerts'));
         return (
-          rules.length === 8 &&
+          rules.length === RULES &&
           rules.every((rule) => rule.health === 'ok') &&
-          rules.some((r) => r.name === 'RatchetEffectsDeadLettered' && r.state !== 'inactive')
+          alerts.some((alert) => alert.labels.alertname === 'RatchetEffectsDeadLettered' && alert.state === 'firing')
         );
       },
       10_000,
-      'every rule evaluated, the dead-letter one pending',
-    );
+      'every rule evaluated, the dead-letter alert firing',
+    ).catch((error: Error) => {
+      throw new Error(`${error.message}: rules ${JSON.stringify(rules)}, alerts ${JSON.stringify(alerts)}`);
+    });
+    const fired = alerts.find((alert) => alert.labels.alertname === 'RatchetEffectsDeadLettered');
+    expect(fired).toMatchObject({ state: 'firing', labels: { sink: 'webhook', severity: 'page' } });
+    expect(Number(fired?.value)).toBe(1);
   });
 });
