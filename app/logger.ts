@@ -2,6 +2,11 @@
  * The one logger and the one metrics emitter: structured JSON lines
  * (Powertools), never a secret or a signature. Metrics are CloudWatch EMF
  * lines in Lambda; the local runtime turns them off unless asked.
+ *
+ * A provider's error can quote the key it was sent (Gemini behind a proxy
+ * that echoes the request, an error page): every string of every line is
+ * redacted of the keys this process was given (`neverLogged`), whatever
+ * logged it, so no log site has to remember to.
  */
 import { LogFormatter, Logger, LogItem } from '@aws-lambda-powertools/logger';
 import type { LogLevel } from '@aws-lambda-powertools/logger/types';
@@ -31,11 +36,38 @@ class RatchetLogFormatter extends LogFormatter {
   }
 }
 
+/** What a secret is written as. */
+export const REDACTED = '[redacted]';
+
+/** The values no log line holds, longest first (a key inside a longer one is still found whole). */
+let secrets: string[] = [];
+
+/**
+ * Values this process must never log: the Gemini and Agent Platform API keys it
+ * was given. Process-wide, as a key given to one Ratchet in a process is as
+ * secret in every other one's lines.
+ */
+export function neverLogged(values: Iterable<string | undefined>): void {
+  const added = [...values].filter((value): value is string => Boolean(value) && !secrets.includes(value as string));
+  if (added.length > 0) secrets = [...secrets, ...added].sort((a, b) => b.length - a.length);
+}
+
+/** `text` with every value given to `neverLogged` written as [redacted]: the one redaction, for all text logged. */
+export function redacted(text: string): string {
+  let clean = text;
+  for (const secret of secrets) if (clean.includes(secret)) clean = clean.split(secret).join(REDACTED);
+  return clean;
+}
+
+/** Applied by JSON.stringify to every value of a line, nested ones and an error's message and stack included. */
+const redactStrings = (_key: string, value: unknown) => (typeof value === 'string' ? redacted(value) : value);
+
 /** `logLevel`: where it is not the process's own POWERTOOLS_LOG_LEVEL (the library's `env`). */
 export function createLogger(serviceName = 'ratchet', logLevel?: string): Logger {
   return new Logger({
     serviceName,
     logFormatter: new RatchetLogFormatter(),
+    jsonReplacerFn: redactStrings,
     ...(logLevel && { logLevel: logLevel.toUpperCase() as LogLevel }),
   });
 }

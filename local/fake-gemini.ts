@@ -121,6 +121,11 @@ export class FakeGemini {
   readonly otherKeys = new Set<string>();
   readonly owners = new Map<string, string>();
   readonly refusedKeys = new Set<string>();
+  /**
+   * Answer a refused key's 401 or 403 with that key quoted in the error's message, as some proxies in front of
+   * Gemini (and some error pages) echo the request: whatever logs the answer's body then holds the key.
+   */
+  echoKeyInErrors = false;
   /** The key each Gemini API request came with, in the same order as `requests` (the Agent Platform's: ''). */
   readonly requestKeys: string[] = [];
   /** Held back answers: a request for a name here waits until `release(name)`. */
@@ -159,10 +164,11 @@ export class FakeGemini {
       this.versions.push(version);
       const key = platform ? '' : String(req.headers['x-goog-api-key'] ?? '');
       this.requestKeys.push(key);
+      const echoed = this.echoKeyInErrors ? ` (the key sent: ${key})` : '';
       if (!this.authorized(req, platform))
-        return json(res, 401, { error: { code: 401, message: 'API key not valid', status: 'UNAUTHENTICATED' } });
+        return json(res, 401, { error: { code: 401, message: `API key not valid${echoed}`, status: 'UNAUTHENTICATED' } });
       if (this.refusedKeys.has(key))
-        return json(res, 403, { error: { code: 403, message: 'Permission denied on this key', status: 'PERMISSION_DENIED' } });
+        return json(res, 403, { error: { code: 403, message: `Permission denied on this key${echoed}`, status: 'PERMISSION_DENIED' } });
       const owner = this.owners.get(path);
       if (!platform && owner !== undefined && owner !== key)
         return json(res, 404, { error: { code: 404, message: `${path} not found`, status: 'NOT_FOUND' } });

@@ -37,6 +37,7 @@ import {
 import { backendOf, type OperationKind } from '../../core/lifecycle.ts';
 import { isNameOfKind, platformScopeOf } from '../../core/names.ts';
 import { agentPlatformOf, type Config, ConfigError } from '../config.ts';
+import { neverLogged, redacted } from '../logger.ts';
 import { CredentialHealth } from './credentials.ts';
 import type { BatchLister } from './discovery.ts';
 import { type GeminiPoller, type PollAnswer, PollFailedError } from './poller.ts';
@@ -112,6 +113,8 @@ export async function pollerOptionsOf(
   if (pairs !== undefined && !keys)
     throw new ConfigError('the Gemini API keys are not label=key pairs (GEMINI_API_KEYS)', 'GEMINI_API_KEYS');
   const apiKey = keys?.[0]?.apiKey ?? single;
+  // Gemini's error bodies are logged: a key they quote must not be (app/logger.ts).
+  neverLogged([single, ...(keys ?? []).map((key) => key.apiKey)]);
   const scope = agentPlatformOf(config);
   const options: PollerOptions = {
     maxAnswerBytes: config.GEMINI_MAX_ANSWER_MB * 1_048_576,
@@ -121,6 +124,7 @@ export async function pollerOptionsOf(
   };
   if (scope) {
     const platformKey = await secret('AGENT_PLATFORM_API_KEY');
+    neverLogged([platformKey]);
     const credentials = await secret('AGENT_PLATFORM_CREDENTIALS');
     options.platform = {
       ...scope,
@@ -302,7 +306,8 @@ export class GenAiPoller implements GeminiPoller, BatchLister {
         !platform && (status === 401 || status === 403) && credential ? ` (the key labelled ${JSON.stringify(credential)})` : '';
       if (typeof status === 'number')
         throw new PollFailedError(`${platform ? 'the Agent Platform' : 'Gemini'} answered ${status}${refusedKey}`, status);
-      throw new PollFailedError((error as Error).message);
+      // Kept in the record's polling note, shown by the API and the console: redacted as a log line is.
+      throw new PollFailedError(redacted((error as Error).message));
     }
   }
 
