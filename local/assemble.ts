@@ -57,17 +57,23 @@ export interface AssembleOptions {
   basePath?: string;
   /** What webhooks are counted into and `GET /metrics` serves (and OpenTelemetry, where it is on). */
   telemetry: LocalTelemetry;
+  /**
+   * Whether the API token may come from the data folder's token file, and a generated one go there (default true,
+   * as `ratchet start` announces it). Inside an app, false: without `apiToken` the token is kept in the process, for
+   * `ratchet.client` only (docs/apps.md), and nothing is written into a folder that is often the app's own.
+   */
+  tokenFile?: boolean;
 }
 
 export function assemble(config: Config, home: Engine, options: AssembleOptions): Assembled {
-  const { dataDir, logger, basePath = '', telemetry } = options;
+  const { dataDir, logger, basePath = '', telemetry, tokenFile = true } = options;
   telemetry.observe(home);
   const { store, changes, history, effects } = home;
   // On PostgreSQL the folder holds only the generated token and development secret: made here, owner-only, when missing.
   if (dataDir !== IN_MEMORY) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const devSecret = config.WEBHOOK_SIGNING_SECRETS ? undefined : developmentSecret(dataDir);
   const secrets = parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS ?? (devSecret as string));
-  const tokens = resolveApiTokens(config.RATCHET_API_TOKEN, dataDir, config.HOST) as ApiTokens;
+  const tokens = resolveApiTokens(config.RATCHET_API_TOKEN, tokenFile ? dataDir : IN_MEMORY, config.HOST) as ApiTokens;
   const guard = new AccessGuard({
     tokens: tokens.tokens,
     publicUrls: publicUrls(config.PUBLIC_URL),

@@ -189,7 +189,7 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
         throw error;
       });
       try {
-        const assembled = assemble(config, home, { dataDir, logger, basePath, telemetry });
+        const assembled = assemble(config, home, { dataDir, logger, basePath, telemetry, tokenFile: false });
         if (assembled.devSecretFile)
           logger.warn(
             `ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): webhooks are checked against the development secret in ${assembled.devSecretFile}`,
