@@ -100,7 +100,11 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
     retrying: () => retryingOperations(db),
     backlog: () => effectBacklog(db, sinkNames),
   };
-  if (!effects) logger.info('effects off: EFFECTS_WEBHOOK_URL is not set');
+  // An effect is queued by its change's own transaction: nothing queues later what was written while effects were off.
+  if (!effects)
+    logger.info(
+      'effects off: EFFECTS_WEBHOOK_URL is not set; on PostgreSQL the state changes made meanwhile are never delivered, not even once it is set',
+    );
   // The queue and its delivery exist from the start (a tick drains them, redrive refills them); its timers only with start().
   let deliver: Deliver | undefined;
   if (effectsSettings) {
