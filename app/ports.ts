@@ -1,5 +1,6 @@
 /** The persistence port: everything ingest and the API need from storage. */
 import type { OperationKind, OperationState } from '../core/lifecycle.ts';
+import type { OverdueLimits } from '../core/overdue.ts';
 import type { DiscardReason, EventSource, OperationEvent, OperationRecord } from '../core/reducer.ts';
 
 /**
@@ -231,6 +232,20 @@ export interface PollSchedule {
     version: number,
     poll: Omit<PollState, 'nextPollAt'> & { nextPollAt: string | null; note?: string },
   ): Promise<boolean>;
+}
+
+/**
+ * Where reconcile finds the jobs to mark overdue, whatever their poll schedule: from an index of the open jobs by
+ * when they were tracked, so a job polled half an hour apart, or no longer polled at all, is found within a round of
+ * its limit. A job is in it while it is observed (it has a state), open and not yet marked; marked, it leaves it.
+ */
+export interface OverdueWatch {
+  /**
+   * The jobs open past their kind's limit and not yet marked, oldest first within a kind, at most `limit`, judged by
+   * the store's clock (`now` where one process or one scheduled function decides; the database's own time on
+   * PostgreSQL, where instances' clocks may disagree): `at` is that clock's time, the mark's.
+   */
+  findOverdue(limits: OverdueLimits, now: string, limit: number): Promise<{ at: string; records: OperationRecord[] }>;
 }
 
 /** Whether the store takes writes now (`/healthz`): `ok`, or why not, in words that name no secret. */

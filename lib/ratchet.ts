@@ -12,7 +12,7 @@ import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import { type CfnStage, HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
 import { HttpLambdaIntegration } from 'aws-cdk-lib/aws-apigatewayv2-integrations';
-import { AttributeType, BillingMode, StreamViewType, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
+import { AttributeType, BillingMode, ProjectionType, StreamViewType, Table, TableEncryption } from 'aws-cdk-lib/aws-dynamodb';
 import { EventBus, type IRuleTarget, Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { Grant, type IGrantable, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
@@ -34,6 +34,9 @@ import {
   HISTORY_TTL_ATTRIBUTE,
 } from '../engines/dynamodb/history-table.ts';
 import {
+  AGE_INDEX,
+  AGE_INDEX_PARTITION,
+  AGE_INDEX_SORT,
   DEAD_LETTER_KEYS,
   DEAD_LETTER_TTL_ATTRIBUTE,
   EFFECTS_GROUP_ATTRIBUTE,
@@ -193,6 +196,13 @@ export class Ratchet extends Construct {
       indexName: OPEN_INDEX,
       partitionKey: { name: OPEN_INDEX_PARTITION, type: AttributeType.STRING },
       sortKey: { name: OPEN_INDEX_SORT, type: AttributeType.STRING },
+    });
+    // Sparse, keys only: observed open jobs by kind and when they were tracked (reconcile's overdue sweep).
+    this.table.addGlobalSecondaryIndex({
+      indexName: AGE_INDEX,
+      partitionKey: { name: AGE_INDEX_PARTITION, type: AttributeType.STRING },
+      sortKey: { name: AGE_INDEX_SORT, type: AttributeType.STRING },
+      projectionType: ProjectionType.KEYS_ONLY,
     });
     // Every operation, most recently recorded first (GET /operations).
     this.table.addGlobalSecondaryIndex({
@@ -451,9 +461,11 @@ export class Ratchet extends Construct {
         WEBHOOK_URL: `${this.api.apiEndpoint}/webhooks/gemini`,
       },
     })
-      // Writes only: the due query hands it each record, and a refused write hands back the stored one.
-      .bindTable('TABLE_NAME', this.table, ['UpdateItem'])
+      // The due query hands it each record, and a refused write hands back the stored one; the age index holds keys
+      // only, so a job found overdue is read (GetItem) before it is marked.
+      .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
       .bindIndex(this.table, OPEN_INDEX, ['Query'])
+      .bindIndex(this.table, AGE_INDEX, ['Query'])
       .bindSecret('GEMINI_API_KEY', geminiApiKey);
     let platformCredentials: Secret | undefined;
     if (props.agentPlatform) {

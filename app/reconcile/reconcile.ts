@@ -23,7 +23,10 @@
  *   `unseenExpiryMs` (TRACKED_EXPIRY_DAYS): polling stops, unpolled
  *   (`pollNote: expired-unseen`), so names nobody created cost no polls forever;
  * - open past its kind's limit (OVERDUE_AFTER, core/overdue.ts): marked
- *   overdue once, before it is polled: a version of its own whose effect is
+ *   overdue once, at the start of the first run after its limit, whatever its
+ *   poll schedule (its next poll half an hour away, or polling stopped): the
+ *   store finds those jobs by age from an index (`findOverdue`, by its own
+ *   clock), and each mark is a version of its own whose effect is
  *   `operation.overdue`, in order with the job's state changes (`overdue`).
  *
  * Each run also reports how many Gemini webhooks pointing here Gemini has
@@ -39,14 +42,21 @@ import { type OverdueLimits, overdueMark } from '../../core/overdue.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
 import { ingest, NotRecordedError } from '../ingest.ts';
-import { type OperationStore, type PollCandidate, type PollNext, type PollSchedule, StoreRejectedError } from '../ports.ts';
+import {
+  type OperationStore,
+  type OverdueWatch,
+  type PollCandidate,
+  type PollNext,
+  type PollSchedule,
+  StoreRejectedError,
+} from '../ports.ts';
 import type { PollOutcome, Telemetry } from '../telemetry.ts';
 import type { BatchDiscovery } from './discovery.ts';
 import { type GeminiPoller, PollFailedError } from './poller.ts';
 import type { WebhookHealth } from './webhook-health.ts';
 
 export interface ReconcileDeps {
-  store: OperationStore & PollSchedule;
+  store: OperationStore & PollSchedule & OverdueWatch;
   poller: GeminiPoller;
   logger: Logger;
   clock?: () => Date;
@@ -126,6 +136,8 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
   const disabled = await deps.health?.disabledWebhooks();
   if (disabled !== undefined) stats.webhooksDisabled = disabled;
   const now = timeFromDate(clock());
+  // Before the polls: a job past its limit is marked whether or not it is due for one.
+  if (deps.overdueAfter) await markOverdue(deps, deps.overdueAfter, now, stats, started);
   // Claimed for the run's budget: another instance polling the same store is handed none of them meanwhile.
   const due = await store.claimDue(now, pageSize, deps.budgetMs + CLAIM_MARGIN_MS);
   const oldestMs = due.reduce((min, { record }) => Math.min(min, Date.parse(record.createdAt)), Date.parse(now));
@@ -160,8 +172,7 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
 
 async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: ReconcileStats): Promise<void> {
   const { store, poller, logger, clock = () => new Date() } = deps;
-  const { poll } = candidate;
-  const record = await markIfOverdue(candidate.record, deps, stats);
+  const { poll, record } = candidate;
   if (
     record.state === null &&
     deps.unseenExpiryMs !== undefined &&
@@ -278,24 +289,47 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
   await store.schedulePoll(record.name, result.record.version, pollNext({ stateChanged: changed }));
 }
 
+/** Jobs found overdue and marked per run at most; the rest are found by the next run. */
+const OVERDUE_PAGE = 500;
+
 /**
- * The job as stored after marking it overdue, if it is past its kind's limit and not marked yet (one conditional
- * write on its version; a lost race leaves it to the next run). Its effect goes out through every sink.
+ * Marks each job the store finds open past its kind's limit and not yet marked: one conditional write on its version
+ * (a lost race leaves it to the next run), at the time the store judged it by. Its effect goes out through every
+ * sink. A store that cannot answer now costs this run its marks, never its polls.
  */
-async function markIfOverdue(record: OperationRecord, deps: ReconcileDeps, stats: ReconcileStats): Promise<OperationRecord> {
-  const { clock = () => new Date() } = deps;
-  const mark = deps.overdueAfter && overdueMark(record, deps.overdueAfter, timeFromDate(clock()));
-  if (!mark) return record;
-  if (!(await deps.store.write(mark, record.version)).ok) return record;
-  stats.overdue++;
-  deps.logger.warn('operation overdue: open past its kind’s limit (OVERDUE_AFTER)', {
-    operation: record.name,
-    kind: record.kind,
-    state: record.state,
-    openSince: record.createdAt,
-    afterSeconds: mark.overdue?.afterSeconds,
-  });
-  return mark;
+async function markOverdue(deps: ReconcileDeps, limits: OverdueLimits, now: string, stats: ReconcileStats, started: number): Promise<void> {
+  const { store, logger, clock = () => new Date(), concurrency = 8 } = deps;
+  let found: Awaited<ReturnType<OverdueWatch['findOverdue']>>;
+  try {
+    found = await store.findOverdue(limits, now, OVERDUE_PAGE);
+  } catch (error) {
+    logger.error('overdue jobs not looked for this run', { error });
+    return;
+  }
+  const { at, records } = found;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < records.length && clock().getTime() - started <= deps.budgetMs) {
+        const record = records[next++] as OperationRecord;
+        const mark = overdueMark(record, limits, at);
+        if (!mark) continue;
+        const written = await store.write(mark, record.version).catch((error) => {
+          logger.error('overdue mark not written', { operation: record.name, error });
+          return { ok: false };
+        });
+        if (!written.ok) continue;
+        stats.overdue++;
+        logger.warn('operation overdue: open past its kind’s limit (OVERDUE_AFTER)', {
+          operation: record.name,
+          kind: record.kind,
+          state: record.state,
+          openSince: record.createdAt,
+          afterSeconds: mark.overdue?.afterSeconds,
+        });
+      }
+    }),
+  );
 }
 
 /** Base interval doubled per step, capped, jittered ±20% so polls spread out. */

@@ -34,6 +34,8 @@
 import { isTerminal, rankOf, TERMINAL_RANK } from '../../core/lifecycle.ts';
 import type { OperationEvent } from '../../core/reducer.ts';
 import {
+  AGE_INDEX_PARTITION,
+  ageBucketOf,
   EFFECTS_GROUP_ATTRIBUTE,
   effectsGroupOf,
   LIST_INDEX_PARTITION,
@@ -104,6 +106,7 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
     '#version': 'version',
     '#bucket': OPEN_INDEX_PARTITION,
     '#due': OPEN_INDEX_SORT,
+    '#age': AGE_INDEX_PARTITION,
   };
   const writeKind: WriteKind = variant === 'change' ? 'state-change' : 'refresh';
   const values: Record<string, unknown> = {
@@ -160,11 +163,13 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
     set.push('userMetadata = :userMetadata');
   }
   let remove = '';
-  // The open-operations index, as store.write keeps it: in while open, out once terminal.
-  if (isTerminal(event.state)) remove = ' REMOVE #bucket, #due';
+  // The open-operations indexes, as store.write keeps them: in while open, out once terminal. A job's age partition,
+  // once it has one, stays as it is (marked overdue or not): only store.write marks.
+  if (isTerminal(event.state)) remove = ' REMOVE #bucket, #due, #age';
   else {
     values[':bucket'] = pollBucketOf(event.name);
-    set.push('#bucket = :bucket', '#due = if_not_exists(#due, :now)');
+    values[':age'] = ageBucketOf(event.name, event.kind);
+    set.push('#bucket = :bucket', '#due = if_not_exists(#due, :now)', '#age = if_not_exists(#age, :age)');
   }
   const condition = compiledCondition(event, variant);
   // DynamoDB refuses names and values an expression does not use.

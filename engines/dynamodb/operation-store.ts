@@ -14,6 +14,7 @@ import {
   type OperationQueries,
   type OperationStore,
   type OperationView,
+  type OverdueWatch,
   type PollCandidate,
   type PollRequests,
   type PollSchedule,
@@ -27,12 +28,18 @@ import {
 } from '../../app/ports.ts';
 import { writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, rankOf, TERMINAL_RANK } from '../../core/lifecycle.ts';
+import type { OverdueLimits } from '../../core/overdue.ts';
 import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
 import { timeAfter } from '../../core/time.ts';
 import { isPermanentRejection } from './client.ts';
 import { applyCompiled, type CompiledOutcome, type CompiledTable } from './compiled-apply.ts';
 import { compileWrite, RANK_ATTRIBUTE, type Variant } from './compiled-write.ts';
 import {
+  AGE_INDEX,
+  AGE_INDEX_PARTITION,
+  AGE_INDEX_SORT,
+  ageBucketOf,
+  ageBucketsOf,
   EFFECTS_GROUP_ATTRIBUTE,
   effectsGroupOf,
   LIST_INDEX,
@@ -54,11 +61,13 @@ import {
 
 /** Kinds reconcile polls: all of them. */
 const POLLABLE: ReadonlySet<OperationKind> = new Set(OPERATION_KINDS);
+/** Queries of the age index in flight at once (one per kind with a limit and partition). */
+const AGE_QUERIES_AT_ONCE = 16;
 /** How long an unprocessable delivery is kept (the table's TTL deletes it after). */
 const UNPROCESSABLE_RETENTION_SECONDS = 30 * 86_400;
 
 export class DynamoDbOperationStore
-  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, UnprocessableLog
+  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, UnprocessableLog, OverdueWatch
 {
   constructor(
     private readonly client: DynamoDBDocumentClient,
@@ -96,16 +105,27 @@ export class DynamoDbOperationStore
       values[`:${key}`] = value;
       assignments.push(`#${key} = :${key}`);
     }
-    // Keep the open-operations index in step: in it while open and pollable, out of it once terminal.
-    names['#bucket'] = OPEN_INDEX_PARTITION;
-    names['#due'] = OPEN_INDEX_SORT;
-    let removals = '';
-    if (isTerminal(next.state) || !POLLABLE.has(next.kind)) {
-      removals = ' REMOVE #bucket, #due';
-    } else {
+    // Keep the open-operations index in step: in it while open and pollable, out of it once terminal. The write that
+    // marks it overdue leaves its schedule as it was (a job whose polling stopped stays stopped).
+    const removed: string[] = [];
+    const schedule = isTerminal(next.state) || !POLLABLE.has(next.kind) ? 'remove' : next.source === 'overdue' ? 'keep' : 'set';
+    if (schedule !== 'keep') {
+      names['#bucket'] = OPEN_INDEX_PARTITION;
+      names['#due'] = OPEN_INDEX_SORT;
+    }
+    if (schedule === 'remove') removed.push('#bucket', '#due');
+    if (schedule === 'set') {
       values[':bucket'] = pollBucketOf(next.name);
       assignments.push('#bucket = :bucket', '#due = if_not_exists(#due, :recordedAt)');
     }
+    // The age index: an observed open job, in its kind's partition until marked overdue (the whole record is at hand).
+    names['#age'] = AGE_INDEX_PARTITION;
+    if (next.state === null || isTerminal(next.state)) removed.push('#age');
+    else {
+      values[':age'] = ageBucketOf(next.name, next.kind, next.overdue !== undefined);
+      assignments.push('#age = :age');
+    }
+    const removals = removed.length > 0 ? ` REMOVE ${removed.join(', ')}` : '';
     // DynamoDB refuses names and values the expressions do not use.
     if (expectedVersion === undefined) names['#pk'] = PARTITION_KEY;
     else values[':expectedVersion'] = expectedVersion;
@@ -267,15 +287,23 @@ export class DynamoDbOperationStore
     const writeKind: WriteKind = 'poll-schedule';
     const won = await Promise.all(
       items.map(async (item) => {
+        // An observed open job written before the age index existed is put in it here (a later write keeps it as is).
+        const record = recordFromItem(item);
+        const age = record.state === null ? undefined : ageBucketOf(record.name, record.kind, record.overdue !== undefined);
         try {
           await this.client.send(
             new UpdateCommand({
               TableName: this.tableName,
               Key: { [PARTITION_KEY]: item[PARTITION_KEY] },
-              UpdateExpression: 'SET #due = :until, writeKind = :writeKind',
+              UpdateExpression: `SET #due = :until, writeKind = :writeKind${age ? ', #age = if_not_exists(#age, :age)' : ''}`,
               ConditionExpression: '#due = :seen',
-              ExpressionAttributeNames: { '#due': OPEN_INDEX_SORT },
-              ExpressionAttributeValues: { ':until': until, ':seen': item[OPEN_INDEX_SORT], ':writeKind': writeKind },
+              ExpressionAttributeNames: { '#due': OPEN_INDEX_SORT, ...(age && { '#age': AGE_INDEX_PARTITION }) },
+              ExpressionAttributeValues: {
+                ':until': until,
+                ':seen': item[OPEN_INDEX_SORT],
+                ':writeKind': writeKind,
+                ...(age && { ':age': age }),
+              },
             }),
           );
           return true;
@@ -286,6 +314,44 @@ export class DynamoDbOperationStore
       }),
     );
     return items.filter((_, i) => won[i]);
+  }
+
+  /**
+   * The open jobs not yet marked whose kind's limit has passed at `now` (the scheduled function's clock; one runs at a
+   * time): each kind's partitions of the sparse `open-by-age` index queried for what was tracked before its cutoff (no
+   * scan), the oldest `limit` of them read whole (consistent reads: the mark is written on the version read).
+   */
+  async findOverdue(limits: OverdueLimits, now: string, limit: number): Promise<{ at: string; records: OperationRecord[] }> {
+    const queries = OPERATION_KINDS.flatMap((kind) => {
+      const seconds = limits[kind];
+      return seconds === null ? [] : ageBucketsOf(kind).map((bucket) => ({ bucket, cutoff: timeAfter(now, -seconds * 1000) }));
+    });
+    const keys: Array<Record<string, unknown>> = [];
+    for (let i = 0; i < queries.length; i += AGE_QUERIES_AT_ONCE) {
+      const pages = await Promise.all(
+        queries.slice(i, i + AGE_QUERIES_AT_ONCE).map(({ bucket, cutoff }) =>
+          this.client.send(
+            new QueryCommand({
+              TableName: this.tableName,
+              IndexName: AGE_INDEX,
+              KeyConditionExpression: '#age = :bucket AND #since <= :cutoff',
+              ExpressionAttributeNames: { '#age': AGE_INDEX_PARTITION, '#since': AGE_INDEX_SORT },
+              ExpressionAttributeValues: { ':bucket': bucket, ':cutoff': cutoff },
+              Limit: limit,
+            }),
+          ),
+        ),
+      );
+      for (const { Items = [] } of pages) keys.push(...Items);
+    }
+    keys.sort((a, b) => ((a[AGE_INDEX_SORT] as string) < (b[AGE_INDEX_SORT] as string) ? -1 : 1));
+    const items = await Promise.all(keys.slice(0, limit).map((key) => this.item(key[PARTITION_KEY] as string)));
+    // The index is read eventually: one marked or ended since is left out here (the mark would refuse it anyway).
+    const records = items.flatMap((item) => {
+      const record = item && recordFromItem(item);
+      return record && record.state !== null && !isTerminal(record.state) && !record.overdue ? [record] : [];
+    });
+    return { at: now, records };
   }
 
   async pollNow(name: string, now: string): Promise<boolean> {

@@ -8,6 +8,12 @@
  * - `pollBucket` + `nextPollAt`: present only while the operation is open and
  *   pollable, so the `open-by-due` index is sparse: reconcile finds the
  *   operations due for a poll without scanning.
+ * - `ageBucket`: present only while the operation is observed (it has a state)
+ *   and open, so the `open-by-age` index (sorted by `createdAt`, keys only)
+ *   finds the jobs past their kind's overdue limit whatever their poll
+ *   schedule: `age#<kind>#<n>` until it is marked overdue, `overdue#<n>` after
+ *   (a write that keeps the job open keeps the value it finds); removed once
+ *   terminal.
  * - `listPartition`: on every operation, so `recent-by-recorded` lists them
  *   newest first (the unmapped-delivery note has none).
  * - `effectsGroup`: the operation's message group on the effects queue, which
@@ -32,6 +38,16 @@ export const OPEN_INDEX_PARTITION = 'pollBucket';
 export const OPEN_INDEX_SORT = 'nextPollAt';
 /** Open operations spread over this many index partitions. */
 export const POLL_BUCKETS = 8;
+/**
+ * Open jobs by when they were tracked: partitioned by kind and the name's hash
+ * (no partition shared by every operation), sorted by `createdAt`, keys only,
+ * so the write path pays an index write only when a job enters it, is marked
+ * overdue or ends. Reconcile's overdue sweep reads `age#<kind>#<n>` partitions.
+ */
+export const AGE_INDEX = 'open-by-age';
+export const AGE_INDEX_PARTITION = 'ageBucket';
+export const AGE_INDEX_SORT = 'createdAt';
+
 /**
  * `GET /operations`, most recently recorded first: every operation item carries
  * `listPartition` (one value) and the index sorts on `recordedAt`. One index
@@ -73,6 +89,8 @@ export function createTableInput(tableName: string): CreateTableCommandInput {
       { AttributeName: OPEN_INDEX_SORT, AttributeType: 'S' },
       { AttributeName: LIST_INDEX_PARTITION, AttributeType: 'S' },
       { AttributeName: LIST_INDEX_SORT, AttributeType: 'S' },
+      { AttributeName: AGE_INDEX_PARTITION, AttributeType: 'S' },
+      { AttributeName: AGE_INDEX_SORT, AttributeType: 'S' },
     ],
     KeySchema: [{ AttributeName: PARTITION_KEY, KeyType: 'HASH' }],
     GlobalSecondaryIndexes: [
@@ -92,17 +110,40 @@ export function createTableInput(tableName: string): CreateTableCommandInput {
         ],
         Projection: { ProjectionType: 'ALL' },
       },
+      {
+        IndexName: AGE_INDEX,
+        KeySchema: [
+          { AttributeName: AGE_INDEX_PARTITION, KeyType: 'HASH' },
+          { AttributeName: AGE_INDEX_SORT, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'KEYS_ONLY' },
+      },
     ],
     BillingMode: 'PAY_PER_REQUEST',
     StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
   };
 }
 
-/** The index partition of an operation: a stable hash of its name. */
-export function pollBucketOf(name: string): string {
+/** A stable hash of a name, one of POLL_BUCKETS. */
+function bucketOf(name: string): number {
   let hash = 0;
   for (const char of name) hash = (hash * 31 + (char.codePointAt(0) ?? 0)) >>> 0;
-  return `open#${hash % POLL_BUCKETS}`;
+  return hash % POLL_BUCKETS;
+}
+
+/** The index partition of an operation: a stable hash of its name. */
+export function pollBucketOf(name: string): string {
+  return `open#${bucketOf(name)}`;
+}
+
+/** The `open-by-age` partitions of the open jobs of `kind` not yet marked overdue. */
+export function ageBucketsOf(kind: string): string[] {
+  return Array.from({ length: POLL_BUCKETS }, (_, n) => `age#${kind}#${n}`);
+}
+
+/** An open job's `open-by-age` partition: by kind and name until it is marked overdue, then by name alone. */
+export function ageBucketOf(name: string, kind: string, marked = false): string {
+  return marked ? `overdue#${bucketOf(name)}` : `age#${kind}#${bucketOf(name)}`;
 }
 
 /** The effects ledger table: one item per `<sink>#<name>#<version>`, expiring after LEDGER_RETENTION_SECONDS. */

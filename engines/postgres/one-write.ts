@@ -35,7 +35,7 @@ import { isTerminal } from '../../core/lifecycle.ts';
 import { storeAway } from '../../core/network.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import { DECISIONS_KEPT } from '../sql/rows.ts';
-import { FEED_WRITER, type Postgres } from './database.ts';
+import { FEED_WRITER, type Postgres, unanswered } from './database.ts';
 
 /** What a statement writes for one operation. */
 export interface OneWrite {
@@ -62,14 +62,16 @@ export type OneWriteOutcome = { ok: true } | { ok: false; current: OperationReco
 const WRITE = `WITH named AS MATERIALIZED (SELECT set_config('application_name', '${FEED_WRITER}', true) AS n),
 input AS (
   SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[], $9::text[],
-      $10::text[], $11::int[])
-    AS i(name, expected, kind, state, version, recorded_at, record, open_at, created_at, poll_at, poll_unchanged)),
+      $10::text[], $11::int[], $12::text[])
+    AS i(name, expected, kind, state, version, recorded_at, record, open_at, created_at, poll_at, poll_unchanged, overdue_at)),
 held AS (
   SELECT name, version, record FROM {s}.operations WHERE name = ANY($1::text[]) AND (SELECT n FROM named) IS NOT NULL
   ORDER BY name FOR UPDATE),
 moved AS (
-  UPDATE {s}.operations o SET kind = i.kind, state = i.state, version = i.version, recorded_at = i.recorded_at, record = i.record,
+  UPDATE {s}.operations o SET kind = i.kind, state = i.state, version = i.version, recorded_at = i.recorded_at, record = i.record, overdue_at = i.overdue_at,
     next_poll_at = CASE WHEN i.open_at IS NULL THEN NULL
+      -- The write that marks it overdue leaves its schedule as it was (a job whose polling stopped stays stopped).
+      WHEN o.overdue_at IS NULL AND i.overdue_at IS NOT NULL THEN o.next_poll_at
       WHEN i.poll_at IS NOT NULL AND o.next_poll_at IS NOT NULL THEN i.poll_at ELSE coalesce(o.next_poll_at, i.open_at) END,
     unchanged_polls = CASE WHEN i.poll_at IS NULL THEN o.unchanged_polls ELSE i.poll_unchanged END,
     failed_polls = CASE WHEN i.poll_at IS NULL THEN o.failed_polls ELSE 0 END,
@@ -80,8 +82,9 @@ moved AS (
   WHERE o.name = i.name AND i.version IS NOT NULL AND o.version = i.expected AND h.version = i.expected
   RETURNING o.name, o.change_key),
 born AS (
-  INSERT INTO {s}.operations (name, kind, state, version, recorded_at, record, next_poll_at, created_at, change_key)
-  SELECT i.name, i.kind, i.state, i.version, i.recorded_at, i.record, i.open_at, i.created_at, pg_current_xact_id() FROM input i
+  INSERT INTO {s}.operations (name, kind, state, version, recorded_at, record, next_poll_at, created_at, overdue_at, change_key)
+  SELECT i.name, i.kind, i.state, i.version, i.recorded_at, i.record, i.open_at, i.created_at, i.overdue_at, pg_current_xact_id()
+  FROM input i
   WHERE i.expected IS NULL AND i.version IS NOT NULL AND (SELECT n FROM named) IS NOT NULL
     AND NOT EXISTS (SELECT 1 FROM held h WHERE h.name = i.name)
   ORDER BY i.name
@@ -95,7 +98,7 @@ scheduled AS (
     poll_note = NULL
   FROM input i WHERE i.name IN (SELECT name FROM noted) AND o.name = i.name AND i.poll_at IS NOT NULL AND o.next_poll_at IS NOT NULL),
 entries AS (
-  SELECT * FROM unnest($12::text[], $13::int[], $14::text[], $15::text[], $16::text[], $17::bigint[], $18::text[], $19::text[])
+  SELECT * FROM unnest($13::text[], $14::int[], $15::text[], $16::text[], $17::text[], $18::bigint[], $19::text[], $20::text[])
     AS e(name, version, write_kind, record, entry, expires_at, transition, trace)),
 logged AS (
   INSERT INTO {s}.changes (tx, name, version, write_kind, new_record)
@@ -111,7 +114,7 @@ queued AS (
   ON CONFLICT (name, version) DO NOTHING),
 decided AS (
   INSERT INTO {s}.decisions (name, decision, at)
-  SELECT d.name, d.decision, $22 FROM unnest($20::text[], $21::text[]) WITH ORDINALITY AS d(name, decision, i)
+  SELECT d.name, d.decision, $23 FROM unnest($21::text[], $22::text[]) WITH ORDINALITY AS d(name, decision, i)
   WHERE d.name IN (SELECT name FROM written UNION ALL SELECT name FROM noted)
   ORDER BY d.i
   RETURNING id, name),
@@ -185,13 +188,15 @@ export class Writes {
       // The database away fails them all alike; anything else may be one write's: each goes alone.
       if (batch.length === 1 || storeAway(error)) for (const each of batch) each.reject(error);
       else for (const each of batch) await this.statement([each]);
+      // A database that did not answer in time: the writes queued meanwhile are not sent into the same silence.
+      if (unanswered(error)) for (const each of this.waiting.splice(0)) each.reject(error);
     }
   }
 }
 
 /** The writes (each of another operation) in one statement: ok, or the record stored now, for each in order. */
 async function writeAll(db: Postgres, writes: OneWrite[], options: OneWriteOptions): Promise<OneWriteOutcome[]> {
-  const ops: unknown[][] = Array.from({ length: 11 }, () => []);
+  const ops: unknown[][] = Array.from({ length: 12 }, () => []);
   const entries: unknown[][] = Array.from({ length: 8 }, () => []);
   const decisions: unknown[][] = [[], []];
   for (const write of writes) {
@@ -209,6 +214,7 @@ async function writeAll(db: Postgres, writes: OneWrite[], options: OneWriteOptio
       last?.createdAt ?? null,
       write.poll?.nextPollAt ?? null,
       write.poll?.unchangedPolls ?? null,
+      last?.overdue?.at ?? null, // marked overdue: out of the index of open jobs by age, into that of the marked ones
     ];
     for (const [i, value] of values.entries()) ops[i]?.push(value);
     for (const row of versionRows) for (const [i, value] of row.entries()) entries[i]?.push(value);
@@ -231,7 +237,7 @@ async function writeAll(db: Postgres, writes: OneWrite[], options: OneWriteOptio
   });
 }
 
-/** The new versions' change-log, history and effect rows, as the statement's entries ($12 to $19). */
+/** The new versions' change-log, history and effect rows, as the statement's entries ($13 to $20). */
 function rowsOf({ name, versions, traces }: OneWrite, options: OneWriteOptions): unknown[][] {
   return versions.map((next, i) => {
     const writeKind = writeKindOf(next);

@@ -29,6 +29,7 @@ import {
   type OperationQueries,
   type OperationStore,
   type OperationView,
+  type OverdueWatch,
   type PollCandidate,
   type PollNext,
   type PollRequests,
@@ -41,7 +42,8 @@ import {
   type WriteHint,
   type WriteOutcome,
 } from '../../app/ports.ts';
-import { isTerminal, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import type { OverdueLimits } from '../../core/overdue.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
 import {
@@ -53,6 +55,7 @@ import {
   pageKeyOf,
   pageOf,
   pollOf,
+  sqlList,
   viewOf,
 } from '../sql/rows.ts';
 import type { Postgres } from './database.ts';
@@ -70,6 +73,12 @@ export const MAX_ATTEMPTS = 32;
 /** Events of one operation written together at most. */
 const MAX_BATCH = 64;
 const UNMAPPED_NOTE = 'unmapped-delivery';
+/** The open states, as schema 4's partial indexes spell them: a query repeats them (not a parameter) to use those indexes. */
+const OPEN_LIST = sqlList(OPERATION_STATES.filter((state) => !isTerminal(state)));
+/** Marked overdue and still open: `operations_overdue`'s own condition. */
+const MARKED_OPEN = `overdue_at IS NOT NULL AND state IN (${OPEN_LIST})`;
+/** A timestamptz expression as the core's normalised text (`timeFromDate`'s form, 9 digits): comparable with the times stored. */
+const asStoredTime = (instant: string) => `to_char((${instant}) AT TIME ZONE 'UTC', 'YYYY-MM-DD"T"HH24:MI:SS.US"000Z"')`;
 
 export interface PostgresStoreOptions {
   historyRetentionDays: number;
@@ -104,7 +113,7 @@ interface Lane {
 const newer = (a: OperationRecord | undefined, b: OperationRecord | undefined) => (b && (!a || b.version > a.version) ? b : a);
 
 export class PostgresOperationStore
-  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
+  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog, OverdueWatch
 {
   private readonly lanes = new Map<string, Lane>();
   private readonly writes: Writes;
@@ -307,8 +316,7 @@ export class PostgresOperationStore
     if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM {s}.effects WHERE last_error IS NOT NULL)');
     if (filter.effects === 'dead-lettered')
       where.push("name IN (SELECT operation FROM {s}.dead_letters WHERE status = 'dead' AND operation NOT LIKE '#%')");
-    if (filter.overdue)
-      where.push(`record::jsonb ? 'overdue' AND (state IS NULL OR NOT (state = ANY(${param(OPERATION_STATES.filter(isTerminal))})))`);
+    if (filter.overdue) where.push(MARKED_OPEN);
     if (after) where.push(`(recorded_at, name) < (${param(after[0])}, ${param(after[1])})`);
     const rows = await this.db.rows<OperationRow>(
       `SELECT * FROM {s}.operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY recorded_at DESC, name DESC LIMIT $1`,
@@ -327,14 +335,16 @@ export class PostgresOperationStore
       overdue: string;
       oldest_open_since: string | null;
     }>(
-      // Every row counted from the (state, kind) index; the records read only for the open rows, found by state.
-      `SELECT c.state, c.kind, c.count, coalesce(o.overdue, 0) AS overdue, o.oldest_open_since
+      // From indexes alone, no record read: every row and the oldest open ones from (state, kind, created_at), the
+      // overdue ones from the partial index of the marked open jobs.
+      `SELECT c.state, c.kind, c.count, coalesce(m.overdue, 0) AS overdue, o.oldest_open_since
        FROM (SELECT state, kind, count(*) AS count FROM {s}.operations GROUP BY state, kind) c
        LEFT JOIN (
-         SELECT state, kind, count(*) FILTER (WHERE record::jsonb ? 'overdue') AS overdue, min(created_at) AS oldest_open_since
-         FROM {s}.operations WHERE state IS NULL OR state = ANY($1) GROUP BY state, kind) o
-       ON o.state IS NOT DISTINCT FROM c.state AND o.kind = c.kind`,
-      [OPERATION_STATES.filter((state) => !isTerminal(state))],
+         SELECT state, kind, min(created_at) AS oldest_open_since
+         FROM {s}.operations WHERE state IS NULL OR state IN (${OPEN_LIST}) GROUP BY state, kind) o
+       ON o.state IS NOT DISTINCT FROM c.state AND o.kind = c.kind
+       LEFT JOIN (SELECT state, kind, count(*) AS overdue FROM {s}.operations WHERE ${MARKED_OPEN} GROUP BY state, kind) m
+       ON m.state IS NOT DISTINCT FROM c.state AND m.kind = c.kind`,
     );
     return rows.map(({ oldest_open_since, ...row }) => ({
       ...row,
@@ -366,13 +376,37 @@ export class PostgresOperationStore
     else if (filter.state) where.push(`state = ${param(filter.state)}`);
     if (filter.kind) where.push(`kind = ${param(filter.kind)}`);
     if (filter.names) where.push(`name = ANY(${param(filter.names)})`);
-    if (filter.overdue) where.push(`record::jsonb ? 'overdue' AND (state IS NULL OR NOT (state = ANY($3)))`);
+    if (filter.overdue) where.push(MARKED_OPEN);
     const rows = await this.db.rows<OperationRow>(
       `SELECT * FROM {s}.operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
        ORDER BY coalesce(state = ANY($3), false), recorded_at DESC, name DESC LIMIT $1 OFFSET $2`,
       params,
     );
     return rows.map(viewOf);
+  }
+
+  /**
+   * The open jobs not yet marked whose kind's limit has passed by the database's clock (`now()`, one clock for every
+   * instance; the caller's `now` is not used), oldest first per kind, from `operations_open_by_age`, whether or not
+   * they are still polled: one statement, a short index range per kind.
+   */
+  async findOverdue(limits: OverdueLimits, _now: string, limit: number): Promise<{ at: string; records: OperationRecord[] }> {
+    const kinds = OPERATION_KINDS.filter((kind) => limits[kind] !== null);
+    const rows = await this.db.rows<{ record: string | null; at: string }>(
+      `WITH clock AS (SELECT now() AS now)
+       SELECT ${asStoredTime('clock.now')} AS at, o.record FROM clock
+       LEFT JOIN LATERAL (
+         SELECT f.record, f.created_at FROM unnest($1::text[], $2::float8[]) AS l(kind, seconds)
+         CROSS JOIN LATERAL (
+           SELECT record, created_at FROM {s}.operations
+           WHERE overdue_at IS NULL AND state IN (${OPEN_LIST}) AND kind = l.kind
+             AND created_at <= ${asStoredTime('clock.now - make_interval(secs => l.seconds)')}
+           ORDER BY created_at LIMIT $3) f
+         ORDER BY f.created_at LIMIT $3) o ON true`,
+      [kinds, kinds.map((kind) => limits[kind]), limit],
+    );
+    const at = rows[0]?.at as string;
+    return { at, records: rows.flatMap((row) => (row.record === null ? [] : [JSON.parse(row.record) as OperationRecord])) };
   }
 
   /**

@@ -111,6 +111,20 @@ export const MIGRATIONS: readonly string[] = [
   // the operations counted by state and kind from an index alone (the console's counts, /metrics' gauges).
   `ALTER TABLE {s}.effects ADD COLUMN trace text;
    CREATE INDEX operations_by_state_kind ON {s}.operations (state, kind);`,
+  // 4: overdue found by age from an index, whatever the poll schedule (`operations_open_by_age`: the open jobs not yet
+  // marked, by kind and when they were tracked), and the marked open ones listed and counted without reading a record
+  // (`operations_overdue`); the counts' oldest open job from (state, kind, created_at), which replaces (state, kind).
+  // The mark's time is a column, back-filled from the records; the open states are written out, as the queries spell
+  // them (a partial index is used only where the query's condition implies its own).
+  `ALTER TABLE {s}.operations ADD COLUMN overdue_at text;
+   UPDATE {s}.operations SET created_at = coalesce(created_at, record::jsonb ->> 'createdAt'), overdue_at = record::jsonb #>> '{overdue,at}'
+     WHERE created_at IS NULL OR record::jsonb ? 'overdue';
+   CREATE INDEX operations_open_by_age ON {s}.operations (kind, created_at)
+     WHERE overdue_at IS NULL AND state IN ('PENDING', 'RUNNING', 'REQUIRES_ACTION');
+   CREATE INDEX operations_overdue ON {s}.operations (state, kind, recorded_at, name)
+     WHERE overdue_at IS NOT NULL AND state IN ('PENDING', 'RUNNING', 'REQUIRES_ACTION');
+   CREATE INDEX operations_by_state_kind_age ON {s}.operations (state, kind, created_at);
+   DROP INDEX {s}.operations_by_state_kind;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -19,6 +19,7 @@ import type {
   OperationQueries,
   OperationStore,
   OperationView,
+  OverdueWatch,
   PollCandidate,
   PollRequests,
   PollSchedule,
@@ -31,6 +32,7 @@ import type {
 } from '../../app/ports.ts';
 import { writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import type { OverdueLimits } from '../../core/overdue.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
 import {
@@ -54,10 +56,13 @@ const UNMAPPED_NOTE = 'unmapped-delivery';
 
 /** The terminal states as an SQL list. */
 const TERMINAL_LIST = sqlList(OPERATION_STATES.filter(isTerminal));
+/** The open states, as the partial indexes of schema 6 spell them (a query must repeat them to use those indexes). */
 const OPEN_LIST = sqlList(OPERATION_STATES.filter((state) => !isTerminal(state)));
+/** Marked overdue and still open: `operations_overdue`'s own condition. */
+const MARKED_OPEN = `overdue_at IS NOT NULL AND state IN (${OPEN_LIST})`;
 
 export class SqliteOperationStore
-  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog
+  implements OperationStore, OperationQueries, PollSchedule, PollRequests, DeliveryReceipts, DecisionLog, UnprocessableLog, OverdueWatch
 {
   constructor(
     private readonly db: Sqlite,
@@ -125,10 +130,14 @@ export class SqliteOperationStore
     const open = !isTerminal(next.state) && POLLABLE.has(next.kind);
     const record = JSON.stringify(next);
     this.db.run(
-      `INSERT INTO operations (name, kind, state, version, recorded_at, record, poll_bucket, next_poll_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)
+      `INSERT INTO operations (name, kind, state, version, recorded_at, record, poll_bucket, next_poll_at, created_at, overdue_at)
+       VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
        ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, state = excluded.state, version = excluded.version,
-         recorded_at = excluded.recorded_at, record = excluded.record,
-         next_poll_at = CASE WHEN excluded.next_poll_at IS NULL THEN NULL ELSE coalesce(operations.next_poll_at, excluded.next_poll_at) END`,
+         recorded_at = excluded.recorded_at, record = excluded.record, created_at = excluded.created_at, overdue_at = excluded.overdue_at,
+         next_poll_at = CASE WHEN excluded.next_poll_at IS NULL THEN NULL
+           -- The write that marks it overdue leaves its schedule as it was (a job whose polling stopped stays stopped).
+           WHEN operations.overdue_at IS NULL AND excluded.overdue_at IS NOT NULL THEN operations.next_poll_at
+           ELSE coalesce(operations.next_poll_at, excluded.next_poll_at) END`,
       next.name,
       next.kind,
       next.state,
@@ -138,6 +147,8 @@ export class SqliteOperationStore
       // Unused since schema 4 (the due index is on next_poll_at alone); kept for the column's NOT NULL.
       'open',
       open ? next.recordedAt : null,
+      next.createdAt,
+      next.overdue?.at ?? null,
     );
     const writeKind = writeKindOf(next);
     this.db.run(
@@ -270,7 +281,7 @@ export class SqliteOperationStore
     if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM effect_messages WHERE receive_count > 0)');
     if (filter.effects === 'dead-lettered')
       where.push("name IN (SELECT operation FROM dead_letters WHERE status = 'dead' AND operation NOT LIKE '#%')");
-    if (filter.overdue) where.push(`json_extract(record, '$.overdue') IS NOT NULL AND coalesce(state NOT IN (${TERMINAL_LIST}), 1)`);
+    if (filter.overdue) where.push(MARKED_OPEN);
     if (after) {
       where.push('(recorded_at, name) < (?, ?)');
       params.push(after[0], after[1]);
@@ -286,15 +297,17 @@ export class SqliteOperationStore
 
   /** The console's counts: operations per state (`null`: tracked, nothing observed yet) and kind, and how many of them are open and overdue. */
   counts(): OperationCounts[] {
-    // Every row counted from the (state, kind) index; the records read only for the open rows, found by state.
+    // From indexes alone, no record read: every row and the oldest open ones from (state, kind, created_at), the
+    // overdue ones from the partial index of the marked open jobs.
     return this.db.all(
-      `SELECT c.state, c.kind, c.count, coalesce(o.overdue, 0) AS overdue, o.oldestOpenSince
+      `SELECT c.state, c.kind, c.count, coalesce(m.overdue, 0) AS overdue, o.oldestOpenSince
        FROM (SELECT state, kind, COUNT(*) AS count FROM operations GROUP BY state, kind) c
        LEFT JOIN (
-         SELECT state, kind, SUM(json_extract(record, '$.overdue') IS NOT NULL) AS overdue,
-           MIN(json_extract(record, '$.createdAt')) AS oldestOpenSince
+         SELECT state, kind, MIN(created_at) AS oldestOpenSince
          FROM operations WHERE state IN (${OPEN_LIST}) OR state IS NULL GROUP BY state, kind) o
-       ON o.state IS c.state AND o.kind = c.kind`,
+       ON o.state IS c.state AND o.kind = c.kind
+       LEFT JOIN (SELECT state, kind, COUNT(*) AS overdue FROM operations WHERE ${MARKED_OPEN} GROUP BY state, kind) m
+       ON m.state IS c.state AND m.kind = c.kind`,
     );
   }
 
@@ -327,7 +340,7 @@ export class SqliteOperationStore
       where.push(`name IN (SELECT value FROM json_each(?))`);
       params.push(JSON.stringify(filter.names));
     }
-    if (filter.overdue) where.push(`json_extract(record, '$.overdue') IS NOT NULL AND coalesce(state NOT IN (${TERMINAL_LIST}), 1)`);
+    if (filter.overdue) where.push(MARKED_OPEN);
     return this.db
       .all<OperationRow>(
         `SELECT * FROM operations ${where.length ? `WHERE ${where.join(' AND ')}` : ''}
@@ -337,6 +350,27 @@ export class SqliteOperationStore
         filter.offset,
       )
       .map(viewOf);
+  }
+
+  /**
+   * The open jobs not yet marked whose kind's limit has passed at `now` (this process's clock: it alone holds the
+   * file), oldest first per kind, from `operations_open_by_age`: whether or not they are still polled.
+   */
+  async findOverdue(limits: OverdueLimits, now: string, limit: number): Promise<{ at: string; records: OperationRecord[] }> {
+    const records: OperationRecord[] = [];
+    for (const kind of OPERATION_KINDS) {
+      const seconds = limits[kind];
+      if (seconds === null || records.length >= limit) continue;
+      const rows = this.db.all<{ record: string }>(
+        `SELECT record FROM operations WHERE overdue_at IS NULL AND state IN (${OPEN_LIST}) AND kind = ? AND created_at <= ?
+         ORDER BY created_at LIMIT ?`,
+        kind,
+        timeAfter(now, -seconds * 1000),
+        limit - records.length,
+      );
+      records.push(...rows.map((row) => JSON.parse(row.record) as OperationRecord));
+    }
+    return { at: now, records };
   }
 
   /** What is due, earliest first: one process holds the file, so the claim is that alone. */

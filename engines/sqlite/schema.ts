@@ -18,6 +18,10 @@
  * - `effect_messages.name`, `.last_error` (4): whose effect waits, and what its last attempt came to.
  * - `changes.trace`, `effect_messages.trace` (5): the traceparent of the write's span, for its effect's spans;
  *   `operations_by_state_kind`, the counts per state and kind read from an index.
+ * - `operations.created_at`, `.overdue_at` (6): when the job was tracked and when it was marked overdue, as
+ *   columns: `operations_open_by_age` finds the open jobs not yet marked by kind and age (reconcile's overdue
+ *   sweep, whatever their poll schedule), `operations_overdue` the marked open ones (`?overdue=true`, the counts);
+ *   the counts' oldest open job from `operations_by_state_kind_age`, which replaces `operations_by_state_kind`.
  */
 import type { Sqlite } from './sqlite.ts';
 
@@ -111,6 +115,18 @@ export const MIGRATIONS: readonly string[] = [
   `ALTER TABLE changes ADD COLUMN trace TEXT;
    ALTER TABLE effect_messages ADD COLUMN trace TEXT;
    CREATE INDEX operations_by_state_kind ON operations (state, kind);`,
+  // 6: overdue found by age from an index, whatever the poll schedule, and the marked jobs listed and counted without
+  // reading the records: both times as columns, back-filled from the records. (The open states are written out: the
+  // queries repeat this list, as a partial index needs.)
+  `ALTER TABLE operations ADD COLUMN created_at TEXT;
+   ALTER TABLE operations ADD COLUMN overdue_at TEXT;
+   UPDATE operations SET created_at = json_extract(record, '$.createdAt'), overdue_at = json_extract(record, '$.overdue.at');
+   CREATE INDEX operations_open_by_age ON operations (kind, created_at)
+     WHERE overdue_at IS NULL AND state IN ('PENDING', 'RUNNING', 'REQUIRES_ACTION');
+   CREATE INDEX operations_overdue ON operations (state, kind, recorded_at, name)
+     WHERE overdue_at IS NOT NULL AND state IN ('PENDING', 'RUNNING', 'REQUIRES_ACTION');
+   CREATE INDEX operations_by_state_kind_age ON operations (state, kind, created_at);
+   DROP INDEX operations_by_state_kind;`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -6,6 +6,9 @@
  * maximum; the stored state never regresses: fast-check), the compare-and-set
  * write, the change log holding exactly the applied writes in version order,
  * the schedule (due jobs claimed so that two pollers never poll one at once),
+ * the jobs open past their kind's overdue limit found by age whatever their
+ * poll schedule, each until it is marked or ends (fast-check, on the store's
+ * clock: the database's own on PostgreSQL),
  * receipts and unprocessable deliveries, history, the effects ledger and the
  * dead letters (in version order, held back behind an earlier one, redriven).
  */
@@ -15,8 +18,10 @@ import type { DeadLetter } from '../../app/effects/dead-letters.ts';
 import { transitionOf } from '../../app/effects/transition.ts';
 import { entryOf } from '../../app/history.ts';
 import { ingest } from '../../app/ingest.ts';
+import { isTerminal } from '../../core/lifecycle.ts';
+import { DEFAULT_OVERDUE_AFTER, type OverdueLimits, overdueMark } from '../../core/overdue.ts';
 import { type OperationRecord, trackedRecord } from '../../core/reducer.ts';
-import { normalizeTime } from '../../core/time.ts';
+import { normalizeTime, timeFromDate } from '../../core/time.ts';
 import { ENGINES, type StoreUnderTest } from '../support/engines.ts';
 import { distinctKeys, type History, historyArb, RANK } from '../support/histories.ts';
 import { shuffle } from '../support/shuffle.ts';
@@ -161,6 +166,83 @@ describe.each(ENGINES)('the operation store on $label', (engine) => {
     expect(await due(later)).toBeUndefined();
     expect(await subject.store.pollNow(name, now)).toBe(false);
     expect(await subject.store.pollNow('batches/never-seen', now)).toBe(false);
+  });
+
+  it('finds the jobs open past their kind’s limit and not yet marked, polled or not, until each is marked or ends (fast-check)', async () => {
+    // Ages are this machine's time minus a margin of minutes from the limit: the database's clock (PostgreSQL) is the same one.
+    const limits: OverdueLimits = { ...DEFAULT_OVERDUE_AFTER, interaction: 3_600, video: 1_800, batch: null };
+    const STATES = [null, 'PENDING', 'RUNNING', 'REQUIRES_ACTION', 'SUCCEEDED', 'FAILED'] as const;
+    let run = 0;
+    await fc.assert(
+      fc.asyncProperty(
+        fc.array(
+          fc.record({
+            kind: fc.constantFrom('interaction' as const, 'video' as const, 'batch' as const),
+            state: fc.constantFrom(...STATES),
+            // Minutes past the kind's limit (negative: not yet), far from the boundary a round trip could cross.
+            past: fc.constantFrom(-20, -5, 5, 20, 24 * 60),
+            marked: fc.boolean(),
+            polling: fc.constantFrom('due-later', 'stopped'),
+          }),
+          { minLength: 1, maxLength: 10 },
+        ),
+        async (jobs) => {
+          run++;
+          const names: string[] = [];
+          const expected: string[] = [];
+          for (const [i, job] of jobs.entries()) {
+            const name = `${job.kind === 'video' ? 'models/veo/operations' : `${job.kind}s`}/age-${run}-${i}`;
+            names.push(name);
+            const limit = limits[job.kind] ?? 86_400;
+            const createdAt = timeFromDate(new Date(Date.now() - limit * 1000 - job.past * 60_000));
+            const record: OperationRecord = {
+              ...trackedRecord(name, job.kind, createdAt),
+              state: job.state,
+              providerState: job.state,
+              ...(job.marked && job.state !== null && { overdue: { at: createdAt, afterSeconds: limit } }),
+            };
+            expect((await subject.store.write(record, undefined)).ok).toBe(true);
+            const later = timeFromDate(new Date(Date.now() + 3_600_000));
+            if (!isTerminal(job.state))
+              await subject.store.schedulePoll(name, 1, {
+                nextPollAt: job.polling === 'stopped' ? null : later,
+                unchangedPolls: 5,
+                failedPolls: 0,
+                notFoundPolls: 0,
+              });
+            const open = job.state !== null && !isTerminal(job.state);
+            if (open && !job.marked && limits[job.kind] !== null && job.past > 0) expected.push(name);
+          }
+          const found = async () => {
+            const { at, records } = await subject.store.findOverdue(limits, timeFromDate(new Date()), 1_000);
+            expect(Math.abs(Date.parse(at) - Date.now())).toBeLessThan(60_000);
+            return { at, records: records.filter((record) => names.includes(record.name)) };
+          };
+          const { at, records } = await found();
+          expect(records.map((record) => record.name).sort()).toEqual([...expected].sort());
+          // Each found with its stored version: the mark's conditional write takes it out of the index, once.
+          const [first, second] = records;
+          if (first) {
+            const mark = overdueMark(first, limits, at) as OperationRecord;
+            expect(mark).toBeDefined();
+            const polling = (await subject.store.describe(first.name))?.polling;
+            expect(await subject.store.write(mark, first.version)).toEqual({ ok: true });
+            // Its schedule as it was: a job whose polling stopped stays stopped, one due later stays due then.
+            expect((await subject.store.describe(first.name))?.polling).toEqual(polling);
+            expect((await subject.store.list({ overdue: true, limit: 100 })).operations.map((o) => o.name)).toContain(first.name);
+          }
+          if (second)
+            expect((await subject.store.write({ ...second, version: second.version + 1, state: 'SUCCEEDED' }, second.version)).ok).toBe(
+              true,
+            );
+          const left = (await found()).records.map((record) => record.name).sort();
+          expect(left).toEqual(expected.filter((name) => name !== first?.name && name !== second?.name).sort());
+          if (second)
+            expect((await subject.store.list({ overdue: true, limit: 100 })).operations.map((o) => o.name)).not.toContain(second.name);
+        },
+      ),
+      { numRuns: 12, endOnFailure: true },
+    );
   });
 
   it('notes the last delivery it could not map, and how many there were', async () => {

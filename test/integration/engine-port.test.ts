@@ -22,6 +22,7 @@ import type { Engine, EngineOptions } from '../../app/engine.ts';
 import type { OperationChange } from '../../app/feed.ts';
 import { ingest } from '../../app/ingest.ts';
 import { isTerminal } from '../../core/lifecycle.ts';
+import { DEFAULT_OVERDUE_AFTER, overdueMark } from '../../core/overdue.ts';
 import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
 import { normalizeTime } from '../../core/time.ts';
 import { openPostgres } from '../../engines/postgres/index.ts';
@@ -218,7 +219,7 @@ for (const port of PORTS)
       await backlogIs(0);
     });
 
-    it('counts operations by state and kind, with each group’s oldest open one, as what was written says (fast-check)', async () => {
+    it('counts operations by state and kind, with each group’s oldest open one and its open jobs marked overdue, as what was written says (fast-check)', async () => {
       const engine = await started(port, 'counts', () => {});
       const written = new Map<string, OperationRecord>();
       const STATES = ['PENDING', 'RUNNING', 'REQUIRES_ACTION', 'SUCCEEDED', 'FAILED'] as const;
@@ -230,12 +231,13 @@ for (const port of PORTS)
               op: fc.integer({ min: 0, max: 5 }),
               kind: fc.constantFrom('batch', 'interaction'),
               state: fc.constantFrom(...STATES),
+              markOverdue: fc.boolean(),
             }),
             { minLength: 1, maxLength: 25 },
           ),
           async (steps) => {
             run++;
-            for (const [i, { op, kind, state }] of steps.entries()) {
+            for (const [i, { op, kind, state, markOverdue }] of steps.entries()) {
               const name = `${kind === 'batch' ? 'batches' : 'interactions'}/counts-${run}-${op}`;
               const event: OperationEvent = {
                 name,
@@ -247,8 +249,14 @@ for (const port of PORTS)
                 updateTime: normalizeTime(`2026-12-06T00:00:${String(i).padStart(2, '0')}Z`),
               };
               const result = await ingest(event, { store: engine.store });
+              let record = result.record;
+              // Marked as reconcile marks it (once, on its version), whatever its age: the counts read the mark's index.
+              const mark = markOverdue
+                ? overdueMark(record, { ...DEFAULT_OVERDUE_AFTER, [kind]: 0.001 }, normalizeTime('2027-01-01T00:00:00Z'))
+                : undefined;
+              if (mark && (await engine.store.write(mark, record.version)).ok) record = mark;
               const known = written.get(name);
-              if (!known || result.record.version > known.version) written.set(name, result.record);
+              if (!known || record.version > known.version) written.set(name, record);
             }
             const model = new Map<
               string,
@@ -258,6 +266,7 @@ for (const port of PORTS)
               const key = `${record.state}|${record.kind}`;
               const group = model.get(key) ?? { state: record.state, kind: record.kind, count: 0, overdue: 0, oldestOpenSince: null };
               group.count++;
+              if (!isTerminal(record.state) && record.overdue) group.overdue++;
               if (!isTerminal(record.state) && (group.oldestOpenSince === null || record.createdAt < group.oldestOpenSince))
                 group.oldestOpenSince = record.createdAt;
               model.set(key, group);

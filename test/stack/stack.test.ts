@@ -158,7 +158,7 @@ describe('RatchetStack', () => {
     }
   });
 
-  it('indexes open operations sparsely and runs reconcile every minute with Query on that index', () => {
+  it('indexes open operations sparsely (by next poll and by age) and runs reconcile every minute with Query on those indexes', () => {
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       GlobalSecondaryIndexes: [
         {
@@ -168,6 +168,14 @@ describe('RatchetStack', () => {
             { AttributeName: 'nextPollAt', KeyType: 'RANGE' },
           ],
           Projection: { ProjectionType: 'ALL' },
+        },
+        {
+          IndexName: 'open-by-age',
+          KeySchema: [
+            { AttributeName: 'ageBucket', KeyType: 'HASH' },
+            { AttributeName: 'createdAt', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'KEYS_ONLY' },
         },
         {
           IndexName: 'recent-by-recorded',
@@ -202,8 +210,9 @@ describe('RatchetStack', () => {
     expect(permissionsOf('ReconcileRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ReconcileLogs')],
       XRAY,
-      [['dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
+      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
       [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due"/)],
+      [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-age"/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
     ]);
   });

@@ -15,7 +15,15 @@ import { inject } from 'vitest';
 import type { DeadLetters } from '../../app/effects/dead-letters.ts';
 import type { EffectLedger } from '../../app/effects/ledger.ts';
 import type { HistoryLog } from '../../app/history.ts';
-import type { DeliveryReceipts, OperationQueries, OperationStore, PollRequests, PollSchedule, UnprocessableLog } from '../../app/ports.ts';
+import type {
+  DeliveryReceipts,
+  OperationQueries,
+  OperationStore,
+  OverdueWatch,
+  PollRequests,
+  PollSchedule,
+  UnprocessableLog,
+} from '../../app/ports.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
 import { DynamoDbDeadLetters, deadLetterTableInput } from '../../engines/dynamodb/dead-letters.ts';
@@ -30,7 +38,13 @@ import { ensureTable } from './aws/tables.ts';
 import { silentLogger } from './silent-logger.ts';
 import { readStream } from './stream-records.ts';
 
-export type FullStore = OperationStore & OperationQueries & PollSchedule & PollRequests & DeliveryReceipts & UnprocessableLog;
+export type FullStore = OperationStore &
+  OperationQueries &
+  PollSchedule &
+  PollRequests &
+  OverdueWatch &
+  DeliveryReceipts &
+  UnprocessableLog;
 
 export interface StoreUnderTest {
   store: FullStore;
