@@ -174,6 +174,13 @@ const Env = z.object({
   DATABASE_POOL_MAX: withDefault(number(integer, z.minimum(1), z.maximum(1000)), 10),
   /** DATABASE_POOL_MAX's former name, still read. */
   DATABASE_POOL_SIZE: optional(number(integer, z.minimum(1), z.maximum(1000))),
+  /**
+   * How long a statement may go unanswered before it fails and its connection is dropped: how soon a silent network
+   * (packets dropped, nothing closed) is noticed. A transaction's server gives up on it alike.
+   */
+  DATABASE_STATEMENT_TIMEOUT_MS: withDefault(number(integer, z.minimum(100), z.maximum(3_600_000)), 5_000),
+  /** How long a new connection, or a free one of the pool, may take. */
+  DATABASE_CONNECT_TIMEOUT_MS: withDefault(number(integer, z.minimum(100), z.maximum(600_000)), 5_000),
 });
 
 export type Config = z.infer<typeof Env>;
@@ -223,6 +230,8 @@ const EXPECTS: Partial<Record<Variable, string>> = {
   DATABASE_MIGRATE: 'on or off',
   DATABASE_POOL_MAX: 'a whole number from 1 to 1000',
   DATABASE_POOL_SIZE: 'a whole number from 1 to 1000 (DATABASE_POOL_MAX is its name now)',
+  DATABASE_STATEMENT_TIMEOUT_MS: 'a whole number of milliseconds from 100 to 3600000',
+  DATABASE_CONNECT_TIMEOUT_MS: 'a whole number of milliseconds from 100 to 600000',
 };
 
 /** Settings whose values are secrets (or hold one): a message names them, never shows the value. */

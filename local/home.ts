@@ -46,6 +46,7 @@ export async function openEngine(config: Config, options: OpenEngineOptions): Pr
     ...(config.DATABASE_LISTEN_URL && { listenUrl: config.DATABASE_LISTEN_URL }),
     schema: config.DATABASE_SCHEMA,
     poolMax: config.DATABASE_POOL_MAX,
+    timeouts: { statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS, connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS },
     migrate: config.DATABASE_MIGRATE === 'on',
     effectsLeaseMs: config.EFFECTS_LEASE_SECONDS * 1000,
   });

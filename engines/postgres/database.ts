@@ -38,20 +38,75 @@ const PREPARE_REFUSED = new Set(['26000', '42P05']);
 /** SQLSTATEs a transaction is retried on: serialization failure, deadlock, unique violation of a racing insert. */
 export const RETRIED_STATES = new Set(['40001', '40P01']);
 
+/** How long Ratchet waits on the database (DATABASE_STATEMENT_TIMEOUT_MS, DATABASE_CONNECT_TIMEOUT_MS). */
+export interface Timeouts {
+  /** A statement unanswered this long fails and its connection is dropped (default 5 s). */
+  statementTimeoutMs: number;
+  /** A connection not made, or not free in the pool, this long fails (default 5 s). */
+  connectTimeoutMs: number;
+}
+
+export const DEFAULT_TIMEOUTS: Timeouts = { statementTimeoutMs: 5_000, connectTimeoutMs: 5_000 };
+
+/** An idle connection is probed this long after its last traffic (Node then probes every second, ten times). */
+const KEEPALIVE_IDLE_MS = 5_000;
+
+/** How long a migration's statements may take: DDL on a large table, or waiting for another instance's migration. */
+export const MIGRATION_TIMEOUT_MS = 15 * 60_000;
+
+/** What every connection of Ratchet's own is made with (the pool's and LISTEN's): keepalive, and its two limits. */
+export function connectionLimits(timeouts: Timeouts): pg.ClientConfig {
+  return {
+    keepAlive: true,
+    keepAliveInitialDelayMillis: KEEPALIVE_IDLE_MS,
+    connectionTimeoutMillis: timeouts.connectTimeoutMs,
+    query_timeout: timeouts.statementTimeoutMs,
+  };
+}
+
+/** pg's words for a statement or a connection that got no answer in time (query_timeout, connectionTimeoutMillis), here or in a cause. */
+export function unanswered(error: unknown): boolean {
+  for (let at = error, depth = 0; at instanceof Error && depth < 5; at = at.cause, depth++)
+    if (
+      /^(Query read timeout|timeout expired|timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/.test(
+        at.message,
+      )
+    )
+      return true;
+  return false;
+}
+
+/**
+ * Ends `client` without waiting on a server that may never answer: its
+ * goodbye is sent, and its socket closed after `graceMs` whatever came back.
+ */
+export async function hangUp(client: pg.Client, graceMs = 0): Promise<void> {
+  const ended = client.end().catch(() => undefined);
+  if (graceMs > 0) await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+  client.connection.stream.destroy();
+}
+
 export class Postgres {
   private readonly quoted: string;
+  /** The pool's connections not yet ended: at close, those whose server never says goodbye are closed unasked. */
+  private readonly open = new Set<pg.Client>();
 
   constructor(
     readonly pool: pg.Pool,
     readonly schema: string,
     /** Whether this engine created the pool (and so ends it on close). */
     private readonly ownsPool: boolean,
+    readonly timeouts: Timeouts = DEFAULT_TIMEOUTS,
   ) {
     if (!SCHEMA_NAME.test(schema) || schema.startsWith('pg_'))
       throw new PostgresConfigError(
         `DATABASE_SCHEMA must be a lower-case identifier (letters, digits, _) not starting with pg_, not ${JSON.stringify(schema)}`,
       );
     this.quoted = `"${schema}"`;
+    if (ownsPool) {
+      pool.on('connect', (client) => this.open.add(client));
+      pool.on('remove', (client) => this.open.delete(client));
+    }
   }
 
   /** `text` with each `{s}` replaced by the quoted schema: `SELECT … FROM {s}.operations`. */
@@ -92,7 +147,8 @@ export class Postgres {
 
   /**
    * `fn` in one transaction on one connection (READ COMMITTED): committed when it returns, rolled back when it throws.
-   * `as` names it (FEED_WRITER unless it runs an application's handler).
+   * `as` names it (FEED_WRITER unless it runs an application's handler). Its statements, and the time between them,
+   * are bounded by the statement timeout on both sides.
    */
   async transaction<T>(fn: (tx: Queryable) => Promise<T>, as: typeof FEED_WRITER | typeof EFFECTS_WORKER = FEED_WRITER): Promise<T> {
     const client = await this.pool.connect();
@@ -104,28 +160,52 @@ export class Postgres {
       broken = error;
     };
     client.on('error', lost);
+    const limit = this.timeouts.statementTimeoutMs;
+    // Each statement with this Postgres's own limit (a migration's is longer than the pool's).
+    const tx: Queryable = {
+      query: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => {
+        // pg reads query_timeout per statement; its type declarations do not name it.
+        const statement = { text, values, query_timeout: limit };
+        return client.query<R>(statement);
+      },
+    };
     try {
-      // One round trip (a simple query of two statements): the name is set before the transaction writes anything.
-      await client.query(`BEGIN; SELECT set_config('application_name', '${as}', true)`);
-      try {
-        const result = await fn(client);
-        await client.query('COMMIT');
-        return result;
-      } catch (error) {
-        await client.query('ROLLBACK').catch((rollback: Error) => {
+      // One round trip (a simple query of two statements): the name and the server's limits are set before the
+      // transaction writes anything; a connection cut off mid-transaction then holds its locks no longer than the limit.
+      await tx.query(
+        `BEGIN; SELECT set_config('application_name', '${as}', true), set_config('statement_timeout', '${limit}', true), ` +
+          `set_config('idle_in_transaction_session_timeout', '${limit}', true)`,
+      );
+      const result = await fn(tx);
+      await tx.query('COMMIT');
+      return result;
+    } catch (error) {
+      // A connection that did not answer in time would not answer a ROLLBACK either: it is dropped unasked.
+      if (broken || unanswered(error)) broken ??= error as Error;
+      else
+        await tx.query('ROLLBACK').catch((rollback: Error) => {
           broken = rollback;
         });
-        throw error;
-      }
+      throw error;
     } finally {
-      // A connection whose rollback failed, or that was lost, is not handed out again.
+      // A connection whose rollback failed, that timed out, or that was lost, is not handed out again (the pool
+      // destroys it: a statement still waiting for its answer is not waited for).
       client.off('error', lost);
       client.release(broken);
     }
   }
 
+  /** This connection with a longer statement timeout, for a migration: DDL on a large table, or another instance's migration waited for. */
+  withStatementTimeout(statementTimeoutMs: number): Postgres {
+    return new Postgres(this.pool, this.schema, false, { ...this.timeouts, statementTimeoutMs });
+  }
+
   async close(): Promise<void> {
-    if (this.ownsPool) await this.pool.end();
+    if (!this.ownsPool) return;
+    await this.pool.end();
+    // A connection whose server went silent never answers the goodbye: after a moment, its socket is closed unasked.
+    if (this.open.size > 0) await new Promise((resolve) => setTimeout(resolve, 1_000).unref());
+    for (const client of this.open) client.connection.stream.destroy();
   }
 }
 
@@ -148,6 +228,8 @@ export interface PostgresOptions {
   schema?: string;
   /** The pool's size when Ratchet makes it (default 10). */
   maxConnections?: number;
+  /** How long a statement and a connection may take (default 5 s each); the application's pool sets its own client side. */
+  timeouts?: Timeouts;
 }
 
 export const DEFAULT_SCHEMA = 'ratchet';
@@ -155,7 +237,8 @@ export const DEFAULT_SCHEMA = 'ratchet';
 /** The engine's connection, from a URL (TLS as its `sslmode` says) or the application's pool. */
 export function connect(options: PostgresOptions): Postgres {
   const schema = options.schema ?? DEFAULT_SCHEMA;
-  if (options.pool) return new Postgres(options.pool as unknown as pg.Pool, schema, false);
+  const timeouts = options.timeouts ?? DEFAULT_TIMEOUTS;
+  if (options.pool) return new Postgres(options.pool as unknown as pg.Pool, schema, false, timeouts);
   if (!options.url) throw new PostgresConfigError('DATABASE_URL is not set');
   let url: URL;
   try {
@@ -171,10 +254,11 @@ export function connect(options: PostgresOptions): Postgres {
     max: options.maxConnections ?? 10,
     allowExitOnIdle: true,
     application_name: FEED_WRITER,
+    ...connectionLimits(timeouts),
   });
   // An idle connection the server (or a pooler) dropped is an error on the pool: logged by the caller's queries, not fatal.
   pool.on('error', () => {});
-  return new Postgres(pool, schema, true);
+  return new Postgres(pool, schema, true, timeouts);
 }
 
 /**

@@ -343,7 +343,11 @@ export class PostgresEffectsQueue {
           } catch (error) {
             const live = batch.filter((settle) => !this.stopped && performance.now() + SETTLE_RETRY_MS < settle.leaseEnd);
             if (live.length < batch.length)
-              this.options.logger.warn('effects queue: a claim could not be settled; its lease frees it', { error });
+              this.options.logger.warn('effects queue: a claim could not be settled; its lease frees it', {
+                error,
+                // Named: a sink may have taken one, and the next claim, not knowing, offers it again (with its id).
+                effects: batch.filter((settle) => !live.includes(settle)).map((settle) => `${settle.name}#${settle.version}`),
+              });
             for (const settle of batch) if (!live.includes(settle)) settle.resolve();
             batch = live;
             if (batch.length === 0) break;

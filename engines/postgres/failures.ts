@@ -6,7 +6,7 @@
  * state (exit 1: try again, or fix the server).
  */
 import { networkCodeOf, networkFailureInWords } from '../../core/network.ts';
-import { sqlStateOf } from './database.ts';
+import { sqlStateOf, unanswered } from './database.ts';
 import { SchemaError } from './schema.ts';
 
 export interface DatabaseFailure {
@@ -78,6 +78,11 @@ export function databaseFailure(error: unknown, place: DatabasePlace): DatabaseF
   }
   if (state === '42501') return { kind: 'configuration', setting: 'DATABASE_URL', message: privilegeInWords(message, place) };
   if (state && CONDITIONS[state]) return { kind: 'condition', message: `the database (${place.where}): ${CONDITIONS[state]}` };
+  if (unanswered(error))
+    return {
+      kind: 'condition',
+      message: `cannot reach the database (${place.where}): no answer in time (DATABASE_CONNECT_TIMEOUT_MS, DATABASE_STATEMENT_TIMEOUT_MS)`,
+    };
   if (networkCodeOf(error))
     return { kind: 'condition', message: `cannot reach the database (${place.where}): ${networkFailureInWords(error)}` };
   return undefined;

@@ -3,7 +3,7 @@
  * it): `openPostgres`, its factory behind the Engine port (app/engine.ts);
  * the pieces `ratchet migrate` runs alone; and the application pool's type.
  */
-export { connect, DEFAULT_SCHEMA, type PoolLike, PostgresConfigError } from './database.ts';
+export { connect, DEFAULT_SCHEMA, MIGRATION_TIMEOUT_MS, type PoolLike, PostgresConfigError } from './database.ts';
 export { openPostgres, type PostgresOptions } from './engine.ts';
 export { databaseFailure, placeOf } from './failures.ts';
 export { openPostgresEngine, type PostgresEngine, type PostgresEngineOptions } from './open.ts';

@@ -6,12 +6,23 @@
  * URL (DATABASE_LISTEN_URL, else DATABASE_URL). Through a transaction pooler a
  * LISTEN hears nothing, and the feed's and the effects queue's short polls are
  * what wake them; a listener that loses its connection connects again.
+ *
+ * A LISTEN connection sends nothing of its own, so a network that went silent
+ * (packets dropped, nothing closed) would leave it waiting forever: it is
+ * pinged every few seconds, and one ping unanswered within the statement
+ * timeout drops it (TCP keepalive does the same below, where the peer is
+ * truly gone); it then connects again.
  */
 import pg from 'pg';
-import { type Postgres, verifiedFull } from './database.ts';
+import { connectionLimits, DEFAULT_TIMEOUTS, hangUp, type Postgres, type Timeouts, verifiedFull } from './database.ts';
 
 /** The `application_name` of the listening connection (it never writes: the feed's horizon passes it over). */
 const LISTENER = 'ratchet listener';
+
+/** How often the LISTEN connection is asked whether it is still there. */
+const PING_MS = 5_000;
+/** The longest wait between two attempts to connect again. */
+const RETRY_MAX_MS = 5_000;
 
 /** The notify channel of a schema's instances. */
 export const channelOf = (schema: string) => `ratchet_${schema}`;
@@ -34,14 +45,21 @@ export interface Listener {
 }
 
 /** Calls `onNotice` on each NOTIFY of the schema's channel, from a connection of its own to `url`. */
-export function listen(url: string, schema: string, onNotice: () => void, onError: (error: Error) => void): Listener {
+export function listen(
+  url: string,
+  schema: string,
+  onNotice: () => void,
+  onError: (error: Error) => void,
+  timeouts: Timeouts = DEFAULT_TIMEOUTS,
+): Listener {
   let client: pg.Client | undefined;
   let closed = false;
   let retryMs = 500;
   let timer: NodeJS.Timeout | undefined;
+  let pinging = false;
   const connect = async () => {
     if (closed) return;
-    const next = new pg.Client({ connectionString: verifiedFull(new URL(url)), application_name: LISTENER });
+    const next = new pg.Client({ connectionString: verifiedFull(new URL(url)), application_name: LISTENER, ...connectionLimits(timeouts) });
     next.on('notification', () => onNotice());
     next.on('error', (error) => {
       onError(error);
@@ -56,12 +74,13 @@ export function listen(url: string, schema: string, onNotice: () => void, onErro
       onNotice();
     } catch (error) {
       onError(error as Error);
-      await next.end().catch(() => undefined);
+      void hangUp(next);
       reconnect();
     }
   };
   const reconnect = () => {
-    client?.end().catch(() => undefined);
+    // A connection that may be dead: its server is not waited on.
+    if (client) void hangUp(client);
     client = undefined;
     if (closed || timer) return;
     timer = setTimeout(() => {
@@ -69,14 +88,31 @@ export function listen(url: string, schema: string, onNotice: () => void, onErro
       void connect();
     }, retryMs);
     timer.unref();
-    retryMs = Math.min(retryMs * 2, 30_000);
+    retryMs = Math.min(retryMs * 2, RETRY_MAX_MS);
   };
+  const ping = setInterval(() => {
+    const pinged = client;
+    if (!pinged || pinging) return;
+    pinging = true;
+    pinged
+      .query('SELECT 1')
+      .catch((error: Error) => {
+        if (pinged !== client) return;
+        onError(error);
+        reconnect();
+      })
+      .finally(() => {
+        pinging = false;
+      });
+  }, PING_MS);
+  ping.unref();
   void connect();
   return {
     close: async () => {
       closed = true;
       clearTimeout(timer);
-      await client?.end().catch(() => undefined);
+      clearInterval(ping);
+      if (client) await hangUp(client, 1_000);
     },
   };
 }

@@ -5,7 +5,7 @@
  * the operation store with its queries, schedule, decisions and receipts;
  * history; the effects ledger and dead letters; the change log by cursor.
  */
-import { connect, type Postgres, type PostgresOptions } from './database.ts';
+import { connect, MIGRATION_TIMEOUT_MS, type Postgres, type PostgresOptions } from './database.ts';
 import { PostgresOperationStore, type PostgresStoreOptions } from './operation-store.ts';
 import { PostgresDeadLetters, PostgresEffectLedger, PostgresHistory } from './records.ts';
 import { migrate, requireCurrent } from './schema.ts';
@@ -30,7 +30,7 @@ export async function openPostgresEngine(options: PostgresEngineOptions): Promis
   const db = connect(options);
   try {
     if (options.migrate === false) await requireCurrent(db);
-    else await migrate(db);
+    else await migrate(db.withStatementTimeout(MIGRATION_TIMEOUT_MS));
   } catch (error) {
     await db.close();
     throw error;

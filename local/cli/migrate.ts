@@ -25,10 +25,17 @@ try {
   throw error;
 }
 if (!config.DATABASE_URL) usageError(command, 'DATABASE_URL is not set (the SQLite file of ratchet start migrates itself at start)');
-const { connect, databaseFailure, migrate, placeOf, SCHEMA_VERSION } = await import('../../engines/postgres/index.ts');
-const db = connect({ url: config.DATABASE_URL, schema: config.DATABASE_SCHEMA, maxConnections: 1 });
+const { connect, databaseFailure, MIGRATION_TIMEOUT_MS, migrate, placeOf, SCHEMA_VERSION } = await import(
+  '../../engines/postgres/index.ts'
+);
+const db = connect({
+  url: config.DATABASE_URL,
+  schema: config.DATABASE_SCHEMA,
+  maxConnections: 1,
+  timeouts: { statementTimeoutMs: config.DATABASE_STATEMENT_TIMEOUT_MS, connectTimeoutMs: config.DATABASE_CONNECT_TIMEOUT_MS },
+});
 try {
-  const before = await migrate(db);
+  const before = await migrate(db.withStatementTimeout(MIGRATION_TIMEOUT_MS));
   console.log(
     before === SCHEMA_VERSION
       ? `schema ${config.DATABASE_SCHEMA} is at version ${SCHEMA_VERSION} already: nothing to do`
