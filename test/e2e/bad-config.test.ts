@@ -47,6 +47,13 @@ const CASES: Array<[string, Record<string, string>, string, RegExp]> = [
   ['a public URL on another scheme', { PUBLIC_URL: 'ftp://ratchet.example' }, 'PUBLIC_URL', /http\(s\) URLs/],
   ['no room for requests', { HTTP_MAX_IN_FLIGHT: '0' }, 'HTTP_MAX_IN_FLIGHT', /a whole number above 0/],
   ['too many connections', { EFFECTS_WEBHOOK_CONNECTIONS: '1000' }, 'EFFECTS_WEBHOOK_CONNECTIONS', /from 1 to 256/],
+  [
+    'a statement timeout in seconds',
+    { DATABASE_STATEMENT_TIMEOUT_MS: '5s' },
+    'DATABASE_STATEMENT_TIMEOUT_MS',
+    /milliseconds from 100 to 3600000/,
+  ],
+  ['no time to connect', { DATABASE_CONNECT_TIMEOUT_MS: '0' }, 'DATABASE_CONNECT_TIMEOUT_MS', /milliseconds from 100 to 600000.*not "0"/],
   ['an unknown signature scheme', { GEMINI_WEBHOOK_SCHEMES: 'md5' }, 'GEMINI_WEBHOOK_SCHEMES', /hmac, v1a, jwt/],
   ['an API version that is none', { GEMINI_API_VERSION: 'latest' }, 'GEMINI_API_VERSION', /such as v1beta/],
   ['effects retried past the queue', { EFFECTS_RETRY_FOR_SECONDS: '99999999' }, 'EFFECTS_RETRY_FOR_SECONDS', /13 days/],

@@ -6,6 +6,13 @@
  * wire protocol's Parse or Query message), so a test can say which
  * statements one webhook cost. Connection set-up (startup, TLS, password) is
  * not counted.
+ *
+ * It can also cut the network silently, as a partition that drops packets
+ * does (a security group changed, a NAT's state lost, a failover behind a
+ * proxy): nothing is forwarded either way and nothing is closed, so neither
+ * side hears of it; no RST, no FIN. Healed, what each side sent meanwhile
+ * arrives (TCP retransmits it), and a side that gave up and closed is closed
+ * on the other.
  */
 import { createServer, type Server, Socket } from 'node:net';
 
@@ -16,6 +23,10 @@ export interface PgProxy {
   /** Exchanges since the last reset, each with the first statement the client sent in it. */
   exchanges(): string[];
   reset(): void;
+  /** Stops forwarding both ways without closing anything; connections made meanwhile are accepted and held silent too. */
+  cut(): void;
+  /** Forwards again, what was held first. */
+  heal(): void;
   stop(): Promise<void>;
 }
 
@@ -56,9 +67,15 @@ export async function startPgProxy(target: { host: string; port: number }, optio
   const delayMs = options.delayMs ?? 0;
   let log: string[] = [];
   const sockets = new Set<Socket>();
+  let cut = false;
   const server: Server = createServer((client) => {
     const upstream = new Socket();
     sockets.add(client).add(upstream);
+    // A paused socket is not read: its bytes wait in the kernel, as a dropped packet waits for its retransmission.
+    if (cut) {
+      client.pause();
+      upstream.pause();
+    }
     client.setNoDelay(true);
     upstream.setNoDelay(true);
     upstream.connect(target.port, target.host);
@@ -103,6 +120,14 @@ export async function startPgProxy(target: { host: string; port: number }, optio
     exchanges: () => [...log],
     reset() {
       log = [];
+    },
+    cut() {
+      cut = true;
+      for (const socket of sockets) socket.pause();
+    },
+    heal() {
+      cut = false;
+      for (const socket of sockets) socket.resume();
     },
     stop: async () => {
       for (const socket of sockets) socket.destroy();

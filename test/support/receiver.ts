@@ -37,6 +37,8 @@ export class Receiver {
   readonly firstAcceptedAt = new Map<string, number>();
   /** Requests that followed a redirect here. */
   followedRedirects = 0;
+  /** Called with each accepted request before it is answered: a test acts at that exact moment (a fault injected). */
+  onAccepted?: (arrival: { id: string; path: string; at: number }) => void;
   /** When set, only deliveries for which it returns true are refused (per mode); the rest are accepted. */
   refuseOnly?: (name: string) => boolean;
   mode: ReceiverMode = 'ok';
@@ -99,7 +101,9 @@ export class Receiver {
         const expected = `v1,${createHmac('sha256', key).update(`${id}.${timestamp}.${raw}`).digest('base64')}`;
         const signatureValid = String(req.headers['webhook-signature']).split(' ').includes(expected);
         this.accepted.push({ id, body: JSON.parse(raw), signatureValid });
-        this.arrivals.push({ id, path: String(req.url), at: Date.now() });
+        const arrival = { id, path: String(req.url), at: Date.now() };
+        this.arrivals.push(arrival);
+        this.onAccepted?.(arrival);
         if (!this.firstAcceptedAt.has(id)) this.firstAcceptedAt.set(id, Date.now());
         if (this.delayMs > 0) setTimeout(() => res.writeHead(204).end(), this.delayMs);
         else res.writeHead(204).end();

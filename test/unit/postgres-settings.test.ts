@@ -24,6 +24,24 @@ describe('DATABASE_POOL_MAX', () => {
   });
 });
 
+describe('DATABASE_STATEMENT_TIMEOUT_MS and DATABASE_CONNECT_TIMEOUT_MS', () => {
+  it('are 5 s each unless set: a dead peer is noticed within 10 s', () => {
+    const config = loadConfig({});
+    expect([config.DATABASE_STATEMENT_TIMEOUT_MS, config.DATABASE_CONNECT_TIMEOUT_MS]).toEqual([5_000, 5_000]);
+    expect(loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: '30000' }).DATABASE_STATEMENT_TIMEOUT_MS).toBe(30_000);
+  });
+
+  it('refuse a value that is no whole number of milliseconds in range, in one line each', () => {
+    expect(() => loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: '5s' })).toThrow(
+      'DATABASE_STATEMENT_TIMEOUT_MS must be a whole number of milliseconds from 100 to 3600000, not "5s"',
+    );
+    expect(() => loadConfig({ DATABASE_STATEMENT_TIMEOUT_MS: '0' })).toThrow('from 100 to 3600000, not "0"');
+    expect(() => loadConfig({ DATABASE_CONNECT_TIMEOUT_MS: '2.5' })).toThrow(
+      'DATABASE_CONNECT_TIMEOUT_MS must be a whole number of milliseconds from 100 to 600000, not "2.5"',
+    );
+  });
+});
+
 describe('storeAway: what a store away for now looks like (answered 503, never 500)', () => {
   const pgError = (code: string, message: string) => Object.assign(new Error(message), { code });
   it.each([
@@ -34,6 +52,8 @@ describe('storeAway: what a store away for now looks like (answered 503, never 5
     ['a broken connection (08006)', pgError('08006', 'connection failure')],
     ['a cut connection', new Error('Connection terminated unexpectedly')],
     ['a pool that could not connect in time', new Error('timeout exceeded when trying to connect')],
+    ['a connection not made in time (a silent network)', new Error('Connection terminated due to connection timeout')],
+    ['a statement unanswered in time (a silent network)', new Error('Query read timeout')],
   ])('%s', (_, error) => {
     expect(storeAway(error)).toBe(true);
   });
