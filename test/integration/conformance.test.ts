@@ -191,7 +191,7 @@ describe.each(ENGINES)('the operation store on $label', (engine) => {
           const names: string[] = [];
           const expected: string[] = [];
           for (const [i, job] of jobs.entries()) {
-            const name = `${job.kind === 'video' ? 'models/veo/operations' : `${job.kind}s`}/age-${run}-${i}`;
+            const name = `${{ video: 'models/veo/operations', interaction: 'interactions', batch: 'batches' }[job.kind]}/age-${run}-${i}`;
             names.push(name);
             const limit = limits[job.kind] ?? 86_400;
             const createdAt = timeFromDate(new Date(Date.now() - limit * 1000 - job.past * 60_000));

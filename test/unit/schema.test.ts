@@ -61,6 +61,27 @@ describe('the schema', () => {
     db.close();
   });
 
+  it('back-fills the overdue columns of schema 6 from the records: the marked open job counted, the unmarked one found by age', () => {
+    const db = freshFile();
+    migrate(db, MIGRATIONS.slice(0, 5));
+    const row = (name: string, overdue?: object) =>
+      db.run(
+        "INSERT INTO operations (name, kind, state, version, recorded_at, record, poll_bucket) VALUES (?, 'interaction', 'RUNNING', 2, 't', ?, 'open')",
+        name,
+        JSON.stringify({ name, createdAt: '2026-12-01T00:00:00.000000000Z', ...(overdue && { overdue }) }),
+      );
+    db.write(() => {
+      row('interactions/marked', { at: '2026-12-01T03:00:00.000000000Z', afterSeconds: 7200 });
+      row('interactions/unmarked');
+    });
+    expect(migrate(db)).toBe(5);
+    expect(db.all('SELECT name, created_at, overdue_at FROM operations ORDER BY name')).toEqual([
+      { name: 'interactions/marked', created_at: '2026-12-01T00:00:00.000000000Z', overdue_at: '2026-12-01T03:00:00.000000000Z' },
+      { name: 'interactions/unmarked', created_at: '2026-12-01T00:00:00.000000000Z', overdue_at: null },
+    ]);
+    db.close();
+  });
+
   it('moves a file written at an earlier version forward, keeping its rows', () => {
     const db = freshFile();
     migrate(db, [ONE]);
