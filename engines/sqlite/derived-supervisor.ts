@@ -41,6 +41,21 @@ export function startDerivedProcess(dbFile: string, options: DerivedWorkOptions,
   let nextId = 0;
   const waiting = new Map<number, { resolve: (r: RedriveResult) => void; reject: (e: Error) => void }>();
 
+  /**
+   * `message` to `one`, or `lost` called. Between its death and the moment this process reads that its channel
+   * closed (the next turn of the event loop, later on a loaded machine) `connected` still says true, and a send
+   * meets EPIPE. Without a callback Node emits that as an `error` event, which nothing here listened to: an
+   * uncaught exception, the runtime gone (a `kill -9` of this process alone took the webhook down with it). The
+   * exit handler restarts the process; a message lost meanwhile is a wake its restart repeats, or a redrive
+   * refused.
+   */
+  const sendTo = (one: ChildProcess, message: ToChild, lost: (error: Error) => void = () => {}) => {
+    if (!one.connected) return lost(new Error('the effects process is restarting; try again in a moment'));
+    one.send(message, (error: Error | null) => {
+      if (error) lost(new Error(`the effects process is restarting; try again in a moment (${error.message})`));
+    });
+  };
+
   const spawnChild = () =>
     new Promise<void>((ready, failed) => {
       const started = Date.now();
@@ -50,13 +65,15 @@ export function startDerivedProcess(dbFile: string, options: DerivedWorkOptions,
         serialization: 'json',
       });
       child = one;
+      // A failure to signal or to spawn it, said; its exit (if any) restarts it. Sends carry their own callback.
+      one.on('error', (error) => logger.error('effects process: its channel or signal failed', { error: error.message }));
       // The configuration travels by the channel, not the environment: it holds the effects secret.
-      one.send({ type: 'start', dbFile, options });
+      sendTo(one, { type: 'start', dbFile, options });
       one.on('message', (message: ToParent) => {
         if (message.type === 'ready') {
           ready();
           // A change committed while it was starting: its first drain takes it anyway, but wake it to be sure.
-          one.send({ type: 'wake' } satisfies ToChild);
+          sendTo(one, { type: 'wake' });
           return;
         }
         // Its deliveries count here, where /metrics is served.
@@ -96,7 +113,7 @@ export function startDerivedProcess(dbFile: string, options: DerivedWorkOptions,
       wakePending = true;
       setImmediate(() => {
         wakePending = false;
-        if (child?.connected) child.send({ type: 'wake' } satisfies ToChild);
+        if (child) sendTo(child, { type: 'wake' });
       });
     },
     redrive: (options) =>
@@ -104,14 +121,17 @@ export function startDerivedProcess(dbFile: string, options: DerivedWorkOptions,
         if (!child?.connected) return reject(new Error('the effects process is restarting; try again in a moment'));
         const id = ++nextId;
         waiting.set(id, { resolve, reject });
-        child.send({ type: 'redrive', id, options } satisfies ToChild);
+        sendTo(child, { type: 'redrive', id, options }, (error) => {
+          waiting.delete(id);
+          reject(error);
+        });
       }),
     stop: async () => {
       stopping = true;
       const last = child;
       if (!last || last.exitCode !== null) return;
       const exited = new Promise((resolve) => last.once('exit', resolve));
-      if (last.connected) last.send({ type: 'stop' } satisfies ToChild);
+      sendTo(last, { type: 'stop' }); // one whose channel closed ends by itself (or by the kill below)
       const killer = setTimeout(() => last.kill('SIGKILL'), 10_000);
       await exited;
       clearTimeout(killer);

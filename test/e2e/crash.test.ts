@@ -179,18 +179,32 @@ describe('kill -9 of the effects process alone', () => {
     ).finally(() => {
       stormOver = true;
     });
+    // The runtime must outlive its effects process: if it dies, say so now (its senders would retry it for ever).
+    const runtime = ratchet;
+    let runtimeDied: (error: Error) => void = () => {};
+    const died = new Promise<never>((_, reject) => {
+      runtimeDied = reject;
+    });
+    died.catch(() => undefined); // read by the race below; the runtime's own stop at the end is no failure
+    const onExit = (code: number | null, signal: string | null) =>
+      runtimeDied(new Error(`the runtime exited (${signal ?? code}) when only its effects process was killed:\n${runtime.output()}`));
+    runtime.child.once('exit', onExit);
     const unreachedBefore = unreached;
     // Killed during the storm, and at least twice even where a loaded machine lets the storm end first.
     for (let kill = 0; kill < 4 && (kill < 2 || !stormOver); kill++) {
       await sleep(400);
       // The runtime waits 0.5, 1, 2, then 4 s before a restart (it doubles while the process dies young), and a loaded
       // machine takes seconds more to start one: 10 s was too short beside the Next.js build.
-      await eventually(() => ![undefined, ...kills].includes(derivedProcessOf(ratchet)), 30_000, 'the effects process (re)started');
+      await Promise.race([
+        eventually(() => ![undefined, ...kills].includes(derivedProcessOf(ratchet)), 30_000, 'the effects process (re)started'),
+        died,
+      ]);
       const pid = derivedProcessOf(ratchet) as number;
       process.kill(pid, 'SIGKILL');
       kills.push(pid);
     }
-    await storm;
+    await Promise.race([storm, died]);
+    runtime.child.off('exit', onExit);
     expect(kills.length).toBeGreaterThanOrEqual(2);
     expect(new Set(kills).size).toBe(kills.length); // a new process each time
     // The webhook never waited on it: every delivery was answered while it was down (a 503 for a lock held too
