@@ -57,12 +57,13 @@ function secondsOf(ms: number): string {
  * Whether `error` says a store is away for now, not that something is wrong
  * in Ratchet: a connection refused, reset, cut or timed out, a statement
  * unanswered in time; a database
- * restarting, failing over, shutting down or full of clients (SQLSTATE class
- * 08, 57P01–57P03, 53300). Such an error is answered 503 with Retry-After.
+ * restarting, failing over, shutting down or full of clients, or ending a
+ * statement at its timeout (SQLSTATE class 08, 57P01–57P03, 57014, 53300). Such an error is answered 503 with Retry-After.
  */
 export function storeAway(error: unknown): boolean {
   const code = networkCodeOf(error);
-  if (code && (code in WORDS || /^(08...|57P0[123]|53300)$/.test(code))) return true;
+  // 57014: a statement the server ended at its statement_timeout (Ratchet sets one in its transactions): busy, not broken.
+  if (code && (code in WORDS || /^(08...|57P0[123]|57014|53300)$/.test(code))) return true;
   const message = String((error as Error)?.message ?? '');
   // pg's own timeouts (query_timeout, connectionTimeoutMillis): a server or a network gone silent.
   return /Connection terminated|timeout exceeded when trying to connect|terminating connection|^Query read timeout$|^timeout expired$/i.test(

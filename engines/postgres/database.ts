@@ -13,6 +13,7 @@
  * the first (change-log.ts); another session's transaction, or a slow
  * handler's, holds nothing.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
 
 /** A schema name Ratchet accepts: a plain lower-case identifier, quoted where it is used. */
@@ -53,6 +54,17 @@ const KEEPALIVE_IDLE_MS = 5_000;
 
 /** How long a migration's statements may take: DDL on a large table, or waiting for another instance's migration. */
 export const MIGRATION_TIMEOUT_MS = 15 * 60_000;
+
+/** How long an hourly chore's statements may take: the first prune after a long pause can delete millions of rows. */
+export const CHORE_TIMEOUT_MS = 5 * 60_000;
+
+/** A longer statement limit for the work run inside `allowingLonger` (the chores), whichever object sends its statements. */
+const longer = new AsyncLocalStorage<number>();
+
+/** `fn` with each of its statements allowed `ms` instead of the statement timeout (the hourly chores). */
+export function allowingLonger<T>(ms: number, fn: () => Promise<T>): Promise<T> {
+  return longer.run(ms, fn);
+}
 
 /** What every connection of Ratchet's own is made with (the pool's and LISTEN's): keepalive, and its two limits. */
 export function connectionLimits(timeouts: Timeouts): pg.ClientConfig {
@@ -115,11 +127,22 @@ export class Postgres {
   }
 
   async rows<R extends pg.QueryResultRow>(text: string, values: unknown[] = [], on: Queryable = this.pool): Promise<R[]> {
-    return (await on.query<R>(this.sql(text), values)).rows;
+    return (await this.send<R>(on, this.sql(text), values)).rows;
   }
 
   async run(text: string, values: unknown[] = [], on: Queryable = this.pool): Promise<number> {
-    return (await on.query(this.sql(text), values)).rowCount ?? 0;
+    return (await this.send(on, this.sql(text), values)).rowCount ?? 0;
+  }
+
+  /** The statement limit in force: a chore's (allowingLonger), else this connection's. */
+  private statementLimit(): number {
+    return longer.getStore() ?? this.timeouts.statementTimeoutMs;
+  }
+
+  /** A statement on the pool carries its own limit (pg reads query_timeout per statement; its types do not name it). */
+  private send<R extends pg.QueryResultRow>(on: Queryable, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    if (on !== this.pool) return on.query<R>(text, values);
+    return this.pool.query<R>({ text, values, query_timeout: this.statementLimit() } as pg.QueryConfig);
   }
 
   /** Whether the hot statements go as named prepared statements (until a pooler shows it cannot keep them). */
@@ -160,7 +183,7 @@ export class Postgres {
       broken = error;
     };
     client.on('error', lost);
-    const limit = this.timeouts.statementTimeoutMs;
+    const limit = this.statementLimit();
     // Each statement with this Postgres's own limit (a migration's is longer than the pool's).
     const tx: Queryable = {
       query: <R extends pg.QueryResultRow>(text: string, values?: unknown[]) => {

@@ -18,7 +18,7 @@ import { PostgresAppSink } from './app-sink.ts';
 import { PostgresChangeFeed } from './change-feed.ts';
 import { pruneChanges } from './change-log.ts';
 import { DatabaseClock } from './clock.ts';
-import { DEFAULT_TIMEOUTS, type PoolLike, type Timeouts } from './database.ts';
+import { allowingLonger, CHORE_TIMEOUT_MS, DEFAULT_TIMEOUTS, type PoolLike, type Timeouts } from './database.ts';
 import { type Deliver, effectBacklog, PostgresEffectsQueue, pendingEffects, retryingOperations } from './effects-queue.ts';
 import { type DatabasePlace, databaseFailure, placeOf } from './failures.ts';
 import { claimJob } from './leases.ts';
@@ -152,13 +152,14 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
     },
     claimJob: (job, forMs) => claimJob(db, job, instance, forMs),
     signIns: new PostgresSignIns(db),
+    // Each chore's statements may take minutes (a first prune after a long pause), not the hot path's seconds.
     maintenance: [
       ...storeMaintenance(store, options),
       () => engine.history.prune(),
       () => pruneChanges(db, changesRetentionMs),
       () => pruneEffectRecords(db),
       () => pruneSignIns(db),
-    ],
+    ].map((chore) => () => allowingLonger(CHORE_TIMEOUT_MS, async () => chore())),
     drainEffects: async (budgetMs) => (queue && deliver ? queue.drain(deliver, Date.now() + budgetMs) : 0),
     start: async () => {
       clock.start();

@@ -10,7 +10,7 @@
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { storeAway } from '../../core/network.ts';
-import { connect, type Postgres, unanswered } from '../../engines/postgres/database.ts';
+import { allowingLonger, connect, type Postgres, unanswered } from '../../engines/postgres/database.ts';
 import { channelOf, listen } from '../../engines/postgres/listener.ts';
 import { type PgProxy, startPgProxy } from '../support/pg-proxy.ts';
 
@@ -150,5 +150,24 @@ describe('the LISTEN connection', () => {
       proxy.heal();
       await listener.close();
     }
+  });
+});
+
+describe('a chore’s statements', () => {
+  let db: Postgres;
+  beforeAll(() => {
+    db = connect({ url, schema, maxConnections: 2, timeouts: { statementTimeoutMs: 300, connectTimeoutMs: 1_000 } });
+  });
+  afterAll(() => db.close());
+
+  it('may take longer than the statement timeout inside allowingLonger (a long prune), on the pool and in a transaction', async () => {
+    const slow = 'SELECT pg_sleep(0.6)';
+    const { error } = await elapsed(db.rows(slow));
+    expect(unanswered(error)).toBe(true);
+    await expect(allowingLonger(5_000, () => db.rows(slow))).resolves.toHaveLength(1);
+    await expect(allowingLonger(5_000, () => db.transaction((tx) => tx.query(slow)))).resolves.toBeDefined();
+    // Outside it, the hot path's limit again.
+    const { error: again } = await elapsed(db.transaction((tx) => tx.query(slow)));
+    expect(unanswered(again) || storeAway(again)).toBe(true);
   });
 });

@@ -54,6 +54,7 @@ describe('storeAway: what a store away for now looks like (answered 503, never 5
     ['a pool that could not connect in time', new Error('timeout exceeded when trying to connect')],
     ['a connection not made in time (a silent network)', new Error('Connection terminated due to connection timeout')],
     ['a statement unanswered in time (a silent network)', new Error('Query read timeout')],
+    ['a statement the server ended at its statement_timeout (57014)', pgError('57014', 'canceling statement due to statement timeout')],
   ])('%s', (_, error) => {
     expect(storeAway(error)).toBe(true);
   });
