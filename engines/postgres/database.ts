@@ -160,12 +160,17 @@ export class Postgres {
   async prepared<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
     if (this.prepares)
       try {
-        return await this.pool.query<R>({ name: `ratchet_${this.schema}_${name}`, text: this.sql(text), values });
+        return await this.pool.query<R>({
+          name: `ratchet_${this.schema}_${name}`,
+          text: this.sql(text),
+          values,
+          query_timeout: this.statementLimit(),
+        } as pg.QueryConfig);
       } catch (error) {
         if (!PREPARE_REFUSED.has(sqlStateOf(error) ?? '')) throw error;
         this.prepares = false;
       }
-    return this.pool.query<R>(this.sql(text), values);
+    return this.send<R>(this.pool, this.sql(text), values);
   }
 
   /**

@@ -73,8 +73,8 @@ describe('prepared statements behind a pooler that cannot keep them', () => {
   const pooler = (refusal: string) => {
     const sent: Array<{ named: boolean }> = [];
     const pool = {
-      query: async (query: string | { name: string }) => {
-        const named = typeof query === 'object';
+      query: async (query: string | { name?: string }) => {
+        const named = typeof query === 'object' && query.name !== undefined;
         sent.push({ named });
         if (named) throw Object.assign(new Error(`prepared statement refused`), { code: refusal });
         return { rows: [{ ok: true }], rowCount: 1 };
