@@ -421,14 +421,16 @@ export async function pendingEffects(
   db: Postgres,
   name: string,
 ): Promise<Array<{ version: number; receiveCount: number; retryAt: number; lastError: string | null }>> {
-  const rows = await db.rows<{ version: number; attempts: number; last_error: string | null; next_attempt_at: string }>(
-    'SELECT version, attempts, last_error, next_attempt_at FROM {s}.effects WHERE name = $1 ORDER BY version',
+  // Its next try as this instance's clock reads it (the console says "in 3 s"): how far off it is by the database's.
+  const rows = await db.rows<{ version: number; attempts: number; last_error: string | null; next_attempt_at: string; retry_in: string }>(
+    `SELECT version, attempts, last_error, next_attempt_at, next_attempt_at - ${DB_NOW_MS} AS retry_in
+     FROM {s}.effects WHERE name = $1 ORDER BY version`,
     [name],
   );
   return rows.map((row) => ({
     version: row.version,
     receiveCount: row.attempts,
-    retryAt: Number(row.next_attempt_at),
+    retryAt: Number(row.next_attempt_at) === 0 ? 0 : Date.now() + Number(row.retry_in),
     lastError: row.last_error,
   }));
 }

@@ -12,7 +12,7 @@ import { WebhookSink } from '../../app/effects/webhook-sink.ts';
 import { ingest } from '../../app/ingest.ts';
 import type { OperationEvent } from '../../core/reducer.ts';
 import { normalizeTime } from '../../core/time.ts';
-import { PostgresEffectsQueue } from '../../engines/postgres/effects-queue.ts';
+import { PostgresEffectsQueue, pendingEffects } from '../../engines/postgres/effects-queue.ts';
 import { openPostgresEngine, type PostgresEngine } from '../../engines/postgres/index.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
@@ -124,5 +124,19 @@ describe('the PostgreSQL effects queue', () => {
     expect(Date.now() - claimedAt).toBeGreaterThanOrEqual(200);
     expect(receiver.applied()[0]?.id).toBe('batches/orphan#1');
     expect(await queue.claim(10)).toEqual([]);
+  });
+
+  it('tells the console when a waiting effect is tried next, as this instance’s clock reads the database’s backoff', async () => {
+    const schema = `rt_fxr_${Date.now().toString(36)}`;
+    const engine = await openPostgresEngine({ url, schema, historyRetentionDays: 30, effects: true });
+    cleanup.push(() => engine.close());
+    await ingest(eventOf('batches/backing-off', 2), { store: engine.store });
+    // Its last attempt failed: tried again a minute from now by the database's clock.
+    await engine.db.run(
+      `UPDATE {s}.effects SET attempts = 2, last_error = 'answered 503', next_attempt_at = (extract(epoch FROM clock_timestamp()) * 1000)::bigint + 60000`,
+    );
+    const [waiting] = await pendingEffects(engine.db, 'batches/backing-off');
+    expect(waiting).toMatchObject({ version: 1, receiveCount: 2, lastError: 'answered 503' });
+    expect(Math.abs((waiting?.retryAt ?? 0) - (Date.now() + 60_000))).toBeLessThan(2_000);
   });
 });
