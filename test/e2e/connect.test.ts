@@ -73,9 +73,11 @@ beforeAll(async () => {
     const headers = Object.fromEntries(Object.entries(req.headers).map(([k, v]) => [k, String(v)]));
     const result = (await handler(httpApiEvent(req.method ?? 'GET', req.url ?? '/', body, headers), context)) as {
       statusCode: number;
+      headers?: Record<string, string>;
       body: string;
     };
-    res.writeHead(result.statusCode, { 'content-type': 'application/json' }).end(result.body);
+    // Its headers as API Gateway passes them (a 503's Retry-After among them).
+    res.writeHead(result.statusCode, { 'content-type': 'application/json', ...result.headers }).end(result.body);
   });
   await new Promise<void>((resolve) => api.listen(0, '127.0.0.1', resolve));
   webhookUrl = `http://127.0.0.1:${(api.address() as AddressInfo).port}/webhooks/gemini`;
