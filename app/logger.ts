@@ -5,12 +5,13 @@
  *
  * A provider's error can quote the key it was sent (Gemini behind a proxy
  * that echoes the request, an error page): every string of every line is
- * redacted of the keys this process was given (`neverLogged`), whatever
- * logged it, so no log site has to remember to.
+ * redacted of the keys this process was given (`neverLogged`, redaction.ts),
+ * whatever logged it, so no log site has to remember to.
  */
 import { LogFormatter, Logger, LogItem } from '@aws-lambda-powertools/logger';
 import type { LogLevel } from '@aws-lambda-powertools/logger/types';
 import { Metrics } from '@aws-lambda-powertools/metrics';
+import { redacted } from './redaction.ts';
 
 type FormatterInput = Parameters<LogFormatter['formatAttributes']>[0];
 
@@ -34,29 +35,6 @@ class RatchetLogFormatter extends LogFormatter {
       },
     }).addAttributes(additional);
   }
-}
-
-/** What a secret is written as. */
-export const REDACTED = '[redacted]';
-
-/** The values no log line holds, longest first (a key inside a longer one is still found whole). */
-let secrets: string[] = [];
-
-/**
- * Values this process must never log: the Gemini and Agent Platform API keys it
- * was given. Process-wide, as a key given to one Ratchet in a process is as
- * secret in every other one's lines.
- */
-export function neverLogged(values: Iterable<string | undefined>): void {
-  const added = [...values].filter((value): value is string => Boolean(value) && !secrets.includes(value as string));
-  if (added.length > 0) secrets = [...secrets, ...added].sort((a, b) => b.length - a.length);
-}
-
-/** `text` with every value given to `neverLogged` written as [redacted]: the one redaction, for all text logged. */
-export function redacted(text: string): string {
-  let clean = text;
-  for (const secret of secrets) if (clean.includes(secret)) clean = clean.split(secret).join(REDACTED);
-  return clean;
 }
 
 /** Applied by JSON.stringify to every value of a line, nested ones and an error's message and stack included. */

@@ -37,7 +37,7 @@ import {
 import { backendOf, type OperationKind } from '../../core/lifecycle.ts';
 import { isNameOfKind, platformScopeOf } from '../../core/names.ts';
 import { agentPlatformOf, type Config, ConfigError } from '../config.ts';
-import { neverLogged, redacted } from '../logger.ts';
+import { neverLogged, redacted } from '../redaction.ts';
 import { CredentialHealth } from './credentials.ts';
 import type { BatchLister } from './discovery.ts';
 import { type GeminiPoller, type PollAnswer, PollFailedError } from './poller.ts';
