@@ -214,7 +214,7 @@ describe('IAM, simulated against the synthesized template', () => {
     );
   });
 
-  it('the reconcile bundle: polls the tracked operation through the fake Gemini', async () => {
+  it('the reconcile bundle: polls the tracked operation through the fake Gemini, and marks it overdue past its limit', async () => {
     await world.putSecret('GeminiApiKey', 'iam-key');
     const gemini = await new FakeGemini('iam-key').start();
     gemini.batches.set(tracked, { state: 'BATCH_STATE_RUNNING', updateTime: new Date().toISOString() });
@@ -222,6 +222,10 @@ describe('IAM, simulated against the synthesized template', () => {
       const [stats] = await run('Reconcile', [{}], { GEMINI_BASE_URL: gemini.baseUrl });
       expect(stats).toMatchObject({ failed: 0 });
       expect((stats as { polled: number }).polled).toBeGreaterThanOrEqual(1);
+      // Observed now (RUNNING) and open past a limit of a second: the next run finds it by age and marks it overdue.
+      await new Promise((resolve) => setTimeout(resolve, 1_100));
+      const [later] = await run('Reconcile', [{}], { GEMINI_BASE_URL: gemini.baseUrl, OVERDUE_AFTER: 'batch=1s' });
+      expect(later).toMatchObject({ failed: 0, overdue: 1 });
     } finally {
       await gemini.stop();
     }
