@@ -94,8 +94,19 @@ export function unanswered(error: unknown): boolean {
  */
 export async function hangUp(client: pg.Client, graceMs = 0): Promise<void> {
   const ended = client.end().catch(() => undefined);
-  if (graceMs > 0) await Promise.race([ended, new Promise((resolve) => setTimeout(resolve, graceMs).unref())]);
+  if (graceMs > 0) await atMost(graceMs, ended);
   client.connection.stream.destroy();
+}
+
+/**
+ * `work`, waited for `ms` at most. The timer keeps the process alive while it
+ * runs (an unreferenced one would let a script awaiting its close exit early,
+ * with 13, unsettled) and is cleared as soon as `work` ends.
+ */
+async function atMost(ms: number, work: Promise<unknown>): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([work, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+  clearTimeout(timer);
 }
 
 export class Postgres {
@@ -232,8 +243,10 @@ export class Postgres {
     if (!this.ownsPool) return;
     await this.pool.end();
     // A connection whose server went silent never answers the goodbye: after a moment, its socket is closed unasked.
-    if (this.open.size > 0) await new Promise((resolve) => setTimeout(resolve, 1_000).unref());
-    for (const client of this.open) client.connection.stream.destroy();
+    const lingering = [...this.open].filter((client) => !client.connection.stream.destroyed);
+    if (lingering.length === 0) return;
+    await atMost(1_000, Promise.all(lingering.map((client) => new Promise((closed) => client.connection.stream.once('close', closed)))));
+    for (const client of lingering) client.connection.stream.destroy();
   }
 }
 
