@@ -3,20 +3,23 @@
  * with the SQLite engine and the seed receiver on SQLite: deliveries a second
  * with the outbound sink on, one `ratchet start` on PostgreSQL and three
  * (the load generator sending to each in turn, as a round-robin front does),
- * and CPU per delivery, the database server's processes counted (on two
- * shared cores the three-instance figure is a floor, not a scale-out result).
+ * and CPU per delivery: each system's processes and, on PostgreSQL, its own
+ * backends only (a login role per system: the other system's idle polls and
+ * the server's own processes count for nobody; bench/backends.ts). On two
+ * shared cores the three-instance figure is a floor, not a scale-out result.
  * Then the effect lag at a fixed offered rate, and the watch lag across
  * instances: deliveries to one instance, a long-polling reader on another.
  * The server runs with its defaults (fsync on). Under the slow-flush shim
  * (`LD_PRELOAD`, ../shared/tools/slowsync.c) every process, the server
  * included, pays for each flush.
  */
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { newSecret } from '../test/support/deliveries.ts';
 import { startPostgres } from '../test/support/postgres.ts';
 import { Receiver } from '../test/support/receiver.ts';
+import { RoleBackends } from './backends.ts';
 import { mixes, percentile } from './mixes.ts';
 import { type Started, settled, startGenerator, startProcess, stopProcess, treeCpuMs } from './processes.ts';
 
@@ -31,8 +34,10 @@ export async function benchPostgres(options: { root: string; size: number; round
   const receiver = await new Receiver(outbound).start();
   const work = mkdtempSync(join(tmpdir(), 'ratchet-bench-postgres-'));
   const server = await startPostgres({ durable: true });
+  const backends = await RoleBackends.watch(server);
+  // One login role per PostgreSQL system: its backends, and only they, are its server-side CPU.
+  const roleUrl = { pg1: await backends.role('bench_pg1', server.url), pg3: await backends.role('bench_pg3', server.url) };
   const generator = startGenerator(root);
-  const serverPid = () => Number(readFileSync(join(server.dataDir as string, 'postmaster.pid'), 'utf8').split('\n')[0]);
   const env = (extra: Record<string, string>) => ({
     PORT: '0',
     WEBHOOK_SIGNING_SECRETS: secret,
@@ -46,10 +51,10 @@ export async function benchPostgres(options: { root: string; size: number; round
   const started: Record<System, Started[]> = { sqlite: [], pg1: [], pg3: [], seed: [] };
   try {
     started.sqlite.push(await start({ DATA_DIR: join(work, 'sqlite') }));
-    started.pg1.push(await start({ DATABASE_URL: server.url, DATABASE_SCHEMA: 'bench_one', DATA_DIR: join(work, 'pg1') }));
-    started.pg3.push(await start({ DATABASE_URL: server.url, DATABASE_SCHEMA: 'bench_three', DATA_DIR: join(work, 'pg3') }));
+    started.pg1.push(await start({ DATABASE_URL: roleUrl.pg1, DATABASE_SCHEMA: 'bench_one', DATA_DIR: join(work, 'pg1') }));
+    started.pg3.push(await start({ DATABASE_URL: roleUrl.pg3, DATABASE_SCHEMA: 'bench_three', DATA_DIR: join(work, 'pg3') }));
     for (let i = 0; i < 2; i++)
-      started.pg3.push(await start({ DATABASE_URL: server.url, DATABASE_SCHEMA: 'bench_three', DATA_DIR: join(work, 'pg3') }));
+      started.pg3.push(await start({ DATABASE_URL: roleUrl.pg3, DATABASE_SCHEMA: 'bench_three', DATA_DIR: join(work, 'pg3') }));
     started.seed.push(
       await startProcess(
         [process.execPath, '--import', 'tsx', 'bench/seed-server.ts', 'sqlite', join(work, 'seed.db')],
@@ -60,17 +65,17 @@ export async function benchPostgres(options: { root: string; size: number; round
     );
     const systems = Object.keys(started) as System[];
     const urlOf = (system: System) => started[system].map((s) => (system === 'seed' ? s.url : `${s.url}/webhooks/gemini`)).join(',');
-    const usesServer = (system: System) => system === 'pg1' || system === 'pg3';
-    const cpuOf = (system: System) =>
-      started[system].reduce((ms, s) => ms + treeCpuMs(s.child.pid as number), 0) + (usesServer(system) ? treeCpuMs(serverPid()) : 0);
+    const cpuOf = async (system: System) =>
+      started[system].reduce((ms, s) => ms + treeCpuMs(s.child.pid as number), 0) +
+      (system === 'pg1' || system === 'pg3' ? await backends.cpuMs(`bench_${system}`) : 0);
     const play = async (system: System, prefix: string, index: number) => {
-      const before = cpuOf(system);
+      const before = await cpuOf(system);
       const played = await generator.play(urlOf(system), secret, prefix, options.size, index);
       for (const s of started[system]) await settled(s.child.pid as number);
       return {
         perSecond: played.perSecond,
         p99: played.p99,
-        cpu: (cpuOf(system) - before) / options.size,
+        cpu: ((await cpuOf(system)) - before) / options.size,
         notRecorded: played.notRecorded,
       };
     };
@@ -95,7 +100,7 @@ export async function benchPostgres(options: { root: string; size: number; round
       `${options.size} deliveries per mix, ${options.rounds} interleaved rounds (medians), sink on, Node ${process.version}${process.env.LD_PRELOAD ? `, LD_PRELOAD=${process.env.LD_PRELOAD} SLOWSYNC_US=${process.env.SLOWSYNC_US ?? 1000}` : ''}\n`,
     );
     console.log(
-      '| mix | SQLite /s | PostgreSQL, 1 instance /s | 3 instances /s | seed /s | 1 instance ×SQLite | ×seed | CPU ms per delivery: SQLite / PG 1 / PG 3 / seed (PG: the server counted) | p99 ms: PG 1 / PG 3 |',
+      '| mix | SQLite /s | PostgreSQL, 1 instance /s | 3 instances /s | seed /s | 1 instance ×SQLite | ×seed | CPU ms per delivery: SQLite / PG 1 / PG 3 / seed (PG: its own backends counted) | p99 ms: PG 1 / PG 3 |',
     );
     console.log('|---|---:|---:|---:|---:|---:|---:|---:|---:|');
     for (const label of labels) {
@@ -152,6 +157,7 @@ export async function benchPostgres(options: { root: string; size: number; round
     for (const list of Object.values(started)) for (const s of list) await stopProcess(s);
     generator.stop();
     await receiver.stop();
+    await backends.stop();
     await server.stop();
     rmSync(work, { recursive: true, force: true });
   }
