@@ -14,7 +14,6 @@
  * from when it sent the claim, which is before the database stamped it, so it
  * stops early, never late.
  */
-import { performance } from 'node:perf_hooks';
 import type { Postgres } from './database.ts';
 
 /** The database's time, epoch milliseconds, inside a statement. */
@@ -27,6 +26,7 @@ export class DatabaseClock {
   /** The database's epoch ms at `syncedAt` (this process's monotonic ms); none before the first reading. */
   private base?: { dbMs: number; syncedAt: number };
   private timer?: NodeJS.Timeout;
+  private syncing?: Promise<void>;
 
   constructor(private readonly db: Postgres) {}
 
@@ -53,9 +53,22 @@ export class DatabaseClock {
     this.timer = undefined;
   }
 
-  /** The database's time now, as this process best knows it (its own clock until the first reading). */
+  /**
+   * The database's time now, as this process best knows it (its own clock
+   * until the first reading). A reading older than the resync period is
+   * renewed in the background: inside an app that only ticks (no `start`, no
+   * timer) the clock is read again as it is used.
+   */
   nowMs(): number {
-    return this.base ? this.base.dbMs + (performance.now() - this.base.syncedAt) : Date.now();
+    if (!this.base) return Date.now();
+    const sinceMs = performance.now() - this.base.syncedAt;
+    if (sinceMs > RESYNC_MS && !this.syncing)
+      this.syncing = this.sync()
+        .catch(() => {})
+        .finally(() => {
+          this.syncing = undefined;
+        });
+    return this.base.dbMs + sinceMs;
   }
 
   readonly now = (): Date => new Date(this.nowMs());
