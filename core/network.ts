@@ -60,13 +60,17 @@ function secondsOf(ms: number): string {
  * restarting, failing over, shutting down or full of clients, or ending a
  * statement at its timeout (SQLSTATE class 08, 57P01–57P03, 57014, 53300). Such an error is answered 503 with Retry-After.
  */
+/** pg's words for a statement or a connection that got no answer in time (query_timeout, connectionTimeoutMillis). */
+export const PG_UNANSWERED =
+  /^(Query read timeout|timeout expired|timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/;
+
 export function storeAway(error: unknown): boolean {
   const code = networkCodeOf(error);
   // 57014: a statement the server ended at its statement_timeout (Ratchet sets one in its transactions): busy, not broken.
   if (code && (code in WORDS || /^(08...|57P0[123]|57014|53300)$/.test(code))) return true;
   const message = String((error as Error)?.message ?? '');
-  // pg's own timeouts (query_timeout, connectionTimeoutMillis): a server or a network gone silent.
-  return /Connection terminated|timeout exceeded when trying to connect|terminating connection|^Query read timeout$|^timeout expired$/i.test(
-    message,
+  // pg's own timeouts (query_timeout, connectionTimeoutMillis): a server or a network gone silent; or a connection cut.
+  return (
+    PG_UNANSWERED.test(message) || /Connection terminated|timeout exceeded when trying to connect|terminating connection/i.test(message)
   );
 }

@@ -15,6 +15,7 @@
  */
 import { AsyncLocalStorage } from 'node:async_hooks';
 import pg from 'pg';
+import { PG_UNANSWERED } from '../../core/network.ts';
 
 /** A schema name Ratchet accepts: a plain lower-case identifier, quoted where it is used. */
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,62}$/;
@@ -78,13 +79,7 @@ export function connectionLimits(timeouts: Timeouts): pg.ClientConfig {
 
 /** pg's words for a statement or a connection that got no answer in time (query_timeout, connectionTimeoutMillis), here or in a cause. */
 export function unanswered(error: unknown): boolean {
-  for (let at = error, depth = 0; at instanceof Error && depth < 5; at = at.cause, depth++)
-    if (
-      /^(Query read timeout|timeout expired|timeout exceeded when trying to connect|Connection terminated due to connection timeout)$/.test(
-        at.message,
-      )
-    )
-      return true;
+  for (let at = error, depth = 0; at instanceof Error && depth < 5; at = at.cause, depth++) if (PG_UNANSWERED.test(at.message)) return true;
   return false;
 }
 
