@@ -23,8 +23,9 @@
  * each what its delivery would otherwise ask one at a time (whether a dead
  * letter holds it back, which sinks' ledger rows it has). A delivery's ledger
  * rows are written with its settle, and settles that come while one is on its
- * way go together in the next statement: with the database a network hop
- * away, an effect costs a fraction of a round trip, not four.
+ * way go together in the next statement (engines/sql/coalescer.ts): with the
+ * database a network hop away, an effect costs a fraction of a round trip,
+ * not four.
  */
 
 import { performance } from 'node:perf_hooks';
@@ -33,6 +34,7 @@ import type { DeliveryDeps, EffectOutcome, PendingEffect } from '../../app/effec
 import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
 import type { Transition } from '../../app/effects/transition.ts';
 import type { EffectBacklog } from '../../app/engine.ts';
+import { type AnswerNow, Coalescer } from '../sql/coalescer.ts';
 import { DB_NOW_MS } from './clock.ts';
 import type { Postgres } from './database.ts';
 import { PostgresDeadLetters } from './records.ts';
@@ -89,7 +91,6 @@ interface Settle {
   lastError: string | null;
   /** Ledger rows of the sinks that took it (`sink#name#version`). */
   delivered: Array<{ key: string; attempts: DeliveryAttempts | undefined }>;
-  resolve(): void;
 }
 
 /** How often a settle the database did not take is tried again while the claim's lease runs. */
@@ -105,8 +106,8 @@ export class PostgresEffectsQueue {
   private readonly leaseMs: number;
   private readonly pollMs: number;
   private readonly deadLetters: PostgresDeadLetters;
-  private settles: Settle[] = [];
-  private settling?: Promise<void>;
+  /** Claims' ends: one settle statement on its way, those that end meanwhile in the next. */
+  private readonly settles = new Coalescer<Settle, undefined>((batch, answer) => this.settle(batch, answer));
 
   constructor(
     private readonly db: Postgres,
@@ -251,19 +252,15 @@ export class PostgresEffectsQueue {
       });
     }
     const { token, leaseEnd } = await claim.end();
-    await new Promise<void>((resolve) => {
-      this.settles.push({
-        name: row.name,
-        version: row.version,
-        token,
-        leaseEnd,
-        outcome: outcome?.kind ?? 'release',
-        retryInMs: outcome?.kind === 'retry' ? outcome.inMs : null,
-        lastError: outcome?.kind === 'retry' ? outcome.lastError : null,
-        delivered,
-        resolve,
-      });
-      this.settleWaiting();
+    await this.settles.push({
+      name: row.name,
+      version: row.version,
+      token,
+      leaseEnd,
+      outcome: outcome?.kind ?? 'release',
+      retryInMs: outcome?.kind === 'retry' ? outcome.inMs : null,
+      lastError: outcome?.kind === 'retry' ? outcome.lastError : null,
+      delivered,
     });
   }
 
@@ -323,43 +320,36 @@ export class PostgresEffectsQueue {
   }
 
   /**
-   * Settles every claim that ended, in one statement, and those that end
-   * meanwhile in the next. A statement the database does not take is tried
-   * again every half second for the claims whose lease still runs (a lease
-   * that ends frees its effect anyway), until the queue stops. Only a claim's
-   * own holder matches `claimed_until`: a lease that ran out and was claimed
+   * Settles every claim that ended, in one statement (those that end
+   * meanwhile go in the next). A statement the database does not take is
+   * tried again every half second for the claims whose lease still runs; a
+   * claim whose lease ends (it frees its effect anyway), or every claim once
+   * the queue stops, is answered at once and given up. Only a claim's own
+   * holder matches `claimed_until`: a lease that ran out and was claimed
    * again is left alone. Ledger rows are written whatever the claim: a sink
    * took it.
    */
-  private settleWaiting(): void {
-    if (this.settling || this.settles.length === 0) return;
-    this.settling = (async () => {
-      while (this.settles.length > 0) {
-        let batch = this.settles.splice(0);
-        for (;;) {
-          try {
-            await this.settleAll(batch);
-            break;
-          } catch (error) {
-            const live = batch.filter((settle) => !this.stopped && performance.now() + SETTLE_RETRY_MS < settle.leaseEnd);
-            if (live.length < batch.length)
-              this.options.logger.warn('effects queue: a claim could not be settled; its lease frees it', {
-                error,
-                // Named: a sink may have taken one, and the next claim, not knowing, offers it again (with its id).
-                effects: batch.filter((settle) => !live.includes(settle)).map((settle) => `${settle.name}#${settle.version}`),
-              });
-            for (const settle of batch) if (!live.includes(settle)) settle.resolve();
-            batch = live;
-            if (batch.length === 0) break;
-            await new Promise((resolve) => setTimeout(resolve, SETTLE_RETRY_MS));
-          }
-        }
-        for (const settle of batch) settle.resolve();
+  private async settle(settles: Settle[], answer: AnswerNow<Settle, undefined>): Promise<undefined[]> {
+    let batch = settles;
+    for (;;) {
+      try {
+        await this.settleAll(batch);
+        break;
+      } catch (error) {
+        const live = batch.filter((settle) => !this.stopped && performance.now() + SETTLE_RETRY_MS < settle.leaseEnd);
+        if (live.length < batch.length)
+          this.options.logger.warn('effects queue: a claim could not be settled; its lease frees it', {
+            error,
+            // Named: a sink may have taken one, and the next claim, not knowing, offers it again (with its id).
+            effects: batch.filter((settle) => !live.includes(settle)).map((settle) => `${settle.name}#${settle.version}`),
+          });
+        for (const settle of batch) if (!live.includes(settle)) answer(settle, undefined);
+        batch = live;
+        if (batch.length === 0) break;
+        await new Promise((resolve) => setTimeout(resolve, SETTLE_RETRY_MS));
       }
-    })().finally(() => {
-      this.settling = undefined;
-      this.settleWaiting();
-    });
+    }
+    return settles.map(() => undefined);
   }
 
   private async settleAll(settles: Settle[]): Promise<void> {

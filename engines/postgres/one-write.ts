@@ -8,7 +8,7 @@
  * without another read. No row lock outlives the statement.
  *
  * How one statement stays exact (READ COMMITTED):
- * - `held` locks the rows (`FOR UPDATE`, in name order); a row another
+ * - `locked` locks the rows (`FOR UPDATE`, in name order); a row another
  *   transaction changed after this statement's snapshot is waited for and
  *   read at its newest version, so `current` is the winner of a lost race,
  *   not the snapshot's.
@@ -34,6 +34,7 @@ import { sendsEffect, writeKindOf } from '../../core/change.ts';
 import { isTerminal } from '../../core/lifecycle.ts';
 import { storeAway } from '../../core/network.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
+import { type AnswerNow, Coalescer, Failed } from '../sql/coalescer.ts';
 import { DECISIONS_KEPT } from '../sql/rows.ts';
 import { FEED_WRITER, type Postgres, unanswered } from './database.ts';
 
@@ -54,18 +55,104 @@ export interface OneWrite {
 
 export type OneWriteOutcome = { ok: true } | { ok: false; current: OperationRecord | undefined };
 
+/** One column of the statement's input: its name, its SQL type, and its value read from one row (`o`: the store's options). */
+interface Column<Row> {
+  name: string;
+  type: 'text' | 'int' | 'bigint';
+  of(row: Row, o: OneWriteOptions): unknown;
+}
+
+/** A write's row of `input`: the operation's new row (from its last version) and how to write it. */
+interface OperationInput {
+  write: OneWrite;
+  last: OperationRecord | undefined;
+  /** The last version's record, as its change-log row has it. */
+  record: string | null;
+}
+
+/** A new version's row of `entries`: its change-log, history and effect rows. */
+interface VersionInput {
+  name: string;
+  next: OperationRecord;
+  writeKind: ReturnType<typeof writeKindOf>;
+  record: string;
+  trace: string | null;
+}
+
+/** `input`: a row per write. */
+const OPERATION_COLUMNS: Array<Column<OperationInput>> = [
+  { name: 'name', type: 'text', of: ({ write }) => write.name },
+  { name: 'expected', type: 'int', of: ({ write }) => write.expected ?? null },
+  { name: 'kind', type: 'text', of: ({ last }) => last?.kind ?? null },
+  { name: 'state', type: 'text', of: ({ last }) => last?.state ?? null },
+  { name: 'version', type: 'int', of: ({ last }) => last?.version ?? null },
+  { name: 'recorded_at', type: 'text', of: ({ last }) => last?.recordedAt ?? null },
+  { name: 'record', type: 'text', of: ({ record }) => record },
+  { name: 'open_at', type: 'text', of: ({ last }) => (last && !isTerminal(last.state) ? last.recordedAt : null) },
+  { name: 'created_at', type: 'text', of: ({ last }) => last?.createdAt ?? null },
+  { name: 'poll_at', type: 'text', of: ({ write }) => write.poll?.nextPollAt ?? null },
+  { name: 'poll_unchanged', type: 'int', of: ({ write }) => write.poll?.unchangedPolls ?? null },
+  // Marked overdue: out of the index of open jobs by age, into that of the marked ones.
+  { name: 'overdue_at', type: 'text', of: ({ last }) => last?.overdue?.at ?? null },
+];
+
+/** `entries`: a row per new version. */
+const VERSION_COLUMNS: Array<Column<VersionInput>> = [
+  { name: 'name', type: 'text', of: (v) => v.name },
+  { name: 'version', type: 'int', of: (v) => v.next.version },
+  { name: 'write_kind', type: 'text', of: (v) => v.writeKind },
+  { name: 'record', type: 'text', of: (v) => v.record },
+  { name: 'entry', type: 'text', of: (v) => JSON.stringify(entryOf(v.next as unknown as Record<string, unknown>)) },
+  { name: 'expires_at', type: 'bigint', of: (v, o) => Math.floor(Date.parse(v.next.recordedAt) / 1000) + o.historyRetentionDays * 86_400 },
+  { name: 'transition', type: 'text', of: (v, o) => (o.effects && sendsEffect(v.writeKind) ? JSON.stringify(transitionOf(v.next)) : null) },
+  { name: 'trace', type: 'text', of: (v) => v.trace },
+];
+
+/** The decisions, a row each, in order. */
+const DECISION_COLUMNS: Array<Column<{ name: string; decision: Decision }>> = [
+  { name: 'name', type: 'text', of: (d) => d.name },
+  { name: 'decision', type: 'text', of: (d) => JSON.stringify(d.decision) },
+];
+
+/**
+ * Rows sent as one array per column and read back as a table by `unnest`:
+ * the statement's text and its parameters both from `columns`, numbered from
+ * `first`, so a column is one line of its table.
+ */
+function unnested<Row>(columns: Array<Column<Row>>, first: number) {
+  const array = (i: number) => `$${first + i}::${columns[i]?.type}[]`;
+  return {
+    /** `unnest($n::type[], …)` */
+    from: `unnest(${columns.map((_, i) => array(i)).join(', ')})`,
+    /** The column names, for the table's alias. */
+    names: columns.map((column) => column.name).join(', '),
+    /** The parameter that carries one column. */
+    arrayOf(name: string): string {
+      const i = columns.findIndex((column) => column.name === name);
+      if (i < 0) throw new Error(`no input column ${name}`);
+      return array(i);
+    },
+    /** The first parameter number after these. */
+    next: first + columns.length,
+    params: (rows: Row[], options: OneWriteOptions): unknown[][] => columns.map((column) => rows.map((row) => column.of(row, options))),
+  };
+}
+
+const INPUT = unnested(OPERATION_COLUMNS, 1);
+const ENTRIES = unnested(VERSION_COLUMNS, INPUT.next);
+const DECISIONS = unnested(DECISION_COLUMNS, ENTRIES.next);
+/** The decisions' time (epoch ms), after the arrays. */
+const DECIDED_AT = `$${DECISIONS.next}`;
+
 /**
  * Every write of a batch, in one statement; each operation at most once.
  * Rows are locked in name order and new ones inserted in name order, so two
  * instances' batches never wait on each other in a cycle.
  */
 const WRITE = `WITH named AS MATERIALIZED (SELECT set_config('application_name', '${FEED_WRITER}', true) AS n),
-input AS (
-  SELECT * FROM unnest($1::text[], $2::int[], $3::text[], $4::text[], $5::int[], $6::text[], $7::text[], $8::text[], $9::text[],
-      $10::text[], $11::int[], $12::text[])
-    AS i(name, expected, kind, state, version, recorded_at, record, open_at, created_at, poll_at, poll_unchanged, overdue_at)),
-held AS (
-  SELECT name, version, record FROM {s}.operations WHERE name = ANY($1::text[]) AND (SELECT n FROM named) IS NOT NULL
+input AS (SELECT * FROM ${INPUT.from} AS i(${INPUT.names})),
+locked AS (
+  SELECT name, version, record FROM {s}.operations WHERE name = ANY(${INPUT.arrayOf('name')}) AND (SELECT n FROM named) IS NOT NULL
   ORDER BY name FOR UPDATE),
 moved AS (
   UPDATE {s}.operations o SET kind = i.kind, state = i.state, version = i.version, recorded_at = i.recorded_at, record = i.record, overdue_at = i.overdue_at,
@@ -78,28 +165,26 @@ moved AS (
     not_found_polls = CASE WHEN i.poll_at IS NULL THEN o.not_found_polls ELSE 0 END,
     poll_note = CASE WHEN i.poll_at IS NULL THEN o.poll_note END,
     change_key = greatest(pg_current_xact_id(), o.change_key)
-  FROM input i JOIN held h ON h.name = i.name
-  WHERE o.name = i.name AND i.version IS NOT NULL AND o.version = i.expected AND h.version = i.expected
+  FROM input i JOIN locked l ON l.name = i.name
+  WHERE o.name = i.name AND i.version IS NOT NULL AND o.version = i.expected AND l.version = i.expected
   RETURNING o.name, o.change_key),
 born AS (
   INSERT INTO {s}.operations (name, kind, state, version, recorded_at, record, next_poll_at, created_at, overdue_at, change_key)
   SELECT i.name, i.kind, i.state, i.version, i.recorded_at, i.record, i.open_at, i.created_at, i.overdue_at, pg_current_xact_id()
   FROM input i
   WHERE i.expected IS NULL AND i.version IS NOT NULL AND (SELECT n FROM named) IS NOT NULL
-    AND NOT EXISTS (SELECT 1 FROM held h WHERE h.name = i.name)
+    AND NOT EXISTS (SELECT 1 FROM locked l WHERE l.name = i.name)
   ORDER BY i.name
   ON CONFLICT (name) DO NOTHING RETURNING name, change_key),
 written AS (SELECT name, change_key FROM moved UNION ALL SELECT name, change_key FROM born),
 noted AS (
-  SELECT i.name FROM input i LEFT JOIN held h ON h.name = i.name
-  WHERE i.version IS NULL AND h.version IS NOT DISTINCT FROM i.expected),
+  SELECT i.name FROM input i LEFT JOIN locked l ON l.name = i.name
+  WHERE i.version IS NULL AND l.version IS NOT DISTINCT FROM i.expected),
 scheduled AS (
   UPDATE {s}.operations o SET next_poll_at = i.poll_at, unchanged_polls = i.poll_unchanged, failed_polls = 0, not_found_polls = 0,
     poll_note = NULL
   FROM input i WHERE i.name IN (SELECT name FROM noted) AND o.name = i.name AND i.poll_at IS NOT NULL AND o.next_poll_at IS NOT NULL),
-entries AS (
-  SELECT * FROM unnest($13::text[], $14::int[], $15::text[], $16::text[], $17::text[], $18::bigint[], $19::text[], $20::text[])
-    AS e(name, version, write_kind, record, entry, expires_at, transition, trace)),
+entries AS (SELECT * FROM ${ENTRIES.from} AS e(${ENTRIES.names})),
 logged AS (
   INSERT INTO {s}.changes (tx, name, version, write_kind, new_record)
   SELECT w.change_key, e.name, e.version, e.write_kind, e.record FROM entries e JOIN written w ON w.name = e.name
@@ -114,15 +199,15 @@ queued AS (
   ON CONFLICT (name, version) DO NOTHING),
 decided AS (
   INSERT INTO {s}.decisions (name, decision, at)
-  SELECT d.name, d.decision, $23 FROM unnest($21::text[], $22::text[]) WITH ORDINALITY AS d(name, decision, i)
+  SELECT d.name, d.decision, ${DECIDED_AT} FROM ${DECISIONS.from} WITH ORDINALITY AS d(${DECISIONS.names}, i)
   WHERE d.name IN (SELECT name FROM written UNION ALL SELECT name FROM noted)
   ORDER BY d.i
   RETURNING id, name),
 trimmed AS (
   DELETE FROM {s}.decisions x WHERE x.name IN (SELECT name FROM decided WHERE id % 50 = 0)
     AND x.id <= (SELECT y.id FROM {s}.decisions y WHERE y.name = x.name ORDER BY y.id DESC LIMIT 1 OFFSET ${DECISIONS_KEPT}))
-SELECT i.name, (i.name IN (SELECT name FROM written UNION ALL SELECT name FROM noted)) AS ok, h.record AS current
-FROM input i LEFT JOIN held h ON h.name = i.name`;
+SELECT i.name, (i.name IN (SELECT name FROM written UNION ALL SELECT name FROM noted)) AS ok, l.record AS current
+FROM input i LEFT JOIN locked l ON l.name = i.name`;
 
 export interface OneWriteOptions {
   historyRetentionDays: number;
@@ -135,98 +220,78 @@ export interface OneWriteOptions {
  * again). A write goes at once while fewer than `maxInFlight` statements are
  * on their way; the writes that come meanwhile go together in the next one
  * (each operation once per statement), so under load a statement carries
- * many webhooks and the server and the network see one. A statement the
- * server refuses whole (not for being away) is sent again write by write, so
- * one write the database cannot take fails alone.
+ * many webhooks and the server and the network see one (a coalescer,
+ * engines/sql/coalescer.ts). A statement the server refuses whole (not for
+ * being away) is sent again write by write, each answered as it comes back,
+ * so one write the database cannot take fails alone; one the database did
+ * not answer in time fails the writes waiting behind it too.
  */
 export class Writes {
-  private waiting: Array<{ write: OneWrite; resolve(outcome: OneWriteOutcome): void; reject(error: unknown): void }> = [];
-  private inFlight = 0;
+  private readonly statements: Coalescer<OneWrite, OneWriteOutcome>;
 
   constructor(
     private readonly db: Postgres,
     private readonly options: OneWriteOptions,
-    private readonly maxInFlight = 4,
-    private readonly maxBatch = 100,
-  ) {}
-
-  write(write: OneWrite): Promise<OneWriteOutcome> {
-    return new Promise((resolve, reject) => {
-      this.waiting.push({ write, resolve, reject });
-      this.send();
+    maxInFlight = 4,
+    maxBatch = 100,
+  ) {
+    this.statements = new Coalescer((writes, answer) => this.statement(writes, answer), {
+      maxInFlight,
+      maxBatch,
+      keyOf: (write) => write.name,
     });
   }
 
-  private send(): void {
-    while (this.inFlight < this.maxInFlight && this.waiting.length > 0) {
-      const names = new Set<string>();
-      const batch: typeof this.waiting = [];
-      const later: typeof this.waiting = [];
-      for (const each of this.waiting)
-        if (batch.length < this.maxBatch && !names.has(each.write.name)) {
-          names.add(each.write.name);
-          batch.push(each);
-        } else later.push(each);
-      this.waiting = later;
-      this.inFlight++;
-      void this.statement(batch).finally(() => {
-        this.inFlight--;
-        this.send();
-      });
+  write(write: OneWrite): Promise<OneWriteOutcome> {
+    return this.statements.push(write);
+  }
+
+  private async statement(writes: OneWrite[], answer: AnswerNow<OneWrite, OneWriteOutcome>): Promise<Array<OneWriteOutcome | Failed>> {
+    try {
+      return await writeAll(this.db, writes, this.options);
+    } catch (error) {
+      // The database away fails them all alike; anything else may be one write's: each goes alone, answered as it comes back.
+      const alone = writes.length === 1 || storeAway(error) ? undefined : await this.eachAlone(writes, answer);
+      // A database that did not answer in time: the writes queued meanwhile are not sent into the same silence.
+      if (unanswered(error)) this.statements.failWaiting(error);
+      if (!alone) throw error;
+      return alone;
     }
   }
 
-  private async statement(batch: typeof this.waiting): Promise<void> {
-    try {
-      const outcomes = await writeAll(
-        this.db,
-        batch.map((each) => each.write),
-        this.options,
-      );
-      for (const [i, each] of batch.entries()) each.resolve(outcomes[i] as OneWriteOutcome);
-    } catch (error) {
-      // The database away fails them all alike; anything else may be one write's: each goes alone.
-      if (batch.length === 1 || storeAway(error)) for (const each of batch) each.reject(error);
-      else for (const each of batch) await this.statement([each]);
-      // A database that did not answer in time: the writes queued meanwhile are not sent into the same silence.
-      if (unanswered(error)) for (const each of this.waiting.splice(0)) each.reject(error);
+  private async eachAlone(writes: OneWrite[], answer: AnswerNow<OneWrite, OneWriteOutcome>): Promise<Array<OneWriteOutcome | Failed>> {
+    const answers: Array<OneWriteOutcome | Failed> = [];
+    for (const write of writes) {
+      const [outcome] = await this.statement([write], answer).catch((error: unknown) => [new Failed(error)]);
+      answer(write, outcome as OneWriteOutcome | Failed);
+      answers.push(outcome as OneWriteOutcome | Failed);
     }
+    return answers;
   }
 }
 
 /** The writes (each of another operation) in one statement: ok, or the record stored now, for each in order. */
 async function writeAll(db: Postgres, writes: OneWrite[], options: OneWriteOptions): Promise<OneWriteOutcome[]> {
-  const ops: unknown[][] = Array.from({ length: 12 }, () => []);
-  const entries: unknown[][] = Array.from({ length: 8 }, () => []);
-  const decisions: unknown[][] = [[], []];
+  const operations: OperationInput[] = [];
+  const versions: VersionInput[] = [];
+  const decisions: Array<{ name: string; decision: Decision }> = [];
   for (const write of writes) {
-    const versionRows = rowsOf(write, options);
-    const last = write.versions.at(-1);
-    const values = [
-      write.name,
-      write.expected ?? null,
-      last?.kind ?? null,
-      last?.state ?? null,
-      last?.version ?? null,
-      last?.recordedAt ?? null,
-      versionRows.at(-1)?.[3] ?? null, // the last version's record, as its change-log row has it
-      last && !isTerminal(last.state) ? last.recordedAt : null,
-      last?.createdAt ?? null,
-      write.poll?.nextPollAt ?? null,
-      write.poll?.unchangedPolls ?? null,
-      last?.overdue?.at ?? null, // marked overdue: out of the index of open jobs by age, into that of the marked ones
-    ];
-    for (const [i, value] of values.entries()) ops[i]?.push(value);
-    for (const row of versionRows) for (const [i, value] of row.entries()) entries[i]?.push(value);
-    for (const decision of write.decisions) {
-      decisions[0]?.push(write.name);
-      decisions[1]?.push(JSON.stringify(decision));
-    }
+    const { name, traces } = write;
+    const rows = write.versions.map((next, i) => ({
+      name,
+      next,
+      writeKind: writeKindOf(next),
+      record: JSON.stringify(next),
+      trace: traces?.[i] ?? null,
+    }));
+    versions.push(...rows);
+    operations.push({ write, last: write.versions.at(-1), record: rows.at(-1)?.record ?? null });
+    for (const decision of write.decisions) decisions.push({ name, decision });
   }
   const { rows } = await db.prepared<{ name: string; ok: boolean; current: string | null }>('write', WRITE, [
-    ...ops,
-    ...entries,
-    ...decisions,
+    ...INPUT.params(operations, options),
+    ...ENTRIES.params(versions, options),
+    ...DECISIONS.params(decisions, options),
     Date.now(),
   ]);
   const byName = new Map(rows.map((row) => [row.name, row]));
@@ -234,22 +299,5 @@ async function writeAll(db: Postgres, writes: OneWrite[], options: OneWriteOptio
     const row = byName.get(write.name);
     if (row?.ok) return { ok: true };
     return { ok: false, current: row?.current ? (JSON.parse(row.current) as OperationRecord) : undefined };
-  });
-}
-
-/** The new versions' change-log, history and effect rows, as the statement's entries ($13 to $20). */
-function rowsOf({ name, versions, traces }: OneWrite, options: OneWriteOptions): unknown[][] {
-  return versions.map((next, i) => {
-    const writeKind = writeKindOf(next);
-    return [
-      name,
-      next.version,
-      writeKind,
-      JSON.stringify(next),
-      JSON.stringify(entryOf(next as unknown as Record<string, unknown>)),
-      Math.floor(Date.parse(next.recordedAt) / 1000) + options.historyRetentionDays * 86_400,
-      options.effects && sendsEffect(writeKind) ? JSON.stringify(transitionOf(next)) : null,
-      traces?.[i] ?? null,
-    ];
   });
 }

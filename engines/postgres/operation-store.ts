@@ -7,10 +7,11 @@
  * winner and the events are reduced again (past MAX_ATTEMPTS it is
  * WriteContentionError: the webhook answers 503 and Gemini sends it again).
  *
- * Events for one operation go through its lane: while one statement for it is
- * on its way, the events that arrive meanwhile wait, and are then reduced one
- * after another and written together in the next statement. A hot operation
- * costs one round trip per batch, not per event, and loses no race to itself.
+ * Events for one operation go through its lane (a coalescer,
+ * engines/sql/coalescer.ts): while one statement for it is on its way, the
+ * events that arrive meanwhile wait, and are then reduced one after another
+ * and written together in the next statement. A hot operation costs one
+ * round trip per batch, not per event, and loses no race to itself.
  * The record a lane reduces against comes from the caller (ingest's write
  * hints, reconcile's poll) or the lane's last statement: no read first. A
  * poll's next time is written in the same statement as its outcome.
@@ -46,6 +47,7 @@ import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type
 import type { OverdueLimits } from '../../core/overdue.ts';
 import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
+import { Coalescer } from '../sql/coalescer.ts';
 import {
   appliedDecisionOf,
   DECISION_RETENTION_DAYS,
@@ -90,24 +92,23 @@ export interface PostgresStoreOptions {
   onPollingStopped?: (name: string) => void;
 }
 
-/** An event waiting in its operation's lane: to apply, or (`held`) only to note as discarded. */
+/** An event waiting in its operation's lane: to apply, or (`discard`) only to note as discarded. */
 interface Waiting {
   event: OperationEvent;
   now: string;
   /** noteDiscard's: the reason it was discarded with against the caller's record. */
-  held?: DiscardReason;
+  discard?: DiscardReason;
   /** A poll's: its next time, written in the same statement. */
   pollNext?: PollNext;
   /** The write's span (OpenTelemetry on), kept with the effect of the version it makes. */
   traceparent?: string;
-  resolve(outcome: ApplyOutcome): void;
-  reject(error: unknown): void;
 }
 
 interface Lane {
-  waiting: Waiting[];
   /** The record the next batch is reduced against (undefined: none stored, as far as this lane knows). */
   base: OperationRecord | undefined;
+  /** Its events: one batch in flight, those that arrive meanwhile (up to MAX_BATCH) in the next. */
+  events: Coalescer<Waiting, ApplyOutcome>;
 }
 
 const newer = (a: OperationRecord | undefined, b: OperationRecord | undefined) => (b && (!a || b.version > a.version) ? b : a);
@@ -149,60 +150,40 @@ export class PostgresOperationStore
 
   /** Through the operation's lane: reduced against the record at hand, written in one statement with the events beside it. */
   apply(event: OperationEvent, now: string, hint?: WriteHint): Promise<ApplyOutcome> {
-    return this.enqueue(event.name, hint?.current, (resolve, reject) => ({
-      event,
-      now,
-      pollNext: hint?.pollNext,
-      traceparent: hint?.traceparent,
-      resolve,
-      reject,
-    }));
+    return this.enqueue(event.name, hint?.current, { event, now, pollNext: hint?.pollNext, traceparent: hint?.traceparent });
   }
 
   /** A discard ingest decided against the record at hand: its decision, with the reason the stored record gives (one statement while that record is current). */
-  async noteDiscard(event: OperationEvent, held: DiscardReason, now: string, hint?: WriteHint): Promise<{ scheduled?: boolean }> {
-    const { scheduled } = await this.enqueue(event.name, hint?.current, (resolve, reject) => ({
-      event,
-      now,
-      held,
-      pollNext: hint?.pollNext,
-      resolve,
-      reject,
-    }));
+  async noteDiscard(event: OperationEvent, reason: DiscardReason, now: string, hint?: WriteHint): Promise<{ scheduled?: boolean }> {
+    const { scheduled } = await this.enqueue(event.name, hint?.current, { event, now, discard: reason, pollNext: hint?.pollNext });
     return { scheduled };
   }
 
-  private enqueue(
-    name: string,
-    known: OperationRecord | undefined,
-    waiting: (resolve: (outcome: ApplyOutcome) => void, reject: (error: unknown) => void) => Waiting,
-  ): Promise<ApplyOutcome> {
-    return new Promise((resolve, reject) => {
-      const running = this.lanes.get(name);
-      const lane = running ?? { waiting: [], base: undefined };
-      lane.base = newer(lane.base, known);
-      lane.waiting.push(waiting(resolve, reject));
-      if (running) return;
-      this.lanes.set(name, lane);
-      void this.drive(name, lane);
-    });
+  private enqueue(name: string, known: OperationRecord | undefined, waiting: Waiting): Promise<ApplyOutcome> {
+    const lane = this.lanes.get(name) ?? this.openLane(name);
+    lane.base = newer(lane.base, known);
+    return lane.events.push(waiting);
   }
 
-  /** Writes the lane's events, batch by batch, until none wait. */
-  private async drive(name: string, lane: Lane): Promise<void> {
-    // A turn of the event loop first: events sent at once go in one batch.
-    await Promise.resolve();
-    while (lane.waiting.length > 0) {
-      const batch = lane.waiting.splice(0, MAX_BATCH);
-      try {
-        const outcomes = await this.writeBatch(name, lane, batch);
-        for (const [i, waiting] of batch.entries()) waiting.resolve(outcomes[i] as ApplyOutcome);
-      } catch (error) {
-        lane.base = undefined;
-        for (const waiting of batch) waiting.reject(error);
-      }
-    }
-    this.lanes.delete(name);
+  /** A lane for `name`, kept until none of its events waits or is on its way. */
+  private openLane(name: string): Lane {
+    const lane: Lane = {
+      base: undefined,
+      events: new Coalescer(
+        async (batch) => {
+          try {
+            return await this.writeBatch(name, lane, batch);
+          } catch (error) {
+            lane.base = undefined;
+            throw error;
+          }
+        },
+        // A turn of the event loop first: events sent at once go in one batch.
+        { maxBatch: MAX_BATCH, gatherTurn: true, onIdle: () => this.lanes.delete(name) },
+      ),
+    };
+    this.lanes.set(name, lane);
+    return lane;
   }
 
   /** The batch reduced in order against the lane's record, written in one statement; again against the winner on a lost race. */
@@ -215,10 +196,10 @@ export class PostgresOperationStore
       const decisions: Decision[] = [];
       const outcomes: ApplyOutcome[] = [];
       let poll: ReturnType<PollNext> | undefined;
-      for (const { event, now, held, pollNext, traceparent } of batch) {
+      for (const { event, now, discard, pollNext, traceparent } of batch) {
         const decision = applyEvent(record, event, now);
-        if (held !== undefined || !decision.applied) {
-          const reason = decision.applied ? (held as DiscardReason) : decision.reason;
+        if (discard !== undefined || !decision.applied) {
+          const reason = decision.applied ? (discard as DiscardReason) : decision.reason;
           decisions.push(decisionOf(event, now, { verdict: 'discarded', reason }));
           outcomes.push({ ok: false, current: record });
           poll = pollNext?.({ stateChanged: false }) ?? poll;
