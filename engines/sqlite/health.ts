@@ -2,13 +2,13 @@
 import type { StoreHealth } from '../../app/ports.ts';
 import type { Sqlite } from './sqlite.ts';
 
-class ProbeRollback extends Error {}
-
 /**
- * A write that is rolled back: a lock, a read-only file and a full disk all
- * refuse it (8 KiB of new rows needs new pages, where an update in place
- * would fit in the pages a full file already has). At most once a second
- * however often it is asked; it leaves nothing behind.
+ * A write that commits and leaves nothing behind (8 KiB of new rows, deleted
+ * in the same transaction): a lock, a read-only file and a full disk all
+ * refuse it, as they refuse a delivery. It commits because a rolled-back
+ * transaction never reaches the file: its pages stay in SQLite's cache, so
+ * on a full volume it succeeded while every delivery's commit failed
+ * (ENOSPC on the WAL). At most once a second however often it is asked.
  */
 export function writeProbe(db: Sqlite): () => Promise<StoreHealth> {
   let last: { at: number; answer: StoreHealth } | undefined;
@@ -18,11 +18,10 @@ export function writeProbe(db: Sqlite): () => Promise<StoreHealth> {
       try {
         db.writeDerived(() => {
           db.run("INSERT INTO notes (key, value) VALUES ('health-probe', hex(zeroblob(4096)))");
-          throw new ProbeRollback();
+          db.run("DELETE FROM notes WHERE key = 'health-probe'");
         });
       } catch (error) {
-        if (!(error instanceof ProbeRollback))
-          answer = { unavailable: `the data file does not take a write (${String((error as Error)?.message ?? error).split('\n')[0]})` };
+        answer = { unavailable: `the data file does not take a write (${String((error as Error)?.message ?? error).split('\n')[0]})` };
       }
       last = { at: Date.now(), answer };
     }

@@ -9,25 +9,35 @@
  * duplicated storm; a failing change retried while holding its operation's
  * later changes back and letting the others go on; one whose retries ran out
  * dead-lettered, the versions behind it parked, and redrive delivering them in
- * order. (Claims and leases between instances: postgres-effects.test.ts and
- * postgres-faults.test.ts; the database going away: e2e/postgres-failover.)
+ * order. And the port's promise while its database is away (SQLite locked by
+ * another connection, on a full volume; PostgreSQL restarted, refusing
+ * connections), written once: a write refused, within a bound, as the front
+ * ends answer 503; health unavailable, then ok; nothing accepted before lost;
+ * the same engine writing, reading, feeding changes, history and onChange
+ * once it is back; close() not hanging while it is away. (Claims and leases
+ * between instances: postgres-effects.test.ts and postgres-faults.test.ts;
+ * instances under a storm: e2e/postgres-failover.)
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
+import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
 import type { StateChange } from '../../app/effects/app-sink.ts';
 import type { Engine, EngineOptions } from '../../app/engine.ts';
 import type { OperationChange } from '../../app/feed.ts';
-import { ingest } from '../../app/ingest.ts';
+import { ingest, NotRecordedError } from '../../app/ingest.ts';
+import { StoreRejectedError } from '../../app/ports.ts';
 import { isTerminal } from '../../core/lifecycle.ts';
 import { DEFAULT_OVERDUE_AFTER, overdueMark } from '../../core/overdue.ts';
 import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
 import { normalizeTime } from '../../core/time.ts';
 import { openPostgres } from '../../engines/postgres/index.ts';
-import { openSqlite } from '../../engines/sqlite/index.ts';
+import { DB_FILE, openSqlite, Sqlite } from '../../engines/sqlite/index.ts';
 import { batchStorm } from '../support/batch-storm.ts';
+import { startPostgres, type TestPostgres } from '../support/postgres.ts';
 import { eventually } from '../support/receiver.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 
@@ -38,7 +48,13 @@ interface PortUnderTest {
 
 const cleanup: Array<() => unknown> = [];
 afterAll(async () => {
-  for (const step of cleanup.reverse()) await step();
+  // Every step, even after one failed (a volume left mounted is the machine's, not this file's); the first failure after.
+  const failures: unknown[] = [];
+  for (const step of cleanup.reverse())
+    await Promise.resolve()
+      .then(step)
+      .catch((error: unknown) => failures.push(error));
+  if (failures.length > 0) throw failures[0];
 });
 
 const PORTS: PortUnderTest[] = [
@@ -280,3 +296,283 @@ for (const port of PORTS)
       );
     });
   });
+
+/**
+ * One way an engine's database goes away and comes back, under an engine
+ * opened on it: `open` gives the engine, started, and the switches.
+ */
+interface Outage {
+  label: string;
+  /** Why it cannot run here (it needs what this machine does not allow); undefined: it runs. */
+  cannot?: string;
+  open(options: EngineOptions): Promise<{ engine: Engine; away(): Promise<void>; back(): Promise<void> }>;
+}
+
+/** How long anything may take to answer while the database is away: the busy timeout (SQLite), the statement and connect timeouts (PostgreSQL, below), and room for a loaded machine. */
+const AWAY_BOUND_MS = 3_000;
+/** The PostgreSQL engines here give up on a statement or a connection after this (DATABASE_STATEMENT_TIMEOUT_MS, 5 s by default). */
+const PG_TIMEOUTS = { statementTimeoutMs: 1_000, connectTimeoutMs: 1_000 };
+
+/** A data folder of this test's own, removed after. */
+function dataFolder(under = tmpdir()): string {
+  const dataDir = mkdtempSync(join(under, 'ratchet-port-'));
+  cleanup.push(() => rmSync(dataDir, { recursive: true, force: true }));
+  return dataDir;
+}
+
+/** A tmpfs volume of `size`, unmounted after; undefined where this process may not mount one (not root, no CAP_SYS_ADMIN). */
+function smallVolume(size: string): string | undefined {
+  const volume = mkdtempSync(join(tmpdir(), 'ratchet-volume-'));
+  try {
+    execFileSync('mount', ['-t', 'tmpfs', '-o', `size=${size}`, 'tmpfs', volume], { stdio: 'ignore' });
+  } catch {
+    rmSync(volume, { recursive: true, force: true });
+    return undefined;
+  }
+  cleanup.push(() => {
+    // Lazily: a closed engine's SQLite file stays open until its prepared statements are garbage-collected (libsql).
+    execFileSync('umount', ['--lazy', volume]);
+    rmSync(volume, { recursive: true, force: true });
+  });
+  return volume;
+}
+
+/** Fills `volume` to its last byte with one file (ENOSPC); the file's path, to remove. */
+function fill(volume: string): string {
+  const filler = join(volume, 'filler');
+  const fd = openSync(filler, 'w');
+  try {
+    const chunk = Buffer.alloc(64 * 1024);
+    for (;;) writeSync(fd, chunk); // a short write once the volume is nearly full, ENOSPC at the next
+  } catch (error) {
+    if ((error as NodeJS.ErrnoException).code !== 'ENOSPC') throw error;
+  } finally {
+    closeSync(fd);
+  }
+  return filler;
+}
+
+const mountable = (() => {
+  const probe = smallVolume('64k');
+  return probe !== undefined;
+})();
+
+/** PostgreSQL of this file's own (the other tests' server is never stopped), started once, for the outages below. */
+let ownServer: TestPostgres | undefined;
+async function ownPostgres(): Promise<TestPostgres> {
+  if (!ownServer) {
+    ownServer = await startPostgres();
+    const server = ownServer;
+    cleanup.push(() => server.stop());
+  }
+  return ownServer;
+}
+
+/** An engine on `url`'s database, in a schema of its own, started. */
+async function startedPostgres(url: string, id: string, options: EngineOptions): Promise<Engine> {
+  const engine = await openPostgres({
+    ...options,
+    url,
+    schema: `port_${id}_${Date.now().toString(36)}`,
+    poolMax: 4,
+    migrate: true,
+    effectsLeaseMs: 5_000,
+    timeouts: PG_TIMEOUTS,
+  });
+  await engine.start();
+  return engine;
+}
+
+const OUTAGES: Array<{ port: string; outages: Outage[] }> = [
+  {
+    port: 'SQLite',
+    outages: [
+      {
+        label: 'locked: another connection holds the write lock far past the busy timeout',
+        open: async (options) => {
+          const dataDir = dataFolder();
+          const engine = openSqlite({ ...options, dataDir, inProcess: true });
+          await engine.start();
+          let holder: Sqlite | undefined;
+          return {
+            engine,
+            away: async () => {
+              // An operator's sqlite3 shell in a write transaction, as long as the test wants.
+              holder = Sqlite.open(join(dataDir, DB_FILE), { plain: true });
+              holder.connection.exec('BEGIN IMMEDIATE');
+            },
+            back: async () => {
+              holder?.connection.exec('ROLLBACK');
+              holder?.close();
+            },
+          };
+        },
+      },
+      {
+        label: 'on a full volume (a real tmpfs, filled to its last byte)',
+        cannot: mountable ? undefined : 'this process may not mount a tmpfs (it takes root)',
+        open: async (options) => {
+          const volume = smallVolume('8m') as string;
+          const engine = openSqlite({ ...options, dataDir: dataFolder(volume), inProcess: true });
+          await engine.start();
+          let filler: string | undefined;
+          return {
+            engine,
+            away: async () => {
+              filler = fill(volume);
+            },
+            back: async () => {
+              if (filler) rmSync(filler);
+            },
+          };
+        },
+      },
+    ],
+  },
+  {
+    port: 'PostgreSQL',
+    outages: [
+      {
+        label: 'restarted: the server stopped (fast, as a restart or a failover stops it), then started again',
+        cannot: process.env.RATCHET_TEST_DATABASE_URL ? 'RATCHET_TEST_DATABASE_URL names a server the tests cannot restart' : undefined,
+        open: async (options) => {
+          const server = await ownPostgres();
+          const engine = await startedPostgres(server.url, 'restarted', options);
+          return { engine, away: () => server.halt('fast'), back: () => server.resume() };
+        },
+      },
+      {
+        label: 'refusing connections: its role over its connection limit (53300), the connections it had cut',
+        open: async (options) => {
+          const server = await ownPostgres();
+          const admin = new pg.Client({ connectionString: server.url });
+          await admin.connect();
+          cleanup.push(() => admin.end());
+          const role = `port_refused_${Date.now().toString(36)}`;
+          // Not a superuser: a role's connection limit does not bind one.
+          await admin.query(`CREATE ROLE ${role} LOGIN; GRANT CREATE ON DATABASE postgres TO ${role}`);
+          const url = new URL(server.url);
+          url.username = role;
+          const engine = await startedPostgres(url.href, 'refusing', options);
+          return {
+            engine,
+            away: async () => {
+              await admin.query(`ALTER ROLE ${role} CONNECTION LIMIT 0`);
+              await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [role]);
+            },
+            back: async () => {
+              await admin.query(`ALTER ROLE ${role} CONNECTION LIMIT -1`);
+            },
+          };
+        },
+      },
+    ],
+  },
+];
+
+/** What `promise` came to within `ms`; a failed test if it had not settled by then (a hang). */
+async function settledWithin<T>(ms: number, what: string, promise: Promise<T>): Promise<{ value: T } | { error: unknown }> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`${what}: not settled within ${ms} ms`)), ms);
+  });
+  try {
+    return await Promise.race([
+      promise.then(
+        (value) => ({ value }),
+        (error: unknown) => ({ error }),
+      ),
+      late,
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+const faultOptions = (onChange: (change: StateChange) => unknown): EngineOptions => ({
+  work: {
+    historyRetentionDays: 30,
+    changesRetentionMs: 86_400_000,
+    effects: { retry: { baseMs: 20, maxMs: 200, forSeconds: 600 } },
+  },
+  trackedExpiryDays: 7,
+  logger: silentLogger,
+  onChange,
+});
+
+for (const { port, outages } of OUTAGES)
+  for (const outage of outages)
+    describe.skipIf(outage.cannot)(`the Engine port on ${port} while its database is ${outage.label}`, () => {
+      it('refuses a write as the front ends answer 503, within a bound; says unavailable; loses nothing; and the same engine carries on once it is back', async () => {
+        const delivered: string[] = [];
+        const { engine, away, back } = await outage.open(
+          faultOptions((change) => {
+            delivered.push(change.id);
+          }),
+        );
+        cleanup.push(() => engine.close(false));
+        const start = await engine.changes.headCursor();
+        for (const event of inOrder('batches/before-outage')) await ingest(event, { store: engine.store });
+        expect(await engine.health()).toBe('ok');
+        const beforeOutage = await engine.changes.headCursor();
+
+        await away();
+        try {
+          const [during] = inOrder('batches/during-outage') as [OperationEvent];
+          const refused = await settledWithin(AWAY_BOUND_MS, 'a write while away', ingest(during, { store: engine.store }));
+          // Never as if written: NotRecordedError is the webhook's 503 with Retry-After (a StoreRejectedError would be a 4xx).
+          expect(refused).toEqual({ error: expect.any(NotRecordedError) });
+          const cause = ((refused as { error: NotRecordedError }).error.cause ?? {}) as Error;
+          expect(cause).not.toBeInstanceOf(StoreRejectedError);
+          // The engine's own write, as the other routes make it: the same error, never an answer.
+          const direct = await settledWithin(AWAY_BOUND_MS, 'store.apply while away', engine.store.apply(during, during.updateTime ?? ''));
+          expect(direct).toEqual({ error: expect.anything() });
+          expect((direct as { error: unknown }).error).not.toBeInstanceOf(StoreRejectedError);
+          // The probe answers at most once a second (SQLite): unavailable within the bound, each answer itself bounded.
+          await eventually(
+            async () => {
+              const health = await settledWithin(AWAY_BOUND_MS, 'health() while away', engine.health());
+              return 'value' in health && typeof health.value === 'object' && typeof health.value.unavailable === 'string';
+            },
+            AWAY_BOUND_MS,
+            'health() to say unavailable',
+          );
+        } finally {
+          await back();
+        }
+
+        await eventually(async () => (await engine.health()) === 'ok', 10_000, 'health() to say ok again');
+        // The same engine object, never reopened: the first write once it says ok is taken.
+        const after = inOrder('batches/after-outage');
+        for (const event of after) expect((await ingest(event, { store: engine.store })).outcome).toBe('applied');
+        expect((await engine.store.get('batches/after-outage'))?.version).toBe(3);
+        // Nothing accepted before is lost.
+        expect(await engine.store.get('batches/before-outage')).toMatchObject({ state: 'SUCCEEDED', version: 3 });
+        // The feed goes on from a cursor handed out before: the writes after, nothing of the refused one.
+        expect((await readAll(engine, 100, beforeOutage)).map((c) => `${c.name}#${c.version}`)).toEqual([
+          'batches/after-outage#1',
+          'batches/after-outage#2',
+          'batches/after-outage#3',
+        ]);
+        expect((await readAll(engine, 100, start)).map((c) => `${c.name}#${c.version}`)).toHaveLength(6);
+        // History (SQLite derives it from the outbox a moment later) and onChange, each change once.
+        for (const name of ['batches/before-outage', 'batches/after-outage'])
+          await eventually(async () => (await engine.history.list(name)).length === 3, 10_000, `${name}'s history`);
+        const expected = ['before-outage', 'after-outage'].flatMap((n) => [1, 2, 3].map((v) => `batches/${n}#${v}`));
+        await eventually(() => delivered.length >= expected.length, 15_000, 'every change to onChange');
+        await new Promise((resolve) => setTimeout(resolve, 200));
+        expect([...delivered].sort()).toEqual([...expected].sort());
+        expect(await engine.store.get('batches/during-outage')).toBeUndefined();
+      });
+
+      it('closes within a bound while the database is away', async () => {
+        const { engine, away, back } = await outage.open(faultOptions(() => undefined));
+        for (const event of inOrder('batches/before-close')) await ingest(event, { store: engine.store });
+        await away();
+        try {
+          expect(await settledWithin(AWAY_BOUND_MS, 'close() while away', engine.close(false))).toEqual({ value: undefined });
+        } finally {
+          await back();
+        }
+      });
+    });
