@@ -24,12 +24,14 @@ import { createApp } from '../app/http/app.ts';
 import { WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
 import { trackedRecord } from '../core/reducer.ts';
 import { normalizeTime } from '../core/time.ts';
-import { createDocumentClient, createDynamoDbClient } from '../engines/dynamodb/client.ts';
-import { compileWrite } from '../engines/dynamodb/compiled-write.ts';
-import { deadLetterTableInput } from '../engines/dynamodb/dead-letters.ts';
-import { keyedTableInput } from '../engines/dynamodb/ledger.ts';
-import { DynamoDbOperationStore } from '../engines/dynamodb/operation-store.ts';
-import { createTableInput } from '../engines/dynamodb/table.ts';
+import {
+  compileWrite,
+  createTableInput,
+  deadLetterTableInput,
+  keyedTableInput,
+  openDynamoDb,
+  operationsTable,
+} from '../engines/dynamodb/index.ts';
 import { httpApiEvent } from '../test/support/api-gateway.ts';
 import { startMoto } from '../test/support/aws/moto.ts';
 import { RecordingProxy } from '../test/support/aws/recording-proxy.ts';
@@ -57,13 +59,14 @@ const db = await startMoto();
 for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => void db.stop().finally(() => process.exit(130)));
 const proxy = await new RecordingProxy(db.endpoint, LATENCY_MS).start();
 const secret = newSecret();
-const direct = createDynamoDbClient({ endpoint: db.endpoint });
-const proxied = createDynamoDbClient({ endpoint: proxy.endpoint });
-for (const table of Object.values(TABLES)) await ensureTable(direct, createTableInput(table));
-const checks = createDocumentClient(direct);
+const direct = openDynamoDb({ endpoint: db.endpoint, tables: {} });
+// Through the proxy, which counts the requests: the API's store and the seed's.
+const proxied = openDynamoDb({ endpoint: proxy.endpoint, tables: { operations: operationsTable(TABLES.ratchet) } });
+for (const table of Object.values(TABLES)) await ensureTable(direct.client, createTableInput(table));
+const checks = direct.documents;
 // The API as its Lambda composes it (lambda/handlers/api.ts): the HTTP app over the DynamoDB store.
 const api = createApp({
-  store: new DynamoDbOperationStore(createDocumentClient(proxied), TABLES.ratchet),
+  store: proxied.operations,
   verifier: new WebhookSignatureVerifier(async () => [secret]),
   logger: silentLogger,
 });
@@ -71,7 +74,7 @@ const server = await new Promise<ReturnType<typeof serve>>((resolveServer) => {
   const listening = serve({ fetch: api.fetch, hostname: '127.0.0.1', port: 0 }, () => resolveServer(listening));
 });
 const apiUrl = `http://127.0.0.1:${(server.address() as { port: number }).port}`;
-const seed = await new SeedBaseline(new DynamoDbSeedStore(createDocumentClient(proxied), TABLES.seed), secret).start();
+const seed = await new SeedBaseline(new DynamoDbSeedStore(proxied.documents, TABLES.seed), secret).start();
 const urls: Record<System, string> = { ratchet: `${apiUrl}/webhooks/gemini`, seed: seed.url };
 
 interface Sample {
@@ -157,7 +160,7 @@ for (const { label } of mixes('labels', 10)) {
 
 // Write cost of Ratchet's indexes: capacity units DynamoDB (Local) reports per applied write.
 const costTable = 'bench-cost';
-await ensureTable(direct, createTableInput(costTable));
+await ensureTable(direct.client, createTableInput(costTable));
 const cost = { table: 0, 'open-by-due': 0, 'recent-by-recorded': 0, writes: 0, reported: 0 };
 for (let i = 0; i < 50; i++) {
   for (const [state, time] of [
@@ -204,10 +207,10 @@ const outdir = mkdtempSync(join(tmpdir(), 'ratchet-bench-bundles-'));
 const gemini = await new FakeGemini('bench-key').start();
 const receiver = await new Receiver(secret).start();
 const coldTable = 'bench-cold';
-await ensureTable(direct, createTableInput(coldTable));
-await ensureTable(direct, keyedTableInput(`${coldTable}-ledger`));
-await ensureTable(direct, deadLetterTableInput(`${coldTable}-dead-letters`));
-const coldStore = new DynamoDbOperationStore(checks, coldTable);
+await ensureTable(direct.client, createTableInput(coldTable));
+await ensureTable(direct.client, keyedTableInput(`${coldTable}-ledger`));
+await ensureTable(direct.client, deadLetterTableInput(`${coldTable}-dead-letters`));
+const coldStore = operationsTable(coldTable)(checks);
 let coldRun = 0;
 
 /** The first invocation each function meets: a webhook, a queued transition, a run with one due operation. */

@@ -27,19 +27,17 @@ import { DEFAULT_HISTORY_RETENTION_DAYS } from '../app/history.ts';
 import { NOT_CONFIGURED } from '../app/not-configured.ts';
 import type { OperationKind, OperationState } from '../core/lifecycle.ts';
 import {
-  HISTORY_FILTER,
-  HISTORY_MAPPING,
-  HISTORY_PARTITION_KEY,
-  HISTORY_SORT_KEY,
-  HISTORY_TTL_ATTRIBUTE,
-} from '../engines/dynamodb/history-table.ts';
-import {
   AGE_INDEX,
   AGE_INDEX_PARTITION,
   AGE_INDEX_SORT,
   DEAD_LETTER_KEYS,
   DEAD_LETTER_TTL_ATTRIBUTE,
   EFFECTS_GROUP_ATTRIBUTE,
+  HISTORY_FILTER,
+  HISTORY_MAPPING,
+  HISTORY_PARTITION_KEY,
+  HISTORY_SORT_KEY,
+  HISTORY_TTL_ATTRIBUTE,
   LEDGER_PARTITION_KEY,
   LEDGER_TTL_ATTRIBUTE,
   LIST_INDEX,
@@ -50,7 +48,7 @@ import {
   OPEN_INDEX_SORT,
   PARTITION_KEY,
   TTL_ATTRIBUTE,
-} from '../engines/dynamodb/table.ts';
+} from '../engines/dynamodb/tables.ts';
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import {
   EFFECTS_PIPE,
@@ -191,7 +189,7 @@ export class Ratchet extends Construct {
       timeToLiveAttribute: TTL_ATTRIBUTE,
       ...durableTable,
     });
-    // Sparse: only open, pollable operations carry its keys (see engines/dynamodb/table.ts).
+    // Sparse: only open, pollable operations carry its keys (see engines/dynamodb/tables.ts).
     this.table.addGlobalSecondaryIndex({
       indexName: OPEN_INDEX,
       partitionKey: { name: OPEN_INDEX_PARTITION, type: AttributeType.STRING },

@@ -45,11 +45,11 @@ import {
   PARTITION_KEY,
   pollBucketOf,
   type WriteKind,
-} from './table.ts';
+} from './tables.ts';
 
 export const RANK_ATTRIBUTE = 'rank';
-/** The rank of a tracked record with no state yet. */
-export const UNOBSERVED_RANK = rankOf(null);
+/** The rank of a tracked record with no state yet. (Pure: a bundle that opens no operations table leaves it out.) */
+export const UNOBSERVED_RANK = /* @__PURE__ */ rankOf(null);
 
 export type Variant = 'change' | 'refresh';
 

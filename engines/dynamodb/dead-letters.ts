@@ -1,5 +1,4 @@
 /** The dead letters in AWS: a DynamoDB table (partition: the operation, sort: the version), kept 30 days by TTL. */
-import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, type DynamoDBDocumentClient, PutCommand, QueryCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import {
   DEAD_LETTER_RETENTION_SECONDS,
@@ -9,22 +8,7 @@ import {
   UNDECODABLE,
   type Undecodable,
 } from '../../app/effects/dead-letters.ts';
-import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from './table.ts';
-
-export function deadLetterTableInput(tableName: string): CreateTableCommandInput {
-  return {
-    TableName: tableName,
-    AttributeDefinitions: [
-      { AttributeName: DEAD_LETTER_KEYS.partition, AttributeType: 'S' },
-      { AttributeName: DEAD_LETTER_KEYS.sort, AttributeType: 'S' },
-    ],
-    KeySchema: [
-      { AttributeName: DEAD_LETTER_KEYS.partition, KeyType: 'HASH' },
-      { AttributeName: DEAD_LETTER_KEYS.sort, KeyType: 'RANGE' },
-    ],
-    BillingMode: 'PAY_PER_REQUEST',
-  };
-}
+import { DEAD_LETTER_KEYS, DEAD_LETTER_TTL_ATTRIBUTE } from './tables.ts';
 
 export class DynamoDbDeadLetters implements DeadLetters {
   constructor(

@@ -1,23 +1,7 @@
 /** History in AWS: a DynamoDB table (partition: name, sort: version), kept `HISTORY_RETENTION_DAYS` by TTL. */
-import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, PutCommand, QueryCommand } from '@aws-sdk/lib-dynamodb';
 import { DEFAULT_HISTORY_RETENTION_DAYS, entryOf, type HistoryEntry, type HistoryLog, MAX_HISTORY_ENTRIES } from '../../app/history.ts';
-import { HISTORY_PARTITION_KEY, HISTORY_SORT_KEY, HISTORY_TTL_ATTRIBUTE } from './history-table.ts';
-
-export function historyTableInput(tableName: string): CreateTableCommandInput {
-  return {
-    TableName: tableName,
-    AttributeDefinitions: [
-      { AttributeName: HISTORY_PARTITION_KEY, AttributeType: 'S' },
-      { AttributeName: HISTORY_SORT_KEY, AttributeType: 'N' },
-    ],
-    KeySchema: [
-      { AttributeName: HISTORY_PARTITION_KEY, KeyType: 'HASH' },
-      { AttributeName: HISTORY_SORT_KEY, KeyType: 'RANGE' },
-    ],
-    BillingMode: 'PAY_PER_REQUEST',
-  };
-}
+import { HISTORY_PARTITION_KEY, HISTORY_TTL_ATTRIBUTE } from './tables.ts';
 
 export class DynamoDbHistory implements HistoryLog {
   constructor(

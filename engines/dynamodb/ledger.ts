@@ -1,18 +1,7 @@
 /** The effects ledger in AWS: a DynamoDB table keyed by `<sink>#<name>#<version>`, kept 30 days by TTL. */
-import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import { type DeliveryAttempts, type EffectLedger, LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
-import { LEDGER_PARTITION_KEY } from './table.ts';
-
-/** A table with a string `key` and nothing else declared: the ledger, and the local mapping's checkpoints. */
-export function keyedTableInput(tableName: string): CreateTableCommandInput {
-  return {
-    TableName: tableName,
-    AttributeDefinitions: [{ AttributeName: LEDGER_PARTITION_KEY, AttributeType: 'S' }],
-    KeySchema: [{ AttributeName: LEDGER_PARTITION_KEY, KeyType: 'HASH' }],
-    BillingMode: 'PAY_PER_REQUEST',
-  };
-}
+import { LEDGER_PARTITION_KEY } from './tables.ts';
 
 export class DynamoDbEffectLedger implements EffectLedger {
   constructor(

@@ -57,10 +57,10 @@ import {
   UNPROCESSABLE_KEY_PREFIX,
   UNPROCESSABLE_PARTITION_VALUE,
   type WriteKind,
-} from './table.ts';
+} from './tables.ts';
 
-/** Kinds reconcile polls: all of them. */
-const POLLABLE: ReadonlySet<OperationKind> = new Set(OPERATION_KINDS);
+/** Kinds reconcile polls: all of them. (Pure: a bundle that opens no operations table leaves it out.) */
+const POLLABLE: ReadonlySet<OperationKind> = /* @__PURE__ */ new Set(OPERATION_KINDS);
 /** Queries of the age index in flight at once (one per kind with a limit and partition). */
 const AGE_QUERIES_AT_ONCE = 16;
 /** How long an unprocessable delivery is kept (the table's TTL deletes it after). */

@@ -6,7 +6,7 @@
 import type { DynamoDBRecord } from 'aws-lambda';
 import { InvalidStreamRecordError, type Transition, transitionOf } from '../../app/effects/transition.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
-import { newImageOf } from '../../engines/dynamodb/stream-images.ts';
+import { newImageOf } from '../../engines/dynamodb/index.ts';
 
 /** The transition of a DynamoDB stream record (the AWS edge: the Pipe's messages carry them). */
 export function transitionFromRecord(record: DynamoDBRecord): Transition {

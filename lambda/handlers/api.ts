@@ -17,15 +17,18 @@ import {
 import { createLogger, createMetrics } from '../../app/logger.ts';
 import { pollNow } from '../../app/reconcile/poll-now.ts';
 import { emfTelemetry } from '../../app/telemetry.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbHistory } from '../../engines/dynamodb/history.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { historyTable, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { secretSetting } from '../secrets.ts';
 
 const config = loadConfig();
 const logger = createLogger();
-const documents = createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT }));
-const store = new DynamoDbOperationStore(documents, config.TABLE_NAME);
+const { operations: store, history } = openDynamoDb({
+  endpoint: config.DYNAMODB_ENDPOINT,
+  tables: {
+    operations: operationsTable(config.TABLE_NAME),
+    history: config.HISTORY_TABLE ? historyTable(config.HISTORY_TABLE, config.HISTORY_RETENTION_DAYS) : undefined,
+  },
+});
 
 const metrics = createMetrics();
 let reportedInvalid: string | undefined;
@@ -87,7 +90,7 @@ export const handler = handle(
   createApp({
     store,
     queries: store,
-    ...(config.HISTORY_TABLE && { history: new DynamoDbHistory(documents, config.HISTORY_TABLE, config.HISTORY_RETENTION_DAYS) }),
+    ...(history && { history }),
     receipts: store,
     unprocessable: store,
     verifier: new WebhookSignatureVerifier(signingSecrets, dynamicWebhooks(config)),

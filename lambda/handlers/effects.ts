@@ -12,9 +12,7 @@ import { retrySettings } from '../../app/effects/queue.ts';
 import type { EffectSink } from '../../app/effects/sinks.ts';
 import { createLogger, createMetrics } from '../../app/logger.ts';
 import { emfTelemetry } from '../../app/telemetry.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbDeadLetters } from '../../engines/dynamodb/dead-letters.ts';
-import { DynamoDbEffectLedger } from '../../engines/dynamodb/ledger.ts';
+import { deadLettersTable, ledgerTable, openDynamoDb } from '../../engines/dynamodb/index.ts';
 import { EventBridgeSink } from '../effects/eventbridge-sink.ts';
 import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts';
 import { SqsRetryScheduler } from '../effects/sqs-retry-scheduler.ts';
@@ -47,9 +45,10 @@ async function compose(webhook: { url: string; secret: string } | undefined): Pr
   }
   if (!config.EFFECTS_LEDGER_TABLE) throw new ConfigError('EFFECTS_LEDGER_TABLE is not set');
   if (!config.EFFECTS_DEAD_LETTER_TABLE) throw new ConfigError('EFFECTS_DEAD_LETTER_TABLE is not set');
-  const documents = createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT }));
-  const ledger = new DynamoDbEffectLedger(documents, config.EFFECTS_LEDGER_TABLE);
-  const deadLetters = new DynamoDbDeadLetters(documents, config.EFFECTS_DEAD_LETTER_TABLE);
+  const { ledger, deadLetters } = openDynamoDb({
+    endpoint: config.DYNAMODB_ENDPOINT,
+    tables: { ledger: ledgerTable(config.EFFECTS_LEDGER_TABLE), deadLetters: deadLettersTable(config.EFFECTS_DEAD_LETTER_TABLE) },
+  });
   if (!config.EFFECTS_QUEUE_URL) throw new ConfigError('EFFECTS_QUEUE_URL is not set');
   const queue = new SqsRetryScheduler(config.EFFECTS_QUEUE_URL);
   const metrics = createMetrics();

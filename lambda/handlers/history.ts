@@ -4,16 +4,14 @@
  */
 import { loadConfig } from '../../app/config.ts';
 import { createLogger } from '../../app/logger.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbHistory } from '../../engines/dynamodb/history.ts';
+import { historyTable, openDynamoDb } from '../../engines/dynamodb/index.ts';
 import { createHistoryHandler } from '../history/stream-handler.ts';
 
 const config = loadConfig();
 if (!config.HISTORY_TABLE) throw new Error('HISTORY_TABLE is not set');
-const history = new DynamoDbHistory(
-  createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT })),
-  config.HISTORY_TABLE,
-  config.HISTORY_RETENTION_DAYS,
-);
+const { history } = openDynamoDb({
+  endpoint: config.DYNAMODB_ENDPOINT,
+  tables: { history: historyTable(config.HISTORY_TABLE, config.HISTORY_RETENTION_DAYS) },
+});
 
 export const handler = createHistoryHandler({ history, logger: createLogger() });

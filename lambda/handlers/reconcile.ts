@@ -11,17 +11,16 @@ import { GenAiPoller, pollerOptionsOf } from '../../app/reconcile/gemini-poller.
 import { type ReconcileStats, reconcile } from '../../app/reconcile/reconcile.ts';
 import { WebhookHealth } from '../../app/reconcile/webhook-health.ts';
 import { emfTelemetry } from '../../app/telemetry.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { secretSetting } from '../secrets.ts';
 
 const config = loadConfig();
 const logger = createLogger();
 const metrics = createMetrics();
-const store = new DynamoDbOperationStore(
-  createDocumentClient(createDynamoDbClient({ endpoint: config.DYNAMODB_ENDPOINT })),
-  config.TABLE_NAME,
-);
+const { operations: store } = openDynamoDb({
+  endpoint: config.DYNAMODB_ENDPOINT,
+  tables: { operations: operationsTable(config.TABLE_NAME) },
+});
 /** Stop taking new polls this long before the Lambda's own timeout. */
 const SAFETY_MS = 15_000;
 

@@ -7,7 +7,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { entryOf, type HistoryLog } from '../../app/history.ts';
 import type { HistoryEntry } from '../../core/views.ts';
-import { newImageOf } from '../../engines/dynamodb/stream-images.ts';
+import { newImageOf } from '../../engines/dynamodb/index.ts';
 
 /**
  * The stream handler (a Lambda event source mapping in AWS, the local stream

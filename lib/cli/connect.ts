@@ -9,8 +9,7 @@ import { GetSecretValueCommand, PutSecretValueCommand, SecretsManagerClient } fr
 import { GoogleGenAI } from '@google/genai';
 import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
 import { DEFAULT_GEMINI_API_VERSION } from '../../app/reconcile/gemini-poller.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { CONNECT_OUTPUTS, ConnectError, connect, type GeminiWebhooks, type SecretStore, type StackOutputs } from './gemini-connect.ts';
 
 async function hiddenPrompt(question: string): Promise<string> {
@@ -109,7 +108,7 @@ async function main(): Promise<void> {
       ...(process.env.GEMINI_BASE_URL && { baseUrl: process.env.GEMINI_BASE_URL }),
     },
   });
-  const receipts = new DynamoDbOperationStore(createDocumentClient(createDynamoDbClient()), outputs.TableName);
+  const { operations: receipts } = openDynamoDb({ tables: { operations: operationsTable(outputs.TableName) } });
   await connect(
     {
       stack: values.stack,

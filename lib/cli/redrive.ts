@@ -14,9 +14,8 @@ import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-clo
 import { GetQueueAttributesCommand, SendMessageCommand, SQSClient, StartMessageMoveTaskCommand } from '@aws-sdk/client-sqs';
 import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
 import { deadLetterLines, type RedriveOptions, redrive, redriveReportLines } from '../../app/effects/redrive.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbDeadLetters } from '../../engines/dynamodb/dead-letters.ts';
-import { effectsGroupOf } from '../../engines/dynamodb/table.ts';
+import { deadLettersTable, openDynamoDb } from '../../engines/dynamodb/index.ts';
+import { effectsGroupOf } from '../../engines/dynamodb/tables.ts';
 import type { RedrivenBody } from '../../lambda/effects/process.ts';
 import { REDRIVEN_ATTRIBUTE } from '../../lambda/effects/sqs-retry-scheduler.ts';
 
@@ -41,7 +40,7 @@ async function main(): Promise<void> {
     if (!value) throw new Error(`stack ${stackName} has no output ${key}`);
     return value;
   };
-  const deadLetters = new DynamoDbDeadLetters(createDocumentClient(createDynamoDbClient()), output('EffectsDeadLetterTable'));
+  const { deadLetters } = openDynamoDb({ tables: { deadLetters: deadLettersTable(output('EffectsDeadLetterTable')) } });
   if (values.list) {
     for (const line of deadLetterLines(await deadLetters.list(), await deadLetters.listUndecodable())) console.log(line);
     return;

@@ -20,9 +20,7 @@ import {
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SUBSCRIBED_EVENTS } from '../../core/gemini-webhook.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
-import { createTableInput } from '../../engines/dynamodb/table.ts';
+import { createTableInput, type DynamoDbOperationStore, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION, type Moto, publishStackOutputs, startMoto } from '../support/aws/moto.ts';
 import { ensureTable } from '../support/aws/tables.ts';
@@ -63,9 +61,9 @@ beforeAll(async () => {
   secretsManager = new SecretsManagerClient({ endpoint: moto.endpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
   gemini.pingRetryForMs = 45_000;
   await gemini.start();
-  const dynamodb = createDynamoDbClient({ endpoint: moto.endpoint });
-  await ensureTable(dynamodb, createTableInput(TABLE));
-  receipts = new DynamoDbOperationStore(createDocumentClient(dynamodb), TABLE);
+  const dynamodb = openDynamoDb({ endpoint: moto.endpoint, tables: { operations: operationsTable(TABLE) } });
+  await ensureTable(dynamodb.client, createTableInput(TABLE));
+  receipts = dynamodb.operations;
 
   api = createServer(async (req, res) => {
     let body = '';

@@ -12,12 +12,15 @@ import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secre
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../core/reducer.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { deadLetterTableInput } from '../../engines/dynamodb/dead-letters.ts';
-import { DynamoDbHistory, historyTableInput } from '../../engines/dynamodb/history.ts';
-import { keyedTableInput } from '../../engines/dynamodb/ledger.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
-import { createTableInput } from '../../engines/dynamodb/table.ts';
+import {
+  createTableInput,
+  deadLetterTableInput,
+  historyTable,
+  historyTableInput,
+  keyedTableInput,
+  openDynamoDb,
+  operationsTable,
+} from '../../engines/dynamodb/index.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { runBundle as runBundleAt } from '../support/aws/lambda-host.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION } from '../support/aws/moto.ts';
@@ -149,7 +152,7 @@ describe('bundled functions', () => {
       (await secrets.send(new CreateSecretCommand({ Name: `bundle-${name}-${Date.now()}`, SecretString: value }))).ARN as string;
     const ledgerTable = `${inject('tableName')}-bundle-ledger`;
     const deadLetterTable = `${inject('tableName')}-bundle-dead-letters`;
-    const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
+    const { client } = openDynamoDb({ endpoint: inject('dynamodbEndpoint'), tables: {} });
     await ensureTable(client, keyedTableInput(ledgerTable));
     await ensureTable(client, deadLetterTableInput(deadLetterTable));
     client.destroy();
@@ -199,9 +202,11 @@ describe('bundled reconcile function', () => {
     expect(existsSync(bundles.Reconcile)).toBe(true);
     // A table of its own: reconcile polls every open operation it finds.
     const table = `${inject('tableName')}-bundle`;
-    const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
+    const { client, operations: store } = openDynamoDb({
+      endpoint: inject('dynamodbEndpoint'),
+      tables: { operations: operationsTable(table) },
+    });
     await ensureTable(client, createTableInput(table));
-    const store = new DynamoDbOperationStore(createDocumentClient(client), table);
     const name = `batches/bundle-poll-${Date.now()}`;
     await store.write(trackedRecord(name, 'batch', '2026-11-30T10:00:00.000000000Z'), undefined);
     const gemini = await new FakeGemini('bundle-key').start();
@@ -226,9 +231,8 @@ describe('bundled history writer', () => {
   it('writes a stream record as a history entry, once however often it comes', async () => {
     expect(existsSync(bundles.HistoryWriter)).toBe(true);
     const table = `${inject('tableName')}-bundle-history`;
-    const client = createDynamoDbClient({ endpoint: inject('dynamodbEndpoint') });
+    const { client, history } = openDynamoDb({ endpoint: inject('dynamodbEndpoint'), tables: { history: historyTable(table) } });
     await ensureTable(client, historyTableInput(table));
-    const history = new DynamoDbHistory(createDocumentClient(client), table);
     const image = {
       ...trackedRecord(`batches/bundle-history-${Date.now()}`, 'batch', '2026-11-30T10:00:00.000000000Z'),
       writeKind: 'track',

@@ -4,15 +4,13 @@ import { afterAll, describe, expect, inject, it } from 'vitest';
 import { ingest } from '../../app/ingest.ts';
 import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
 import { trackedRecord } from '../../core/reducer.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../../lambda/effects/filter.ts';
 import { readStream } from '../support/stream-records.ts';
 
 const endpoint = inject('dynamodbEndpoint');
 const tableName = inject('tableName');
-const client = createDynamoDbClient({ endpoint });
-const store = new DynamoDbOperationStore(createDocumentClient(client), tableName);
+const { client, operations: store } = openDynamoDb({ endpoint, tables: { operations: operationsTable(tableName) } });
 afterAll(() => client.destroy());
 
 describe('STATE_CHANGE_FILTER on moto stream records', () => {

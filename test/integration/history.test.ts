@@ -8,11 +8,8 @@ import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createApp } from '../../app/http/app.ts';
 import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbHistory, historyTableInput } from '../../engines/dynamodb/history.ts';
-import { HISTORY_FILTER } from '../../engines/dynamodb/history-table.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
-import { createTableInput } from '../../engines/dynamodb/table.ts';
+import { createTableInput, historyTable, historyTableInput, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
+import { HISTORY_FILTER } from '../../engines/dynamodb/tables.ts';
 import { matchesFilter } from '../../lambda/effects/filter.ts';
 import { createHistoryHandler } from '../../lambda/history/stream-handler.ts';
 import { ensureTable } from '../support/aws/tables.ts';
@@ -23,10 +20,12 @@ import { readStream } from '../support/stream-records.ts';
 
 const endpoint = inject('dynamodbEndpoint');
 const tableName = `${inject('tableName')}-history-source`;
-const client = createDynamoDbClient({ endpoint });
-const documents = createDocumentClient(client);
-const store = new DynamoDbOperationStore(documents, tableName);
-const history = new DynamoDbHistory(documents, `${tableName}-history`, 30);
+const {
+  client,
+  documents,
+  operations: store,
+  history,
+} = openDynamoDb({ endpoint, tables: { operations: operationsTable(tableName), history: historyTable(`${tableName}-history`, 30) } });
 const secret = newSecret();
 const app = createApp({
   store,
@@ -91,7 +90,7 @@ describe('history', () => {
   });
 
   it('skips a record that is no operation write, and fails the rest of the batch in order when the store fails', async () => {
-    const failing = new DynamoDbHistory(documents, 'no-such-history-table');
+    const failing = historyTable('no-such-history-table')(documents);
     const [record] = (await readStream(client, endpoint, tableName)).filter((r) => matchesFilter(HISTORY_FILTER, r));
     const odd = { eventID: 'x', dynamodb: { SequenceNumber: '1', NewImage: { name: { S: 'n' } } } };
     const handler = createHistoryHandler({ history: failing, logger: silentLogger });

@@ -13,11 +13,14 @@ import { StoreRejectedError } from '../../app/ports.ts';
 import { mapWebhookDelivery } from '../../core/gemini-webhook.ts';
 import { parseProviderJson, providerNumber } from '../../core/provider-values.ts';
 import { type OperationRecord, trackedRecord } from '../../core/reducer.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbDeadLetters, deadLetterTableInput } from '../../engines/dynamodb/dead-letters.ts';
-import { keyedTableInput } from '../../engines/dynamodb/ledger.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
-import { createTableInput } from '../../engines/dynamodb/table.ts';
+import {
+  createTableInput,
+  deadLettersTable,
+  deadLetterTableInput,
+  keyedTableInput,
+  openDynamoDb,
+  operationsTable,
+} from '../../engines/dynamodb/index.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
 import { LocalEffectsQueue, queueTableInput } from '../support/aws/effects-queue.ts';
 import { LocalStreamMapping } from '../support/aws/stream-mapping.ts';
@@ -28,16 +31,21 @@ import { silentLogger } from '../support/silent-logger.ts';
 const endpoint = inject('dynamodbEndpoint');
 const run = Date.now();
 const tableName = `${inject('tableName')}-roundtrip-${run}`;
-const client = createDynamoDbClient({ endpoint });
-const documents = createDocumentClient(client);
-const store = new DynamoDbOperationStore(documents, tableName);
+const {
+  client,
+  documents,
+  operations: store,
+  deadLetters,
+} = openDynamoDb({
+  endpoint,
+  tables: { operations: operationsTable(tableName), deadLetters: deadLettersTable(`${tableName}-dead-letters`) },
+});
 
 const received = new Map<string, Transition>();
 const sink: EffectSink = {
   name: 'collect',
   deliver: async (transition) => void received.set(transition.name, transition),
 };
-const deadLetters = new DynamoDbDeadLetters(documents, `${tableName}-dead-letters`);
 const parked = async () => (await deadLetters.listUndecodable()).map((u) => u.reason);
 let pipe: LocalStreamMapping;
 let queue: LocalEffectsQueue;
@@ -181,8 +189,13 @@ describe('the store adapter classifies its errors once', () => {
   });
 
   it('an unreachable store is an outage: ingest answers NotRecordedError, store-unavailable', async () => {
-    const nowhere = createDynamoDbClient({ endpoint: 'http://127.0.0.1:9', requestTimeoutMs: 500, maxAttempts: 1 });
-    const unreachable = new DynamoDbOperationStore(createDocumentClient(nowhere), tableName);
+    const nowhere = openDynamoDb({
+      endpoint: 'http://127.0.0.1:9',
+      requestTimeoutMs: 500,
+      maxAttempts: 1,
+      tables: { operations: operationsTable(tableName) },
+    });
+    const unreachable = nowhere.operations;
     const event = {
       name: `batches/nowhere-${run}`,
       kind: 'batch' as const,

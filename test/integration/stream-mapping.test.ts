@@ -10,9 +10,7 @@ import { type EffectSink, SinkError } from '../../app/effects/sinks.ts';
 import type { Transition } from '../../app/effects/transition.ts';
 import { ingest } from '../../app/ingest.ts';
 import type { OperationEvent } from '../../core/reducer.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { keyedTableInput } from '../../engines/dynamodb/ledger.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { keyedTableInput, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { transitionFromRecord } from '../../lambda/effects/stream-records.ts';
 import { LocalStreamMapping, type StreamHandler } from '../support/aws/stream-mapping.ts';
 import { ensureTable } from '../support/aws/tables.ts';
@@ -22,9 +20,7 @@ import { readStream } from '../support/stream-records.ts';
 
 const endpoint = inject('dynamodbEndpoint');
 const tableName = inject('tableName');
-const client = createDynamoDbClient({ endpoint });
-const documents = createDocumentClient(client);
-const store = new DynamoDbOperationStore(documents, tableName);
+const { client, documents, operations: store } = openDynamoDb({ endpoint, tables: { operations: operationsTable(tableName) } });
 afterAll(() => client.destroy());
 
 class FlakySink implements EffectSink {

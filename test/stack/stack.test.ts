@@ -3,7 +3,7 @@ import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { HISTORY_FILTER } from '../../engines/dynamodb/history-table.ts';
+import { HISTORY_FILTER } from '../../engines/dynamodb/tables.ts';
 import { RatchetStack } from '../../lib/ratchet-stack.ts';
 
 let template: Template;

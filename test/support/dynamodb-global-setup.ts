@@ -1,6 +1,5 @@
 import type { TestProject } from 'vitest/node';
-import { createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { createTableInput } from '../../engines/dynamodb/table.ts';
+import { createDynamoDbClient, createTableInput } from '../../engines/dynamodb/index.ts';
 import { startMoto } from './aws/moto.ts';
 import { ensureTable } from './aws/tables.ts';
 

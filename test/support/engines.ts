@@ -25,12 +25,17 @@ import type {
   UnprocessableLog,
 } from '../../app/ports.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
-import { createDocumentClient, createDynamoDbClient } from '../../engines/dynamodb/client.ts';
-import { DynamoDbDeadLetters, deadLetterTableInput } from '../../engines/dynamodb/dead-letters.ts';
-import { DynamoDbHistory, historyTableInput } from '../../engines/dynamodb/history.ts';
-import { DynamoDbEffectLedger, keyedTableInput } from '../../engines/dynamodb/ledger.ts';
-import { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
-import { createTableInput } from '../../engines/dynamodb/table.ts';
+import {
+  createTableInput,
+  deadLettersTable,
+  deadLetterTableInput,
+  historyTable,
+  historyTableInput,
+  keyedTableInput,
+  ledgerTable,
+  openDynamoDb,
+  operationsTable,
+} from '../../engines/dynamodb/index.ts';
 import { changesAfter } from '../../engines/postgres/change-log.ts';
 import { openPostgresEngine } from '../../engines/postgres/index.ts';
 import { openSqliteEngine } from '../../engines/sqlite/index.ts';
@@ -94,7 +99,16 @@ export const dynamoDbEngine: Engine = {
   open: async (id) => {
     const endpoint = inject('dynamodbEndpoint');
     const tableName = `${inject('tableName')}-${id}-${Date.now()}`;
-    const client = createDynamoDbClient({ endpoint });
+    const dynamodb = openDynamoDb({
+      endpoint,
+      tables: {
+        operations: operationsTable(tableName),
+        history: historyTable(`${tableName}-history`, 30),
+        ledger: ledgerTable(`${tableName}-ledger`),
+        deadLetters: deadLettersTable(`${tableName}-dead`),
+      },
+    });
+    const { client } = dynamodb;
     await ensureTable(client, createTableInput(tableName));
     for (const input of [
       historyTableInput(`${tableName}-history`),
@@ -102,17 +116,16 @@ export const dynamoDbEngine: Engine = {
       deadLetterTableInput(`${tableName}-dead`),
     ])
       await ensureTable(client, input);
-    const documents = createDocumentClient(client);
     return {
-      store: new DynamoDbOperationStore(documents, tableName),
-      history: new DynamoDbHistory(documents, `${tableName}-history`, 30),
-      ledger: new DynamoDbEffectLedger(documents, `${tableName}-ledger`),
-      deadLetters: new DynamoDbDeadLetters(documents, `${tableName}-dead`),
+      store: dynamodb.operations,
+      history: dynamodb.history,
+      ledger: dynamodb.ledger,
+      deadLetters: dynamodb.deadLetters,
       changes: async () =>
         (await readStream(client, endpoint, tableName))
           .map((record) => unmarshall(record.dynamodb?.NewImage as never) as OperationRecord & { writeKind?: string })
           .filter((image) => image.writeKind !== 'poll-schedule' && typeof image.version === 'number'),
-      close: async () => client.destroy(),
+      close: async () => dynamodb.destroy(),
     };
   },
 };

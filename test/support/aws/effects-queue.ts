@@ -16,7 +16,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 import { DeleteCommand, type DynamoDBDocumentClient, PutCommand, ScanCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBRecord, SQSRecord } from 'aws-lambda';
-import { effectsGroupOf } from '../../../engines/dynamodb/table.ts';
+import { effectsGroupOf } from '../../../engines/dynamodb/tables.ts';
 import type { EffectsHandler } from '../../../lambda/effects/process.ts';
 import { REDRIVEN_ATTRIBUTE, type RetryScheduler } from '../../../lambda/effects/sqs-retry-scheduler.ts';
 

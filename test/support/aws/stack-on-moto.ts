@@ -29,7 +29,7 @@ import type {
   SQSBatchResponse,
   SQSRecord,
 } from 'aws-lambda';
-import { keyedTableInput } from '../../../engines/dynamodb/ledger.ts';
+import { keyedTableInput } from '../../../engines/dynamodb/index.ts';
 import { silentLogger } from '../silent-logger.ts';
 import { LambdaHost } from './lambda-host.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION, publishStackOutputs } from './moto.ts';

@@ -1,6 +1,6 @@
 /**
  * Tables on moto for the AWS-path tests, described as the stack
- * describes them (engines/dynamodb/table.ts and its siblings).
+ * describes them (engines/dynamodb/tables.ts; their CreateTable requests are table-inputs.ts's).
  */
 import {
   CreateTableCommand,

@@ -1,8 +1,12 @@
 /**
- * The operations table, described once: the CDK stack and the local runtime
- * both build it from these constants.
+ * Ratchet's DynamoDB tables described once, in plain values (no AWS SDK: the
+ * CDK stack, lib/, imports this file without loading any function's code):
+ * names of keys, indexes and TTL attributes, the history stream mapping's
+ * filter and settings. The stack builds the tables from these, the engine
+ * reads and writes them (engines/dynamodb/index.ts), and table-inputs.ts
+ * makes the same tables on moto.
  *
- * Besides the record's own fields an item carries:
+ * The operations table. Besides the record's own fields an item carries:
  * - `writeKind`: what the last write was (`state-change`, `refresh`, `track`,
  *   `overdue`, `poll-schedule`); the effects filter passes `state-change` and `overdue`.
  * - `pollBucket` + `nextPollAt`: present only while the operation is open and
@@ -20,7 +24,6 @@
  *   the AWS Pipe reads from the stream record.
  */
 import { createHash } from 'node:crypto';
-import type { CreateTableCommandInput } from '@aws-sdk/client-dynamodb';
 
 export const EFFECTS_GROUP_ATTRIBUTE = 'effectsGroup';
 
@@ -80,50 +83,6 @@ export const TTL_ATTRIBUTE = 'expiresAt';
 
 export type WriteKind = 'state-change' | 'refresh' | 'track' | 'overdue' | 'poll-schedule';
 
-export function createTableInput(tableName: string): CreateTableCommandInput {
-  return {
-    TableName: tableName,
-    AttributeDefinitions: [
-      { AttributeName: PARTITION_KEY, AttributeType: 'S' },
-      { AttributeName: OPEN_INDEX_PARTITION, AttributeType: 'S' },
-      { AttributeName: OPEN_INDEX_SORT, AttributeType: 'S' },
-      { AttributeName: LIST_INDEX_PARTITION, AttributeType: 'S' },
-      { AttributeName: LIST_INDEX_SORT, AttributeType: 'S' },
-      { AttributeName: AGE_INDEX_PARTITION, AttributeType: 'S' },
-      { AttributeName: AGE_INDEX_SORT, AttributeType: 'S' },
-    ],
-    KeySchema: [{ AttributeName: PARTITION_KEY, KeyType: 'HASH' }],
-    GlobalSecondaryIndexes: [
-      {
-        IndexName: OPEN_INDEX,
-        KeySchema: [
-          { AttributeName: OPEN_INDEX_PARTITION, KeyType: 'HASH' },
-          { AttributeName: OPEN_INDEX_SORT, KeyType: 'RANGE' },
-        ],
-        Projection: { ProjectionType: 'ALL' },
-      },
-      {
-        IndexName: LIST_INDEX,
-        KeySchema: [
-          { AttributeName: LIST_INDEX_PARTITION, KeyType: 'HASH' },
-          { AttributeName: LIST_INDEX_SORT, KeyType: 'RANGE' },
-        ],
-        Projection: { ProjectionType: 'ALL' },
-      },
-      {
-        IndexName: AGE_INDEX,
-        KeySchema: [
-          { AttributeName: AGE_INDEX_PARTITION, KeyType: 'HASH' },
-          { AttributeName: AGE_INDEX_SORT, KeyType: 'RANGE' },
-        ],
-        Projection: { ProjectionType: 'KEYS_ONLY' },
-      },
-    ],
-    BillingMode: 'PAY_PER_REQUEST',
-    StreamSpecification: { StreamEnabled: true, StreamViewType: 'NEW_AND_OLD_IMAGES' },
-  };
-}
-
 /** A stable hash of a name, one of POLL_BUCKETS. */
 function bucketOf(name: string): number {
   let hash = 0;
@@ -153,3 +112,16 @@ export const LEDGER_TTL_ATTRIBUTE = 'expiresAt';
 /** The dead-letter table. Partition: the operation's name (or UNDECODABLE); sort: `v<version, 12 digits>` or the stream sequence number. */
 export const DEAD_LETTER_KEYS = { partition: 'operation', sort: 'entry' } as const;
 export const DEAD_LETTER_TTL_ATTRIBUTE = 'expiresAt';
+
+/** The history table: partition name, sort version; and the stream records it keeps: every applied write (a state change, a same-state refresh, a track, the overdue mark). */
+export const HISTORY_FILTER = {
+  eventName: ['INSERT', 'MODIFY'],
+  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'refresh', 'track', 'overdue'] } } },
+} as const;
+
+/** The history stream mapping's settings (the stack's, and the tests' mapping on moto). */
+export const HISTORY_MAPPING = { batchSize: 100, retryAttempts: 10 } as const;
+
+export const HISTORY_PARTITION_KEY = 'name';
+export const HISTORY_SORT_KEY = 'version';
+export const HISTORY_TTL_ATTRIBUTE = 'expiresAt';
