@@ -38,6 +38,14 @@ const HOLDER_FILE = 'ratchet.pid';
 /** What the runtime before the embedded engine kept in the folder (DynamoDB Local's own SQLite file). */
 export const DYNAMODB_LOCAL_FILE = 'shared-local-instance.db';
 
+/** Why a file of the data folder cannot be opened for writing, by its error code. */
+const UNWRITABLE: Readonly<Record<string, string>> = {
+  EACCES: 'permission denied',
+  EPERM: 'permission denied',
+  EROFS: 'a read-only file system',
+  ENOSPC: 'no space left on the device',
+};
+
 export class DataFolderError extends Error {
   override name = 'DataFolderError';
 }
@@ -74,7 +82,16 @@ export function openDataFolder(dataDir: string): OpenedData {
   }
   const tightened = ownerOnly(dataDir, 0o700);
   // SQLite creates its files 0644 and gives the WAL and shared-memory files its database file's mode: created owner-only first.
-  for (const name of [LOCK_FILE, DB_FILE]) writeFileSync(join(dataDir, name), '', { flag: 'a', mode: 0o600 });
+  for (const name of [LOCK_FILE, DB_FILE]) {
+    try {
+      writeFileSync(join(dataDir, name), '', { flag: 'a', mode: 0o600 });
+    } catch (error) {
+      // A read-only volume or folder: one line naming it (the raw EACCES read as "the address is not allowed" at start).
+      const why = UNWRITABLE[(error as NodeJS.ErrnoException).code ?? ''];
+      if (why) throw new DataFolderError(`DATA_DIR ${dataDir} cannot be written (${why}: ${name}); set DATA_DIR to a folder you can write`);
+      throw error;
+    }
+  }
   const lock = holdLock(dataDir);
   try {
     const leftover = join(dataDir, DYNAMODB_LOCAL_FILE);

@@ -19,7 +19,7 @@
  * instances under a storm: e2e/postgres-failover.)
  */
 import { execFileSync } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync, writeSync } from 'node:fs';
+import { chmodSync, closeSync, mkdtempSync, openSync, readdirSync, rmSync, writeSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import fc from 'fast-check';
@@ -35,7 +35,7 @@ import { DEFAULT_OVERDUE_AFTER, overdueMark } from '../../core/overdue.ts';
 import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
 import { normalizeTime } from '../../core/time.ts';
 import { openPostgres } from '../../engines/postgres/index.ts';
-import { DB_FILE, openSqlite, Sqlite } from '../../engines/sqlite/index.ts';
+import { DataFolderError, DB_FILE, openSqlite, Sqlite } from '../../engines/sqlite/index.ts';
 import { batchStorm } from '../support/batch-storm.ts';
 import { startPostgres, type TestPostgres } from '../support/postgres.ts';
 import { eventually } from '../support/receiver.ts';
@@ -576,3 +576,52 @@ for (const { port, outages } of OUTAGES)
         }
       });
     });
+
+/**
+ * A data folder that was written, then made read-only, as a real user meets
+ * it: the volume mounted read-only (a bind mount, as root), else the folder
+ * and its files without write permission.
+ */
+function readOnlyFolder(dataDir: string): string {
+  if (mountable) {
+    const view = mkdtempSync(join(tmpdir(), 'ratchet-read-only-'));
+    execFileSync('mount', ['--bind', dataDir, view]);
+    execFileSync('mount', ['-o', 'remount,ro,bind', view]);
+    cleanup.push(() => {
+      execFileSync('umount', ['--lazy', view]);
+      rmSync(view, { recursive: true, force: true });
+    });
+    return view;
+  }
+  for (const name of readdirSync(dataDir)) chmodSync(join(dataDir, name), 0o400);
+  chmodSync(dataDir, 0o500);
+  cleanup.push(() => chmodSync(dataDir, 0o700)); // so that it can be removed
+  return dataDir;
+}
+
+describe('the SQLite factory on a read-only data folder', () => {
+  // Root writes through permissions: only a read-only mount is read-only to it.
+  it.skipIf(!mountable && process.getuid?.() === 0)(
+    'refuses to open with one line naming the folder (DataFolderError: `ratchet start` prints it and exits 1)',
+    async () => {
+      const dataDir = dataFolder();
+      const first = openSqlite({ ...faultOptions(() => undefined), dataDir, inProcess: true });
+      await first.start();
+      await ingest(inOrder('batches/before-read-only')[0] as OperationEvent, { store: first.store });
+      await first.close(false);
+      const folder = readOnlyFolder(dataDir);
+      let refusal: unknown;
+      try {
+        const engine = openSqlite({ ...faultOptions(() => undefined), dataDir: folder, inProcess: true });
+        cleanup.push(() => engine.close(false));
+      } catch (error) {
+        refusal = error;
+      }
+      expect(refusal).toBeInstanceOf(DataFolderError);
+      expect((refusal as Error).message).toMatch(
+        new RegExp(`^DATA_DIR ${folder} cannot be written \\((a read-only file system|permission denied): ratchet.lock\\)`),
+      );
+      expect((refusal as Error).message).not.toMatch(/\n/);
+    },
+  );
+});
