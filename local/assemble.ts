@@ -10,12 +10,12 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { Logger } from '@aws-lambda-powertools/logger';
-import type { Hono, MiddlewareHandler } from 'hono';
+import { Hono } from 'hono';
 import type { Config } from '../app/config.ts';
 import { agentPlatformOf, overdueAfterOf, publicUrls } from '../app/config.ts';
-import type { EffectsRecords, Engine } from '../app/engine.ts';
-import { RedriveRequest } from '../app/http/api-schemas.ts';
+import type { Engine } from '../app/engine.ts';
 import { createApp } from '../app/http/app.ts';
+import { answerThrown, noSuchRoute } from '../app/http/routes/common.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
 import { createMetrics } from '../app/logger.ts';
@@ -26,13 +26,11 @@ import { type ReconcileStats, reconcile } from '../app/reconcile/reconcile.ts';
 import { WebhookHealth } from '../app/reconcile/webhook-health.ts';
 import type { Telemetry } from '../app/telemetry.ts';
 import { geminiKeysOf } from '../core/credentials.ts';
-import type { Failure } from '../core/failures.ts';
 import type { OperationKind } from '../core/lifecycle.ts';
 import { DEV_SECRET_FILE, IN_MEMORY } from '../engines/sqlite/index.ts';
 import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { AccessGuard } from './access/guard.ts';
 import { consoleRoutes } from './console/console.ts';
-import { feedRoutes } from './feed/routes.ts';
 import type { LocalTelemetry } from './telemetry/index.ts';
 
 export interface Assembled {
@@ -106,7 +104,7 @@ export function assemble(config: Config, home: Engine, options: AssembleOptions)
     telemetry: telemetry.telemetry,
   };
   const receive = receiveWebhook(webhookDeps);
-  const app = createApp({
+  const api = createApp({
     ...webhookDeps,
     receive,
     queries: store,
@@ -115,32 +113,31 @@ export function assemble(config: Config, home: Engine, options: AssembleOptions)
     geminiKeys: () => credentials.all(),
     credentials: labels,
     waitForVersion: (name, afterVersion, waitMs, signal) => changes.versionPast(name, afterVersion, waitMs, signal),
-    guard: (routes) => guard.install(routes),
     // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
     originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
     basePath,
-    extraRoutes: (routes, { sameOriginJson, fail }) => {
-      effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (redriveOptions) => home.redrive(redriveOptions) });
-      routes.get('/metrics', async (c) =>
-        c.body(await telemetry.prometheus.scrape(home), 200, {
-          'content-type': telemetry.prometheus.contentType,
-          'cache-control': 'no-store',
-        }),
-      );
-      feedRoutes(routes, changes, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
-      consoleRoutes(routes, {
-        store,
-        history,
-        feed: changes,
-        effects: () => effects,
-        engine: home.label,
-        reconcileOn: reconcileOn(config),
-        unprocessable: store,
-        geminiKeys: () => credentials.all(),
-        basePath,
-      });
-    },
+    changes: { feed: changes, keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 },
+    effectsAdmin: { effects, redrive: (redriveOptions) => home.redrive(redriveOptions) },
+    exposition: { contentType: telemetry.prometheus.contentType, scrape: () => telemetry.prometheus.scrape(home) },
   });
+  // The guard before every route (a 404 included), the console's pages beside the API's routes, and the API's
+  // answers to a path no route serves and to what the guard or a page throws.
+  const app = new Hono();
+  guard.install(app);
+  consoleRoutes(app, {
+    store,
+    history,
+    feed: changes,
+    effects: () => effects,
+    engine: home.label,
+    reconcileOn: reconcileOn(config),
+    unprocessable: store,
+    geminiKeys: () => credentials.all(),
+    basePath,
+  });
+  app.route('/', api);
+  app.notFound(noSuchRoute);
+  app.onError(answerThrown(logger));
   return {
     app,
     receive,
@@ -230,32 +227,4 @@ function developmentSecret(dataDir: string): string {
   }
   writeFileSync(file, `${fresh}\n`, { mode: 0o600 });
   return fresh;
-}
-
-/** The effects admin: list the dead letters, re-drive them (what `ratchet redrive` and the console's button call). */
-export function effectsAdminRoutes(
-  app: Hono,
-  deps: {
-    sameOriginJson: MiddlewareHandler;
-    fail: (failure: Failure, message: string) => Response;
-    effects: EffectsRecords | undefined;
-    redrive: Engine['redrive'];
-  },
-): void {
-  const { effects } = deps;
-  app.get('/effects/dead-letters', async (c) => {
-    if (!effects) return deps.fail('not-found', 'effects are off (EFFECTS_WEBHOOK_URL is not set)');
-    return c.json({ deadLetters: await effects.deadLetters.list(), undecodable: await effects.deadLetters.listUndecodable() });
-  });
-  app.post('/effects/redrive', deps.sameOriginJson, async (c) => {
-    if (!effects) return deps.fail('not-found', 'effects are off (EFFECTS_WEBHOOK_URL is not set)');
-    const request = RedriveRequest.safeParse(await c.req.json().catch(() => undefined));
-    if (!request.success) return deps.fail('malformed-request', 'body must be {"name"?: "<operation>", "skip"?: "<name>#<version>"}');
-    try {
-      return c.json(await deps.redrive(request.data));
-    } catch (error) {
-      // The derived-work process is restarting, or stopped before it answered: try again (a repeat is harmless, the ledger delivers each effect once).
-      return deps.fail('not-recorded', (error as Error).message);
-    }
-  });
 }

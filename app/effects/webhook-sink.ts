@@ -3,7 +3,7 @@ import { STATUS_CODES } from 'node:http';
 import { Webhook } from 'standardwebhooks';
 import { networkFailureInWords } from '../../core/network.ts';
 import { type Config, ConfigError } from '../config.ts';
-import { InvalidSecretError, parseSigningSecrets } from '../http/webhook-signature.ts';
+import { InvalidSecretError, parseSigningSecrets } from '../signing-secrets.ts';
 import { type EffectSink, SinkError, WEBHOOK_SINK } from './sinks.ts';
 import { effectEvent, idempotencyKey, type Transition } from './transition.ts';
 

@@ -68,7 +68,7 @@ export const DecisionsQuery = z.object({
   cursor: z.optional(Cursor),
 });
 
-/** The change feed's parameters (local/feed/routes.ts checks each by its own schema, to name the field it refuses). */
+/** The change feed's parameters (app/http/routes/changes.ts checks each by its own schema, to name the field it refuses). */
 export const FeedQuery = z.object({
   after: z.optional(Cursor),
   wait: z.optional(z.coerce.number().check(z.minimum(0), z.maximum(MAX_WAIT_SECONDS))),

@@ -9,68 +9,19 @@
  */
 import { createHash } from 'node:crypto';
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
-import { type Config, listOf, type WebhookScheme, webhookSchemes } from '../config.ts';
+import { type Config, type WebhookScheme, webhookSchemes } from '../config.ts';
 import { KeysUnavailableError, verifiesEd25519, verifyJwt, WebhookKeySet } from './webhook-keys.ts';
+
+// Where they were before app/signing-secrets.ts (lambda/handlers/api.ts, local/ still import them from here).
+export { InvalidSecretError, type ParseOptions, parseSigningSecrets } from '../signing-secrets.ts';
 
 /** A request's headers, read by name (a fetch `Headers`, or a plain object behind `get`). */
 export interface HeaderReader {
   get(name: string): string | null;
 }
-export class InvalidSecretError extends Error {
-  override name = 'InvalidSecretError';
-}
-
 /** No usable signing secret yet (a fresh deploy): deliveries are answered 503 so Gemini keeps them for later. */
 export class NotConfiguredError extends Error {
   override name = 'NotConfiguredError';
-}
-
-export interface ParseOptions {
-  /** The setting the value comes from, named in the error (default: WEBHOOK_SIGNING_SECRETS). */
-  variable?: string;
-  /**
-   * Skip entries that do not decode instead of refusing the whole value (in
-   * AWS: one bad rotation entry must not stop the good ones). Called with the
-   * 1-based positions skipped; never with the values.
-   */
-  onInvalid?: (positions: number[]) => void;
-}
-
-/**
- * `whsec_…` secrets separated by spaces or commas, each decoded now, with the
- * same decoder verification uses: a value that passes here cannot fail later.
- * Without `onInvalid`, the first bad entry throws InvalidSecretError naming
- * its position (never its value).
- */
-export function parseSigningSecrets(value: string, options: ParseOptions = {}): string[] {
-  const { variable = 'WEBHOOK_SIGNING_SECRETS' } = options;
-  const entries = listOf(value);
-  if (entries.length === 0) throw new InvalidSecretError(`${variable} holds no secret (expected whsec_<base64>)`);
-  const invalid: number[] = [];
-  const secrets = entries.filter((secret, i) => {
-    if (decodes(secret)) return true;
-    if (!options.onInvalid) {
-      const which = entries.length > 1 ? `its secret #${i + 1}` : 'its secret';
-      throw new InvalidSecretError(
-        `${variable}: ${which} is not of the form whsec_<base64> (a secret Gemini shows, or openssl rand -base64 32 after whsec_)`,
-      );
-    }
-    invalid.push(i + 1);
-    return false;
-  });
-  if (invalid.length > 0) options.onInvalid?.(invalid);
-  if (secrets.length === 0) throw new InvalidSecretError(`${variable}: no secret decodes (each must be whsec_<base64>)`);
-  return secrets;
-}
-
-function decodes(secret: string): boolean {
-  if (!/^whsec_[A-Za-z0-9+/]+={0,2}$/.test(secret)) return false;
-  try {
-    new Webhook(secret);
-    return true;
-  } catch {
-    return false;
-  }
 }
 
 export type Verification =

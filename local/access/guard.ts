@@ -29,6 +29,8 @@ import type { Context, Hono, MiddlewareHandler } from 'hono';
 import { bearerAuth } from 'hono/bearer-auth';
 import { getCookie, setCookie } from 'hono/cookie';
 import { NONCE, secureHeaders } from 'hono/secure-headers';
+import { LOGIN_LINK } from '../../app/http/openapi.ts';
+import { serve } from '../../app/http/routes/common.ts';
 import { TokenBucket } from '../../app/http/token-bucket.ts';
 import type { SignInStore } from '../../app/ports.ts';
 import { failureResponse as fail } from '../../core/failures.ts';
@@ -150,7 +152,7 @@ export class AccessGuard {
     app.get('/login', (c) => this.orUnavailable(() => this.loginWithCode(c)));
     app.post('/login', (c) => this.orUnavailable(() => this.loginWithToken(c)));
     // A fresh one-time link, for the bearer of a token (`ratchet login`): the printed one lasts 15 minutes.
-    app.post('/login/link', async (c) => {
+    serve(app, LOGIN_LINK, async (c) => {
       if (!this.bearerMatches(c)) return this.unauthorized(c, 'a sign-in link is given for the API token only');
       const next = c.req.query('next');
       return this.orUnavailable(async () =>

@@ -1,18 +1,20 @@
 /**
  * The OpenAPI description (app/http/openapi.ts): the committed copy is what
  * the routes' schemas generate, Redocly's strictest ruleset finds nothing in
- * it, and every route the app serves to a client is in it.
+ * it, every route the app serves to a client is in it, and every route in it
+ * is served.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { createConfig, lintFromString } from '@redocly/openapi-core';
+import { Hono } from 'hono';
+import { TrieRouter } from 'hono/router/trie-router';
 import { describe, expect, it } from 'vitest';
 import type { ChangeFeedPort } from '../../app/feed.ts';
 import { createApp } from '../../app/http/app.ts';
 import { openApiDocument, openApiText } from '../../app/http/openapi.ts';
 import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
-import { effectsAdminRoutes } from '../../local/assemble.ts';
-import { feedRoutes } from '../../local/feed/routes.ts';
+import { AccessGuard } from '../../local/access/guard.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { silentLogger } from '../support/silent-logger.ts';
@@ -43,9 +45,9 @@ describe('the OpenAPI description', () => {
     expect({ ...mounted, servers: [] }).toEqual({ ...openApiDocument(), servers: [] });
   });
 
-  it('describes every route the app serves to a client (the console’s pages and sign-in forms are not an API)', () => {
+  it('describes every route the API and its guard serve, and serves every route it describes (the console’s pages and sign-in forms are not an API)', () => {
     const store = new MemoryStore();
-    const app = createApp({
+    const api = createApp({
       store,
       receipts: store,
       unprocessable: store,
@@ -54,22 +56,34 @@ describe('the OpenAPI description', () => {
       decisions: { decisions: async () => [] },
       verifier: new WebhookSignatureVerifier(async () => ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw']),
       logger: silentLogger,
-      extraRoutes: (routes, { sameOriginJson, fail }) => {
-        effectsAdminRoutes(routes, { sameOriginJson, fail, effects: undefined, redrive: async () => ({ redriven: [], skipped: [] }) });
-        feedRoutes(routes, {} as ChangeFeedPort, { keepAliveMs: 1_000, stallMs: 1_000 });
-      },
+      changes: { feed: {} as ChangeFeedPort, keepAliveMs: 1_000, stallMs: 1_000 },
+      effectsAdmin: { effects: undefined, redrive: async () => ({ redriven: [], skipped: [] }) },
+      exposition: { contentType: 'text/plain', scrape: async () => '' },
     });
-    const paths = openApiDocument().paths as Record<string, Record<string, unknown>>;
-    // Hono's one route for a record, its history and its decisions (the name holds `/`).
-    const templates = (path: string) =>
-      path === '/operations/:path{.+}' ? ['/operations/{name}', '/operations/{name}/history', '/operations/{name}/decisions'] : [path];
-    const served = app.routes.filter((route) => route.method !== 'ALL');
-    expect(served.length).toBeGreaterThan(8);
-    const undescribed = served.flatMap((route) =>
-      templates(route.path)
-        .filter((template) => !paths[template]?.[route.method.toLowerCase()])
-        .map((t) => `${route.method} ${t}`),
+    // As the local runtime composes it (local/assemble.ts): the access guard, which serves the sign-in link, around the API.
+    const app = new Hono();
+    new AccessGuard({
+      tokens: ['a-token-of-at-least-32-characters-0123'],
+      publicUrls: [],
+      trackRatePerMinute: 60,
+      logger: silentLogger,
+    }).install(app);
+    app.route('/', api);
+    const signInForms = ['GET /login', 'POST /login', 'POST /logout'];
+    const served = app.routes.filter((route) => route.method !== 'ALL' && !signInForms.includes(`${route.method} ${route.path}`));
+    const described = Object.entries(openApiDocument().paths as Record<string, Record<string, unknown>>).flatMap(([path, methods]) =>
+      Object.keys(methods).map((method) => ({ method: method.toUpperCase(), path })),
     );
-    expect(undescribed).toEqual([]);
+    expect(served.length).toBeGreaterThan(12);
+    expect(described.length).toBeGreaterThan(12);
+    /** Whether Hono would send a request for the described path to `route` (`{name}` an operation's name, which holds `/`). */
+    const serves = (route: { method: string; path: string }, path: { method: string; path: string }) => {
+      const router = new TrieRouter<true>();
+      router.add(route.method, route.path, true);
+      return router.match(path.method, path.path.replaceAll('{name}', 'batches/b1'))[0].length > 0;
+    };
+    const undescribed = served.filter((route) => !described.some((path) => serves(route, path))).map((r) => `${r.method} ${r.path}`);
+    const unserved = described.filter((path) => !served.some((route) => serves(route, path))).map((p) => `${p.method} ${p.path}`);
+    expect({ undescribed, unserved }).toEqual({ undescribed: [], unserved: [] });
   });
 });

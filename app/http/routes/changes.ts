@@ -1,6 +1,6 @@
 /**
- * The change feed's routes (local runtime; behind the API token like every
- * route but the webhook and /healthz):
+ * The change feed's routes (the local runtime's; behind the API token like
+ * every route but the webhook and /healthz):
  *
  *   GET /changes?after=&wait=&name=&kind=&state=&limit=   a long poll: changes past `after`, at once when
  *                                                          there are some, else after `wait` s with none
@@ -11,21 +11,81 @@
  * is a 410 with the oldest one still good.
  */
 import type { ServerResponse } from 'node:http';
-import type { Context, Hono } from 'hono';
+import { type Context, Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
-import type * as z from 'zod/mini';
-import { type ChangeFeedPort, CursorExpiredError, type FeedFilter, type OperationChange } from '../../app/feed.ts';
-import { FEED_MAX_LIMIT, FeedQuery as FeedParameters } from '../../app/http/api-schemas.ts';
-import { WAIT_RANGE, waitMsOf } from '../../app/http/app.ts';
-import { FAILURES, type Failure, failureBody } from '../../core/failures.ts';
-import { OPERATION_KINDS, OPERATION_STATES } from '../../core/lifecycle.ts';
-import { normalizeOperationName } from '../../core/names.ts';
+import * as z from 'zod/mini';
+import { FAILURES, type Failure, failureBody } from '../../../core/failures.ts';
+import { OPERATION_KINDS, OPERATION_STATES } from '../../../core/lifecycle.ts';
+import { normalizeOperationName } from '../../../core/names.ts';
+import { type ChangeFeedPort, CursorExpiredError, type FeedFilter, type OperationChange } from '../../feed.ts';
+import { FEED_MAX_LIMIT, FeedQuery as FeedParameters } from '../api-schemas.ts';
+import { errors, GUARDED, json, LOCAL, queryParameters } from '../describe.ts';
+import { type Route, serve, WAIT_RANGE, waitMsOf } from './common.ts';
+
+const FEED_FILTERS = {
+  after: 'A cursor this feed returned: the changes committed after it. Without it, the feed head (changes from now on).',
+  name: 'Only this operation.',
+  kind: 'Only this kind.',
+  state: 'Only changes that wrote this state.',
+};
+
+/** The parameters `fields` of the feed's query, described. */
+const feedQuery = (fields: (keyof typeof FeedParameters.shape)[]) =>
+  queryParameters(z.object(Object.fromEntries(fields.map((field) => [field, FeedParameters.shape[field]]))), {
+    ...FEED_FILTERS,
+    wait: 'Seconds to wait for a change when there is none yet (0-60, fractions allowed).',
+    limit: 'At most this many changes (1-1,000).',
+  });
+
+export const CHANGES: Route = {
+  method: 'get',
+  path: '/changes',
+  doc: {
+    operationId: 'changes',
+    tags: ['change feed'],
+    summary: 'The change feed: changes committed after a cursor, in commit order (a long poll)',
+    description: `${LOCAL} Always go on from the \`cursor\` returned.`,
+    parameters: feedQuery(['after', 'wait', 'name', 'kind', 'state', 'limit']),
+    responses: {
+      200: { description: 'The changes (none after `wait` seconds) and the cursor to go on from.', content: json('ChangesPage') },
+      ...errors('malformed-request', 'cursor-expired', ...GUARDED),
+    },
+  },
+};
+
+export const CHANGE_STREAM: Route = {
+  method: 'get',
+  path: '/changes/stream',
+  doc: {
+    operationId: 'changeStream',
+    tags: ['change feed'],
+    summary: 'The change feed as Server-Sent Events',
+    description: `${LOCAL} Events: \`change\` (\`id\` the change's cursor, \`data\` a Change), \`dropped\` and \`expired\` (\`data\` an Error; the stream then ends: reconnect with the last id). A \`: keep-alive\` comment while idle.`,
+    parameters: [
+      ...feedQuery(['after', 'name', 'kind', 'state']),
+      {
+        name: 'Last-Event-ID',
+        in: 'header',
+        required: false,
+        description: 'The last id seen (what EventSource sends when it reconnects): wins over `after`.',
+        schema: { type: 'string' },
+      },
+    ],
+    responses: {
+      200: { description: 'The stream.', content: { 'text/event-stream': { schema: { type: 'string' } } } },
+      ...errors('malformed-request', 'cursor-expired', ...GUARDED),
+    },
+  },
+};
+
+export const CHANGES_ROUTES: Route[] = [CHANGES, CHANGE_STREAM];
 
 /** How long a stream gathers changes after a write before its next one (its lag pays it at most once). */
 const GATHER_MS = 10;
 const DEFAULT_LIMIT = 100;
 
-export interface FeedRouteOptions {
+export interface ChangesOptions {
+  feed: ChangeFeedPort;
   /** A comment line on an idle stream this often. */
   keepAliveMs: number;
   /** A stream whose reader takes nothing for this long is sent `dropped` and closed. */
@@ -52,8 +112,9 @@ const respond = (c: Context, failure: Failure, body: Record<string, unknown>) =>
 /** A 410's body, and a stream's last `expired` event: why, and the oldest cursor still good. */
 const expiredBody = (error: CursorExpiredError) => ({ ...failureBody('cursor-expired', error.message), oldestCursor: error.oldestCursor });
 
-/** `GET /changes` and `GET /changes/stream` on `app`. */
-export function feedRoutes(app: Hono, feed: ChangeFeedPort, options: FeedRouteOptions): void {
+export function changesRoutes(options: ChangesOptions): Hono {
+  const { feed } = options;
+  const app = new Hono();
   const parsed = (c: Context, fields: string[], cursor?: string): FeedQuery | Response => {
     try {
       return parseQuery(feed, c.req.query(), fields, cursor);
@@ -66,7 +127,7 @@ export function feedRoutes(app: Hono, feed: ChangeFeedPort, options: FeedRouteOp
   };
   const expired = (c: Context, error: CursorExpiredError) => respond(c, 'cursor-expired', expiredBody(error));
 
-  app.get('/changes', async (c) => {
+  serve(app, CHANGES, async (c) => {
     const query = parsed(c, ['after', 'wait', 'name', 'kind', 'state', 'limit']);
     if (query instanceof Response) return query;
     try {
@@ -78,7 +139,7 @@ export function feedRoutes(app: Hono, feed: ChangeFeedPort, options: FeedRouteOp
     }
   });
 
-  app.get('/changes/stream', async (c) => {
+  serve(app, CHANGE_STREAM, async (c) => {
     // The browser's EventSource sends the last id it saw when it reconnects: that wins over the URL's `after`.
     const query = parsed(c, ['after', 'name', 'kind', 'state'], c.req.header('last-event-id'));
     if (query instanceof Response) return query;
@@ -107,13 +168,14 @@ export function feedRoutes(app: Hono, feed: ChangeFeedPort, options: FeedRouteOp
     };
     return streamSSE(c, (stream) => serveStream(stream, feed, query, options, cutOff));
   });
+  return app;
 }
 
 async function serveStream(
   stream: SSEStreamingApi,
   feed: ChangeFeedPort,
   query: FeedQuery,
-  options: FeedRouteOptions,
+  options: ChangesOptions,
   cutOff: (text: string) => void,
 ): Promise<void> {
   const stop = new AbortController();
