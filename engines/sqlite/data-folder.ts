@@ -80,17 +80,17 @@ export function openDataFolder(dataDir: string): OpenedData {
     const why = code === 'EACCES' ? 'permission denied' : code === 'EEXIST' || code === 'ENOTDIR' ? 'a file is in the way' : code;
     throw new DataFolderError(`DATA_DIR ${dataDir} cannot be created (${why}); set DATA_DIR to a folder you can write`);
   }
-  const tightened = ownerOnly(dataDir, 0o700);
-  // SQLite creates its files 0644 and gives the WAL and shared-memory files its database file's mode: created owner-only first.
-  for (const name of [LOCK_FILE, DB_FILE]) {
-    try {
-      writeFileSync(join(dataDir, name), '', { flag: 'a', mode: 0o600 });
-    } catch (error) {
-      // A read-only volume or folder: one line naming it (the raw EACCES read as "the address is not allowed" at start).
-      const why = UNWRITABLE[(error as NodeJS.ErrnoException).code ?? ''];
-      if (why) throw new DataFolderError(`DATA_DIR ${dataDir} cannot be written (${why}: ${name}); set DATA_DIR to a folder you can write`);
-      throw error;
-    }
+  let tightened: string[];
+  try {
+    tightened = ownerOnly(dataDir, 0o700);
+    // SQLite creates its files 0644 and gives the WAL and shared-memory files its database file's mode: created owner-only first.
+    for (const name of [LOCK_FILE, DB_FILE]) writeFileSync(join(dataDir, name), '', { flag: 'a', mode: 0o600 });
+  } catch (error) {
+    // A read-only volume or folder: one line naming it (a raw EACCES was read as "the address is not allowed" at start).
+    const { code, path } = error as NodeJS.ErrnoException;
+    const why = UNWRITABLE[code ?? ''];
+    if (why) throw new DataFolderError(`DATA_DIR ${dataDir} cannot be written (${why}: ${path}); set DATA_DIR to a folder you can write`);
+    throw error;
   }
   const lock = holdLock(dataDir);
   try {
