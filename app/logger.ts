@@ -1,7 +1,6 @@
 /**
- * The one logger and the one metrics emitter: structured JSON lines
- * (Powertools), never a secret or a signature. Metrics are CloudWatch EMF
- * lines in Lambda; the local runtime turns them off unless asked.
+ * The one logger: structured JSON lines (Powertools), never a secret or a
+ * signature. (Metrics go through the telemetry port, app/telemetry.ts.)
  *
  * A provider's error can quote the key it was sent (Gemini behind a proxy
  * that echoes the request, an error page): every string of every line is
@@ -10,7 +9,6 @@
  */
 import { LogFormatter, Logger, LogItem } from '@aws-lambda-powertools/logger';
 import type { LogLevel } from '@aws-lambda-powertools/logger/types';
-import { Metrics } from '@aws-lambda-powertools/metrics';
 import { redacted } from './redaction.ts';
 
 type FormatterInput = Parameters<LogFormatter['formatAttributes']>[0];
@@ -48,8 +46,4 @@ export function createLogger(serviceName = 'ratchet', logLevel?: string): Logger
     jsonReplacerFn: redactStrings,
     ...(logLevel && { logLevel: logLevel.toUpperCase() as LogLevel }),
   });
-}
-
-export function createMetrics(serviceName = 'ratchet'): Metrics {
-  return new Metrics({ namespace: 'Ratchet', serviceName });
 }

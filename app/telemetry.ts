@@ -4,14 +4,13 @@
  * poll's outcome, and spans around a delivery's steps. Every home records into
  * one of these: the Prometheus registry served at `GET /metrics` (with
  * OpenTelemetry beside it when OTEL_EXPORTER_OTLP_ENDPOINT is set:
- * local/telemetry/), or CloudWatch EMF lines on AWS (emfTelemetry, below).
+ * local/telemetry/), or CloudWatch EMF lines on AWS (lambda/telemetry.ts).
  * The names are the contract's (docs/operations.md, "Metrics"): the same in
  * every home, so one dashboard reads them all.
  *
  * No label carries an operation's name or anything else unbounded: decisions,
  * reasons, kinds, states, sinks and outcomes are closed sets.
  */
-import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { OperationKind } from '../core/lifecycle.ts';
 import { ConfigError } from './config.ts';
 
@@ -130,31 +129,4 @@ export function openTelemetrySettings(env: Record<string, string | undefined> = 
 export function secondsSince(since: string, nowMs = Date.now()): number {
   const at = Date.parse(since);
   return Number.isFinite(at) ? Math.max(0, (nowMs - at) / 1000) : 0;
-}
-
-/**
- * The same names as CloudWatch EMF lines through Powertools (AWS): each a
- * metric of its own with its labels as dimensions, so one dashboard reads both
- * homes. (The gauges are the database's: on AWS, DynamoDB's and SQS's own
- * metrics and the reconcile's counts stand for them.)
- */
-export function emfTelemetry(metrics: Metrics): Telemetry {
-  type Unit = (typeof MetricUnit)[keyof typeof MetricUnit];
-  /** An EMF line per value (a single metric is published as it is added), under these dimensions (an empty reason is `none`: CloudWatch refuses empty values). */
-  const emit = (dimensions: Record<string, string>, values: Array<[name: string, unit: Unit, value: number]>) => {
-    for (const [name, unit, value] of values) {
-      const line = metrics.singleMetric();
-      for (const [key, dimension] of Object.entries(dimensions)) line.addDimension(key, dimension || 'none');
-      line.addMetric(name, unit, value);
-    }
-  };
-  return {
-    webhook: ({ decision, reason }, seconds) =>
-      emit({ decision, reason }, [
-        [METRIC.deliveries, MetricUnit.Count, 1],
-        [METRIC.webhookSeconds, MetricUnit.Seconds, seconds],
-      ]),
-    effect: (sink, lagSeconds) => emit({ sink }, [[METRIC.effectLag, MetricUnit.Seconds, lagSeconds]]),
-    poll: (kind, outcome) => emit({ kind, outcome }, [[METRIC.polls, MetricUnit.Count, 1]]),
-  };
 }

@@ -5,7 +5,16 @@
  */
 import { Duration, Stack } from 'aws-cdk-lib';
 import type { HttpApi } from 'aws-cdk-lib/aws-apigatewayv2';
-import { Alarm, AlarmWidget, ComparisonOperator, Dashboard, type IMetric, Metric, TreatMissingData } from 'aws-cdk-lib/aws-cloudwatch';
+import {
+  Alarm,
+  AlarmWidget,
+  ComparisonOperator,
+  Dashboard,
+  type IMetric,
+  MathExpression,
+  Metric,
+  TreatMissingData,
+} from 'aws-cdk-lib/aws-cloudwatch';
 import { SnsAction } from 'aws-cdk-lib/aws-cloudwatch-actions';
 import { PolicyStatement, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import type { IFunction } from 'aws-cdk-lib/aws-lambda';
@@ -13,6 +22,8 @@ import { Topic } from 'aws-cdk-lib/aws-sns';
 import { EmailSubscription } from 'aws-cdk-lib/aws-sns-subscriptions';
 import type { IQueue } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
+import { UNPROCESSABLE_REASONS } from '../app/ports.ts';
+import { METRIC, type WebhookDecision } from '../app/telemetry.ts';
 
 export interface RatchetAlarmsProps {
   api: HttpApi;
@@ -30,6 +41,28 @@ const FIVE_MINUTES = Duration.minutes(5);
 /** A Ratchet metric (Powertools EMF: namespace Ratchet, dimension service). */
 const ratchet = (metricName: string, statistic = 'Sum') =>
   new Metric({ namespace: 'Ratchet', metricName, dimensionsMap: { service: 'ratchet' }, statistic, period: FIVE_MINUTES });
+
+/**
+ * Webhook deliveries of one decision and reason, under the one dimension set
+ * lambda/telemetry.ts writes them with (service, decision, reason; an empty
+ * reason is `none`): CloudWatch matches a metric only by its whole set.
+ */
+const deliveries = (decision: WebhookDecision, reason: string) =>
+  new Metric({
+    namespace: 'Ratchet',
+    metricName: METRIC.deliveries,
+    dimensionsMap: { service: 'ratchet', decision, reason: reason || 'none' },
+    statistic: 'Sum',
+    period: FIVE_MINUTES,
+  });
+
+/** Unprocessable deliveries, whatever their reason (a period with none of one reason counts it 0). */
+const unprocessable = new MathExpression({
+  expression: UNPROCESSABLE_REASONS.map((_, i) => `FILL(u${i}, 0)`).join(' + '),
+  usingMetrics: Object.fromEntries(UNPROCESSABLE_REASONS.map((reason, i) => [`u${i}`, deliveries('unprocessable', reason)])),
+  label: 'unprocessable webhook deliveries',
+  period: FIVE_MINUTES,
+});
 
 export class RatchetAlarms extends Construct {
   readonly topic: Topic;
@@ -129,11 +162,21 @@ export class RatchetAlarms extends Construct {
       'An effect was dead-lettered: npx ratchet-aws redrive --stack <name> --list.',
     );
     alarm('EffectsUndecodable', ratchet('EffectUndecodable'), 1, 'A stream record could not be decoded (dead-lettered raw).');
-    alarm('WebhookNotRecorded', ratchet('WebhookNotRecorded'), 1, 'A webhook was answered 503 (store unavailable): Gemini retries it.');
-    alarm('WebhookNotConfigured', ratchet('WebhookNotConfigured'), 1, 'Webhooks arrive but no signing secret is set: run npm run connect.');
+    alarm(
+      'WebhookNotRecorded',
+      deliveries('not-recorded', 'not-recorded'),
+      1,
+      'A webhook was answered 503 (store unavailable): Gemini retries it.',
+    );
+    alarm(
+      'WebhookNotConfigured',
+      deliveries('not-configured', 'not-configured'),
+      1,
+      'Webhooks arrive but no signing secret is set: run npm run connect.',
+    );
     alarm(
       'WebhookKeysUnavailable',
-      ratchet('WebhookKeysUnavailable'),
+      deliveries('not-configured', 'keys-unavailable'),
       1,
       'Dynamic-webhook deliveries answered 503: the key set at GEMINI_WEBHOOK_KEYS_URL could not be fetched.',
     );
@@ -151,7 +194,7 @@ export class RatchetAlarms extends Construct {
     );
     alarm(
       'WebhookUnprocessable',
-      ratchet('WebhookUnprocessable'),
+      unprocessable,
       1,
       'An authentic webhook could never be used (answered 200, kept): GET /decisions?outcome=unprocessable says why.',
     );
@@ -161,7 +204,12 @@ export class RatchetAlarms extends Construct {
       1,
       'Gemini no longer knows a job Ratchet was polling (404 three times): polling stopped, its state left as it was.',
     );
-    alarm('TerminalConflicts', ratchet('WebhookTerminalConflict'), 1, 'Gemini reported two different terminal states for one operation.');
+    alarm(
+      'TerminalConflicts',
+      deliveries('discarded', 'terminal-conflict'),
+      1,
+      'Gemini reported two different terminal states for one operation.',
+    );
     alarm('ReconcileFailures', ratchet('ReconcileFailed'), 10, 'Polls of Gemini are failing (429, 5xx, timeouts).');
     alarm(
       'StuckOperations',

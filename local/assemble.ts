@@ -18,7 +18,6 @@ import { createApp } from '../app/http/app.ts';
 import { answerThrown, noSuchRoute } from '../app/http/routes/common.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
 import { dynamicWebhooks, parseSigningSecrets, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
-import { createMetrics } from '../app/logger.ts';
 import { CredentialHealth } from '../app/reconcile/credentials.ts';
 import { BatchDiscovery } from '../app/reconcile/discovery.ts';
 import { pollNow } from '../app/reconcile/poll-now.ts';
@@ -80,8 +79,6 @@ export function assemble(config: Config, home: Engine, options: AssembleOptions)
     basePath,
     ...(home.signIns && { signIns: home.signIns }),
   });
-  // CloudWatch EMF lines are for AWS: locally only when asked for with POWERTOOLS_METRICS_DISABLED=false.
-  const metrics = process.env.POWERTOOLS_METRICS_DISABLED === 'false' ? createMetrics() : undefined;
   let pollSoon: () => void = () => {};
   const labels = credentialLabelsOf(config);
   const credentials = new CredentialHealth(labels);
@@ -100,7 +97,6 @@ export function assemble(config: Config, home: Engine, options: AssembleOptions)
       : undefined,
     jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
     logger,
-    metrics,
     telemetry: telemetry.telemetry,
   };
   const receive = receiveWebhook(webhookDeps);

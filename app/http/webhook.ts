@@ -7,7 +7,6 @@
  * loads undici at startup anyway: so it goes through the app like every route.)
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { FAILURES, type Failure, failureBody, RETRY_AFTER_SECONDS } from '../../core/failures.ts';
 import { MalformedEventError, mapWebhookDelivery } from '../../core/gemini-webhook.ts';
 import type { OperationKind } from '../../core/lifecycle.ts';
@@ -45,8 +44,6 @@ export interface WebhookDeps {
   store: OperationStore;
   verifier: WebhookSignatureVerifier;
   logger: Logger;
-  /** Counts each webhook decision (`WebhookApplied`, `WebhookTerminalConflict`, …). */
-  metrics?: Metrics;
   /** Counts each delivery by decision and times it (`ratchet_webhook_deliveries_total`, `…_duration_seconds`); traces it where OpenTelemetry is on. */
   telemetry?: Telemetry;
   clock?: () => Date;
@@ -137,18 +134,13 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
 
 /** The receiver itself: the delivery's answer and what became of it; `span`, where one traces it, gets the operation's attributes and its write's span. */
 function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, span?: StepSpan) => Promise<WebhookAnswer> {
-  const { store, verifier, logger, metrics, telemetry } = deps;
+  const { store, verifier, logger, telemetry } = deps;
   const clock = deps.clock ?? (() => new Date());
   // Per process (a Lambda instance): which write variant an operation's next event likely needs.
   const hints = new RecentRecords();
   const jwtReplays = new JwtReplays(() => clock().getTime());
   const jwtPollsPerMinute = deps.jwtPollsPerMinute ?? 600;
   const jwtPolls = new TokenBucket(jwtPollsPerMinute, 60_000, () => clock().getTime());
-  const count = (metric: string) => {
-    if (!metrics) return;
-    metrics.addMetric(metric, MetricUnit.Count, 1);
-    metrics.publishStoredMetrics();
-  };
 
   return async (raw, headers, span) => {
     let verification: Awaited<ReturnType<WebhookSignatureVerifier['verify']>>;
@@ -156,18 +148,15 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
       verification = await verifier.verify(raw, headers);
     } catch (error) {
       if (!(error instanceof NotConfiguredError)) throw error;
-      count('WebhookNotConfigured');
       return fail('not-configured', `${error.message}; retry later`);
     }
     if (!verification.ok && verification.status === 'keys-unavailable') {
       logger.error('webhook not judged: signing keys unavailable', { reason: verification.reason });
-      count('WebhookKeysUnavailable');
       return fail('keys-unavailable', verification.reason);
     }
     if (!verification.ok) {
       const reason = verification.reason + changedInFront(raw, headers);
       logger.warn('webhook rejected', { decision: 'rejected', reason });
-      count('WebhookRejected');
       return fail('invalid-signature', reason);
     }
     const deliveryId = verification.id;
@@ -199,13 +188,11 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
       // The token does not cover the body: it may ask a poll of one operation, for its lifetime, and no other.
       if (!jwtReplays.bind(verification.token, event.name)) {
         logger.warn('webhook rejected', { decision: 'rejected', reason: 'jwt-replayed', webhookId: deliveryId, operation: event.name });
-        count('WebhookRejected');
         return fail('invalid-signature', 'this JWT was already used for a delivery about another operation');
       }
       const waitMs = jwtPolls.take('jwt');
       if (waitMs > 0) {
         logger.warn('webhook refused: too many polls asked by JWT-only deliveries', { webhookId: deliveryId, operation: event.name });
-        count('WebhookRateLimited');
         return {
           ...fail('rate-limited', `JWT-only deliveries ask at most ${jwtPollsPerMinute} polls a minute; retry later`),
           retryAfterSeconds: Math.ceil(waitMs / 1000),
@@ -231,7 +218,6 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
         attempts: result.attempts,
       };
       if (result.outcome === 'applied') {
-        count('WebhookApplied');
         logger.info('webhook applied', {
           ...log,
           state: result.record.state,
@@ -242,7 +228,6 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
       }
       // A second terminal state for one operation is a provider anomaly: surface it, never apply it.
       const conflict = result.reason === 'terminal-conflict';
-      count(conflict ? 'WebhookTerminalConflict' : 'WebhookDiscarded');
       const level = conflict ? 'warn' : 'info';
       logger[level]('webhook discarded', {
         ...log,
@@ -255,7 +240,6 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
       write?.end(error);
       if (error instanceof StoreRejectedError) return unusable('unstorable', error.message);
       if (!(error instanceof NotRecordedError)) throw error;
-      count('WebhookNotRecorded');
       logger.error('webhook not recorded', {
         decision: 'not-recorded',
         reason: error.reason,
@@ -280,7 +264,6 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
   }): Promise<WebhookAnswer> {
     const { reason, detail, raw, webhookId, scheme } = delivery;
     const type = envelopeTypeOf(raw);
-    count('WebhookUnprocessable');
     logger.error('webhook unprocessable: answered 200, kept in the decisions log', {
       decision: 'unprocessable',
       reason,
@@ -300,7 +283,6 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
         body: Buffer.from(raw).subarray(0, UNPROCESSABLE_BODY_BYTES).toString('utf8'),
       });
     } catch (error) {
-      count('WebhookNotRecorded');
       logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'unprocessable-not-kept', webhookId, error });
       return fail('not-recorded', 'the delivery could not be kept; retry later');
     }
@@ -314,13 +296,11 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
     unusable: (reason: UnprocessableReason, detail: string) => Promise<WebhookAnswer>,
   ): Promise<WebhookAnswer> {
     if (!deps.pollNow) {
-      count('WebhookNotConfigured');
       return fail('not-configured', 'a JWT-signed delivery is verified by polling Gemini, and polling is not configured here; retry later');
     }
     try {
       const at = timeFromDate(clock());
       const outcome = await deps.pollNow({ name: event.name, kind: event.kind });
-      count('WebhookVerifyingByPoll');
       await deps.decisions
         ?.note?.(event.name, {
           at,
@@ -337,7 +317,6 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
     } catch (error) {
       if (error instanceof StoreRejectedError) return unusable('unstorable', error.message);
       logger.error('webhook not recorded', { decision: 'not-recorded', reason: 'poll-request-failed', webhookId: deliveryId, error });
-      count('WebhookNotRecorded');
       return fail('not-recorded', 'could not ask for the poll; retry later');
     }
   }

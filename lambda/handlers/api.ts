@@ -14,11 +14,11 @@ import {
   parseSigningSecrets,
   WebhookSignatureVerifier,
 } from '../../app/http/webhook-signature.ts';
-import { createLogger, createMetrics } from '../../app/logger.ts';
+import { createLogger } from '../../app/logger.ts';
 import { pollNow } from '../../app/reconcile/poll-now.ts';
-import { emfTelemetry } from '../../app/telemetry.ts';
 import { historyTable, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { secretSetting } from '../secrets.ts';
+import { createMetrics, emfTelemetry } from '../telemetry.ts';
 
 const config = loadConfig();
 const logger = createLogger();
@@ -97,7 +97,6 @@ export const handler = handle(
     pollNow: (operation) => pollNow(operation, { store, wake: wakeReconcile }),
     jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
     logger,
-    metrics,
     telemetry: emfTelemetry(metrics),
   }),
 );

@@ -10,13 +10,13 @@ import type { SQSEvent } from 'aws-lambda';
 import { ConfigError, loadConfig } from '../../app/config.ts';
 import { retrySettings } from '../../app/effects/queue.ts';
 import type { EffectSink } from '../../app/effects/sinks.ts';
-import { createLogger, createMetrics } from '../../app/logger.ts';
-import { emfTelemetry } from '../../app/telemetry.ts';
+import { createLogger } from '../../app/logger.ts';
 import { deadLettersTable, ledgerTable, openDynamoDb } from '../../engines/dynamodb/index.ts';
 import { EventBridgeSink } from '../effects/eventbridge-sink.ts';
 import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts';
 import { SqsRetryScheduler } from '../effects/sqs-retry-scheduler.ts';
 import { secretSetting } from '../secrets.ts';
+import { createMetrics, emfTelemetry } from '../telemetry.ts';
 
 const config = loadConfig();
 const logger = createLogger();

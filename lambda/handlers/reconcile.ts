@@ -5,14 +5,14 @@
 import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
 import { loadConfig, overdueAfterOf } from '../../app/config.ts';
-import { createLogger, createMetrics } from '../../app/logger.ts';
+import { createLogger } from '../../app/logger.ts';
 import { BatchDiscovery } from '../../app/reconcile/discovery.ts';
 import { GenAiPoller, pollerOptionsOf } from '../../app/reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../../app/reconcile/reconcile.ts';
 import { WebhookHealth } from '../../app/reconcile/webhook-health.ts';
-import { emfTelemetry } from '../../app/telemetry.ts';
 import { openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { secretSetting } from '../secrets.ts';
+import { createMetrics, emfTelemetry } from '../telemetry.ts';
 
 const config = loadConfig();
 const logger = createLogger();

@@ -2,8 +2,11 @@
 import { App, Validations } from 'aws-cdk-lib';
 import { Match, Template } from 'aws-cdk-lib/assertions';
 import { AwsSolutionsChecks } from 'cdk-nag';
-import { beforeAll, describe, expect, it } from 'vitest';
+import { beforeAll, describe, expect, it, vi } from 'vitest';
+import { UNPROCESSABLE_REASONS } from '../../app/ports.ts';
+import type { WebhookDecision } from '../../app/telemetry.ts';
 import { HISTORY_FILTER } from '../../engines/dynamodb/tables.ts';
+import { createMetrics, emfTelemetry } from '../../lambda/telemetry.ts';
 import { RatchetStack } from '../../lib/ratchet-stack.ts';
 
 let template: Template;
@@ -382,10 +385,8 @@ describe('RatchetStack', () => {
       expect(alarm.AlarmActions).toEqual([{ Ref: expect.stringMatching(/^MonitoringTopic/) }]);
       expect(alarm.TreatMissingData).toBe('notBreaching');
     }
-    expect(byName['Ratchet-WebhookNotRecorded']).toMatchObject({ Namespace: 'Ratchet', MetricName: 'WebhookNotRecorded', Threshold: 1 });
     expect(byName['Ratchet-GeminiWebhookDisabled']).toMatchObject({ MetricName: 'ReconcileWebhooksDisabled', Threshold: 1 });
     expect(byName['Ratchet-GeminiKeyRefused']).toMatchObject({ MetricName: 'RefusedGeminiKeys', Threshold: 1 });
-    expect(byName['Ratchet-WebhookUnprocessable']).toMatchObject({ MetricName: 'WebhookUnprocessable', Threshold: 1 });
     expect(byName['Ratchet-JobsNotFound']).toMatchObject({ MetricName: 'ReconcileNotFoundStopped', Threshold: 1 });
     expect(byName['Ratchet-StuckOperations']).toMatchObject({ MetricName: 'ReconcileOldestOpenAgeSeconds', Threshold: 48 * 3600 });
     expect(byName['Ratchet-EffectsBacklogAge']).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 3600 });
@@ -401,6 +402,52 @@ describe('RatchetStack', () => {
     });
     template.resourceCountIs('AWS::CloudWatch::Dashboard', 1);
     template.hasOutput('AlarmTopicArn', {});
+  });
+
+  it('alarms on webhook decisions by the one metric and dimension set the API function writes (EMF), so CloudWatch matches them', () => {
+    type Dimension = { Name: string; Value: string };
+    type Stat = { Namespace: string; MetricName: string; Dimensions: Dimension[] };
+    const sorted = (stat: Stat) => ({ ...stat, Dimensions: [...stat.Dimensions].sort((a, b) => a.Name.localeCompare(b.Name)) });
+    /** The metrics an alarm reads: its own, or each one its math expression uses. */
+    const statsOf = (name: string): Stat[] => {
+      const [alarm] = Object.values(template.findResources('AWS::CloudWatch::Alarm', { Properties: { AlarmName: `Ratchet-${name}` } }));
+      const properties = alarm?.Properties;
+      if (properties?.MetricName) {
+        const { Namespace, MetricName, Dimensions } = properties;
+        return [sorted({ Namespace, MetricName, Dimensions })];
+      }
+      return (properties?.Metrics ?? []).flatMap((m: { MetricStat?: { Metric: Stat } }) =>
+        m.MetricStat ? [sorted(m.MetricStat.Metric)] : [],
+      );
+    };
+    /** What lambda/telemetry.ts writes for a delivery of this decision and reason: the EMF line, read as CloudWatch reads it. */
+    const emitted = (decision: WebhookDecision, reason: string): Stat => {
+      vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
+      const lines: string[] = [];
+      const write = vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => lines.push(String(chunk)) > 0);
+      try {
+        emfTelemetry(createMetrics()).webhook({ decision, reason }, 0.01);
+      } finally {
+        write.mockRestore();
+        vi.unstubAllEnvs();
+      }
+      const line = lines.map((one) => JSON.parse(one)).find((one) => 'ratchet_webhook_deliveries_total' in one);
+      const [directive] = line._aws.CloudWatchMetrics;
+      expect(directive.Dimensions).toHaveLength(1);
+      return sorted({
+        Namespace: directive.Namespace,
+        MetricName: directive.Metrics[0].Name,
+        Dimensions: directive.Dimensions[0].map((name: string) => ({ Name: name, Value: line[name] })),
+      });
+    };
+    expect(statsOf('WebhookNotRecorded')).toEqual([emitted('not-recorded', 'not-recorded')]);
+    expect(statsOf('WebhookNotConfigured')).toEqual([emitted('not-configured', 'not-configured')]);
+    expect(statsOf('WebhookKeysUnavailable')).toEqual([emitted('not-configured', 'keys-unavailable')]);
+    expect(statsOf('TerminalConflicts')).toEqual([emitted('discarded', 'terminal-conflict')]);
+    expect(statsOf('WebhookUnprocessable')).toEqual(UNPROCESSABLE_REASONS.map((reason) => emitted('unprocessable', reason)));
+    // Counted once: no alarm reads a per-decision metric of its own any more.
+    const names = Object.values(template.findResources('AWS::CloudWatch::Alarm')).map((a) => a.Properties.MetricName);
+    expect(names.filter((name) => /^Webhook/.test(name ?? ''))).toEqual([]);
   });
 
   it('subscribes an e-mail address to the alarms when one is given', () => {

@@ -1,8 +1,8 @@
-import { Metrics } from '@aws-lambda-powertools/metrics';
-import { beforeEach, describe, expect, it, vi } from 'vitest';
+import { beforeEach, describe, expect, it } from 'vitest';
 import { createApp } from '../../app/http/app.ts';
 import { NotConfiguredError, WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
 import { type StoreHealth, StoreRejectedError } from '../../app/ports.ts';
+import type { Telemetry, WebhookOutcome } from '../../app/telemetry.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 import { silentLogger } from '../support/silent-logger.ts';
@@ -10,24 +10,25 @@ import { silentLogger } from '../support/silent-logger.ts';
 const secret = newSecret();
 let store: MemoryStore;
 let app: ReturnType<typeof createApp>;
-let metrics: Metrics;
+let outcomes: WebhookOutcome[];
+/** Each delivery's decision, as `ratchet_webhook_deliveries_total` counts it (on AWS the alarms read it: lib/ratchet-alarms.ts). */
+let telemetry: Telemetry;
 
 beforeEach(() => {
   store = new MemoryStore();
-  metrics = new Metrics({ namespace: 'RatchetTest', serviceName: 'test' });
-  vi.spyOn(metrics, 'publishStoredMetrics').mockReturnValue(metrics);
-  vi.spyOn(metrics, 'addMetric');
+  outcomes = [];
+  telemetry = { webhook: (outcome) => void outcomes.push(outcome), effect: () => {}, poll: () => {} };
   app = createApp({
     store,
     receipts: store,
     unprocessable: store,
     verifier: new WebhookSignatureVerifier(async () => [secret]),
     logger: silentLogger,
-    metrics,
+    telemetry,
   });
 });
 
-const counted = () => vi.mocked(metrics.addMetric).mock.calls.map(([name]) => name);
+const counted = () => outcomes;
 
 async function deliver(payload: unknown, options: { id?: string; timestamp?: number; secret?: string } = {}) {
   const { body, headers } = signedDelivery(options.secret ?? secret, payload, options);
@@ -102,7 +103,7 @@ describe('POST /webhooks/gemini', () => {
     const kept = store.unprocessable.get(`msg_${reason}`);
     expect(kept).toMatchObject({ outcome: 'unprocessable', webhookId: `msg_${reason}`, reason, type, scheme: 'hmac' });
     expect(kept?.body).toBe(typeof payload === 'string' ? payload : JSON.stringify(payload));
-    expect(counted()).toContain('WebhookUnprocessable');
+    expect(counted()).toContainEqual({ decision: 'unprocessable', reason });
     const listed = await app.request('/decisions?outcome=unprocessable');
     expect(await listed.json()).toEqual({ decisions: [kept] });
   });
@@ -156,7 +157,7 @@ describe('POST /webhooks/gemini', () => {
   it('answers 503 when the event could not be recorded', async () => {
     store.failReads = true;
     expect(await deliver(envelope('batch.succeeded', { id: 'batches/1' }))).toMatchObject({ status: 503, body: { error: 'not-recorded' } });
-    expect(counted()).toEqual(['WebhookNotRecorded']);
+    expect(counted()).toEqual([{ decision: 'not-recorded', reason: 'not-recorded' }]);
   });
 });
 
@@ -210,7 +211,7 @@ describe('store errors, classified once', () => {
     const refused = await deliver(envelope('batch.failed', { id: 'batches/r1' }), { id: 'msg_r1' });
     expect(refused).toMatchObject({ status: 200, body: { reason: 'unprocessable', detail: expect.stringContaining('Number overflow') } });
     expect(store.unprocessable.get('msg_r1')).toMatchObject({ reason: 'unstorable', type: 'batch.failed' });
-    expect(counted()).toContain('WebhookUnprocessable');
+    expect(counted()).toContainEqual({ decision: 'unprocessable', reason: 'unstorable' });
     store.beforeWrite = () => {
       throw new Error('socket hang up');
     };
@@ -298,7 +299,7 @@ describe('safe until configured', () => {
         throw new NotConfiguredError('webhook signing secret not configured (no value)');
       }),
       logger: silentLogger,
-      metrics,
+      telemetry,
     });
     const response = await unconfigured.request('/webhooks/gemini', {
       method: 'POST',
@@ -308,7 +309,7 @@ describe('safe until configured', () => {
       status: 503,
       body: { error: 'not-configured', message: 'webhook signing secret not configured (no value); retry later' },
     });
-    expect(counted()).toContain('WebhookNotConfigured');
+    expect(counted()).toContainEqual({ decision: 'not-configured', reason: 'not-configured' });
     expect(store.records.size).toBe(0);
   });
 });

@@ -1,13 +1,12 @@
 /**
  * The telemetry port's pieces without a server: the gauges read from an
  * engine's counts and backlog, the Prometheus exposition, the fan-out to
- * several recorders, OpenTelemetry left unloaded without an endpoint, and the
- * same names as CloudWatch EMF lines on AWS.
+ * several recorders, and OpenTelemetry left unloaded without an endpoint.
+ * (The same names as CloudWatch EMF lines on AWS: lambda-telemetry.test.ts.)
  */
-import { Metrics } from '@aws-lambda-powertools/metrics';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { readGauges } from '../../app/gauges.ts';
-import { allOf, emfTelemetry, otlpRequested, type Telemetry } from '../../app/telemetry.ts';
+import { allOf, otlpRequested, type Telemetry } from '../../app/telemetry.ts';
 import { startTelemetry } from '../../local/telemetry/index.ts';
 import { PrometheusMetrics } from '../../local/telemetry/prometheus.ts';
 import { silentLogger } from '../support/silent-logger.ts';
@@ -133,41 +132,5 @@ describe('recording', () => {
     } finally {
       Object.assign(process.env, saved);
     }
-  });
-});
-
-describe('on AWS (EMF)', () => {
-  afterEach(() => {
-    vi.restoreAllMocks();
-    vi.unstubAllEnvs();
-  });
-
-  it('writes the same names as CloudWatch EMF lines, their labels as dimensions', () => {
-    vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
-    const lines: string[] = [];
-    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
-      lines.push(String(chunk));
-      return true;
-    });
-    const telemetry = emfTelemetry(new Metrics({ namespace: 'Ratchet', serviceName: 'ratchet' }));
-    telemetry.webhook({ decision: 'discarded', reason: 'duplicate' }, 0.012);
-    telemetry.webhook({ decision: 'applied', reason: '' }, 0.02);
-    telemetry.effect('eventbridge', 2);
-    telemetry.poll('batch', 'applied');
-    const emitted = lines.map((line) => JSON.parse(line));
-    const named = (name: string) => emitted.filter((one) => name in one);
-    expect(named('ratchet_webhook_deliveries_total').map((one) => [one.decision, one.reason])).toEqual([
-      ['discarded', 'duplicate'],
-      ['applied', 'none'],
-    ]);
-    expect(named('ratchet_webhook_duration_seconds')[0]).toMatchObject({ ratchet_webhook_duration_seconds: 0.012, decision: 'discarded' });
-    expect(named('ratchet_effect_lag_seconds')[0]).toMatchObject({ ratchet_effect_lag_seconds: 2, sink: 'eventbridge' });
-    expect(named('ratchet_reconcile_polls_total')[0]).toMatchObject({ kind: 'batch', outcome: 'applied' });
-    const [first] = named('ratchet_webhook_deliveries_total');
-    expect(first._aws.CloudWatchMetrics[0]).toMatchObject({
-      Namespace: 'Ratchet',
-      Dimensions: [expect.arrayContaining(['decision', 'reason'])],
-      Metrics: [{ Name: 'ratchet_webhook_deliveries_total', Unit: 'Count' }],
-    });
   });
 });

@@ -1,0 +1,40 @@
+/** The telemetry port on AWS (lambda/telemetry.ts): the same names as CloudWatch EMF lines, their labels as dimensions. */
+import { Metrics } from '@aws-lambda-powertools/metrics';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { emfTelemetry } from '../../lambda/telemetry.ts';
+
+describe('on AWS (EMF)', () => {
+  afterEach(() => {
+    vi.restoreAllMocks();
+    vi.unstubAllEnvs();
+  });
+
+  it('writes the same names as CloudWatch EMF lines, their labels as dimensions', () => {
+    vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
+    const lines: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      lines.push(String(chunk));
+      return true;
+    });
+    const telemetry = emfTelemetry(new Metrics({ namespace: 'Ratchet', serviceName: 'ratchet' }));
+    telemetry.webhook({ decision: 'discarded', reason: 'duplicate' }, 0.012);
+    telemetry.webhook({ decision: 'applied', reason: '' }, 0.02);
+    telemetry.effect('eventbridge', 2);
+    telemetry.poll('batch', 'applied');
+    const emitted = lines.map((line) => JSON.parse(line));
+    const named = (name: string) => emitted.filter((one) => name in one);
+    expect(named('ratchet_webhook_deliveries_total').map((one) => [one.decision, one.reason])).toEqual([
+      ['discarded', 'duplicate'],
+      ['applied', 'none'],
+    ]);
+    expect(named('ratchet_webhook_duration_seconds')[0]).toMatchObject({ ratchet_webhook_duration_seconds: 0.012, decision: 'discarded' });
+    expect(named('ratchet_effect_lag_seconds')[0]).toMatchObject({ ratchet_effect_lag_seconds: 2, sink: 'eventbridge' });
+    expect(named('ratchet_reconcile_polls_total')[0]).toMatchObject({ kind: 'batch', outcome: 'applied' });
+    const [first] = named('ratchet_webhook_deliveries_total');
+    expect(first._aws.CloudWatchMetrics[0]).toMatchObject({
+      Namespace: 'Ratchet',
+      Dimensions: [expect.arrayContaining(['decision', 'reason'])],
+      Metrics: [{ Name: 'ratchet_webhook_deliveries_total', Unit: 'Count' }],
+    });
+  });
+});
