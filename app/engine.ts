@@ -152,7 +152,16 @@ export interface Engine {
    * run on their own from the start (SQLite).
    */
   drainEffects?: (budgetMs: number) => Promise<number>;
-  /** Starts the work beside the API (history, the effects queue, wake-ups). */
+  /**
+   * When the work beside the API must run, as the instance (app/instance.ts)
+   * reads it: `on-open` where only this process can do it and nothing does it
+   * otherwise (SQLite: history and the effects are derived from the outbox of
+   * the one file this process owns); `when-resident` where a process that
+   * stays up runs it on timers and a cron's tick does the same without them
+   * (`drainEffects`; PostgreSQL).
+   */
+  starts: 'on-open' | 'when-resident';
+  /** Starts the work beside the API (history, the effects queue, wake-ups): called by the instance only. */
   start(): Promise<void>;
   /** The server listens: say so where the engine keeps such notes (the data folder's `url`). */
   announce(url: string): void;

@@ -8,8 +8,6 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { Config } from '../app/config.ts';
 import type { OnChange } from '../app/effects/app-sink.ts';
-import { retrySettings } from '../app/effects/queue.ts';
-import type { WebhookSinkSettings } from '../app/effects/webhook-sink.ts';
 import type { Engine, EngineWork } from '../app/engine.ts';
 import type { Telemetry } from '../app/telemetry.ts';
 import type { PoolLike } from '../engines/postgres/index.ts';
@@ -38,7 +36,13 @@ export async function openEngine(config: Config, options: OpenEngineOptions): Pr
     ...(options.telemetry && { telemetry: options.telemetry }),
   };
   if (!config.DATABASE_URL && !options.pool)
-    return openSqlite({ ...common, dataDir: options.dataDir, ...(options.inProcess && { inProcess: true }) });
+    return openSqlite({
+      ...common,
+      dataDir: options.dataDir,
+      ...(options.inProcess && { inProcess: true }),
+      // In a checkout, this front end's own entry for the derived-work process (it traces); a package names its one entry.
+      ...(import.meta.url.endsWith('.ts') && { derivedProcess: new URL('./derived-process.ts', import.meta.url) }),
+    });
   const { openPostgres } = await import('../engines/postgres/index.ts');
   return openPostgres({
     ...common,
@@ -50,13 +54,4 @@ export async function openEngine(config: Config, options: OpenEngineOptions): Pr
     migrate: config.DATABASE_MIGRATE === 'on',
     effectsLeaseMs: config.EFFECTS_LEASE_SECONDS * 1000,
   });
-}
-
-/** What runs beside the store, from the configuration: retention, and the effects path where a sink (or `onChange`) takes them. */
-export function engineWorkOf(config: Config, sink: WebhookSinkSettings | undefined, options: { onChange?: boolean } = {}): EngineWork {
-  return {
-    historyRetentionDays: config.HISTORY_RETENTION_DAYS,
-    changesRetentionMs: config.CHANGES_RETENTION_HOURS * 3_600_000,
-    ...((sink || options.onChange) && { effects: { ...(sink && { sink }), retry: retrySettings(config) } }),
-  };
 }

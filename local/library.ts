@@ -23,23 +23,19 @@
  */
 import { ConfigError, loadConfig } from '../app/config.ts';
 import type { OnChange } from '../app/effects/app-sink.ts';
-import { webhookSinkSettingsOf } from '../app/effects/webhook-sink.ts';
-import type { Engine } from '../app/engine.ts';
+import type { TickResult } from '../app/instance.ts';
 import { createLogger } from '../app/logger.ts';
-import type { ReconcileStats } from '../app/reconcile/reconcile.ts';
-import { everyHour, LocalSchedule, maintain as runMaintenance } from '../app/schedule.ts';
 import { openTelemetrySettings, otlpRequested } from '../app/telemetry.ts';
 import { FAILURES, failureBody, RETRY_AFTER_SECONDS } from '../core/failures.ts';
 import type { PoolLike } from '../engines/postgres/index.ts';
-import { DEFAULT_DATA_DIR, IN_MEMORY } from '../engines/sqlite/index.ts';
+import { IN_MEMORY } from '../engines/sqlite/index.ts';
 import { RatchetClient } from '../sdk/client.ts';
-import { type Assembled, assemble, type Reconciler, reconcilerOf } from './assemble.ts';
-import { engineWorkOf, openEngine } from './home.ts';
-import { checkStartConfig } from './start-config.ts';
-import { type LocalTelemetry, startTelemetry } from './telemetry/index.ts';
+import { type Opened, openLocal } from './open.ts';
+import { settingsOf } from './settings.ts';
 
 export { ConfigError } from '../app/config.ts';
 export type { ChangeContext, OnChange, StateChange } from '../app/effects/app-sink.ts';
+export type { TickResult } from '../app/instance.ts';
 export type { PoolLike } from '../engines/postgres/index.ts';
 export { RatchetClient, RatchetError } from '../sdk/client.ts';
 
@@ -80,17 +76,6 @@ export interface TickOptions {
   budgetMs?: number;
 }
 
-export interface TickResult {
-  /** Reconcile's run (absent when nothing is polled: no Gemini credentials). */
-  reconcile?: ReconcileStats;
-  /** Effects settled this round (delivered, retried later or dead-lettered). */
-  effects: number;
-  /** Whether this round ran the hourly pruning (one instance an hour does). */
-  maintenance: boolean;
-  /** How long the round took, ms. */
-  tookMs: number;
-}
-
 /** The reads and the track of `RatchetClient`, the same shapes, in this process. */
 export type InProcessApi = Pick<RatchetClient, 'get' | 'list' | 'history' | 'track' | 'waitFor' | 'watch' | 'changes'>;
 
@@ -111,7 +96,6 @@ export interface Ratchet extends InProcessApi {
 }
 
 const DEFAULT_TICK_BUDGET_MS = 10_000;
-const HOUR_MS = 3_600_000;
 
 const OPTION_VARIABLES = {
   databaseUrl: 'DATABASE_URL',
@@ -139,13 +123,12 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
     if (value !== undefined) env[variable] = value;
   }
   const config = loadConfig(env);
-  checkStartConfig(config);
+  if (options.pool && options.databaseUrl) throw new ConfigError('give pool or databaseUrl (DATABASE_URL), not both', 'DATABASE_URL');
+  const onPostgres = Boolean(options.pool || config.DATABASE_URL);
+  const settings = settingsOf(config, { onChange: Boolean(options.onChange), ...(onPostgres && { dataDir: IN_MEMORY }) });
   // OpenTelemetry reads the process's own environment (its SDK does): its settings are refused here, not on first use.
   if (otlpRequested()) openTelemetrySettings();
   const basePath = basePathOf(options.basePath);
-  const onPostgres = Boolean(options.pool || config.DATABASE_URL);
-  if (options.pool && options.databaseUrl) throw new ConfigError('give pool or databaseUrl (DATABASE_URL), not both', 'DATABASE_URL');
-  const dataDir = onPostgres ? IN_MEMORY : (config.DATA_DIR ?? DEFAULT_DATA_DIR);
   const logger = createLogger('ratchet', env.POWERTOOLS_LOG_LEVEL);
   if (!config.WEBHOOK_SIGNING_SECRETS) {
     // On PostgreSQL no secret a sender could know: a generated one would refuse every webhook, in silence, for as long as
@@ -156,54 +139,29 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
           "Gemini's webhook signing secret, whsec_… (docs/apps.md: make one and send a signed test webhook)",
         'WEBHOOK_SIGNING_SECRETS',
       );
-    if (dataDir === IN_MEMORY)
+    if (settings.dataDir === IN_MEMORY)
       logger.warn(
         'ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): a secret for this process only was generated; webhooks signed with any other are refused',
       );
   }
-  const sink = webhookSinkSettingsOf(config);
-  const work = engineWorkOf(config, sink, { onChange: Boolean(options.onChange) });
   let opened: Promise<Opened> | undefined;
   let closed = false;
-
-  interface Opened {
-    home: Engine;
-    assembled: Assembled;
-    reconciler: Reconciler | undefined;
-    telemetry: LocalTelemetry;
-  }
   const open = (): Promise<Opened> => {
     if (closed) return Promise.reject(new Error('this Ratchet is closed'));
-    opened ??= (async () => {
-      const telemetry = await startTelemetry(logger);
-      const home = await openEngine(config, {
-        dataDir,
-        work,
-        logger,
-        telemetry: telemetry.telemetry,
-        inProcess: true,
-        ...(options.onChange && { onChange: options.onChange }),
-        ...(options.pool && { pool: options.pool }),
-      }).catch(async (error) => {
-        await telemetry.shutdown();
-        throw error;
-      });
-      try {
-        const assembled = assemble(config, home, { dataDir, logger, basePath, telemetry, tokenFile: false });
-        if (assembled.devSecretFile)
-          logger.warn(
-            `ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): webhooks are checked against the development secret in ${assembled.devSecretFile}`,
-          );
-        // SQLite derives history and the effects from its outbox in this process, from now on.
-        if (!onPostgres) await home.start();
-        const reconciler = await reconcilerOf(config, home, logger, assembled.credentials, telemetry.telemetry);
-        return { home, assembled, reconciler, telemetry };
-      } catch (error) {
-        await home.close(true);
-        await telemetry.shutdown();
-        throw error;
-      }
-    })();
+    opened ??= openLocal(settings, {
+      logger,
+      basePath,
+      tokenFile: false,
+      inProcess: true,
+      ...(options.onChange && { onChange: options.onChange }),
+      ...(options.pool && { pool: options.pool }),
+    }).then((ready) => {
+      if (ready.secrets.devSecretFile)
+        logger.warn(
+          `ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): webhooks are checked against the development secret in ${ready.secrets.devSecretFile}`,
+        );
+      return ready;
+    });
     // A database that could not be reached is tried again on the next call.
     opened.catch(() => {
       opened = undefined;
@@ -211,19 +169,8 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
     return opened;
   };
 
-  // The hourly pruning: on PostgreSQL claimed across instances, here at most once an hour.
-  let maintainedAt = Number.NEGATIVE_INFINITY;
-  const maintain = async ({ home }: Opened): Promise<boolean> => {
-    if (Date.now() - maintainedAt < HOUR_MS) return false;
-    if (home.claimJob && !(await home.claimJob('maintenance', HOUR_MS - 300_000))) return false;
-    maintainedAt = Date.now();
-    await runMaintenance(home.maintenance, logger);
-    return true;
-  };
-
-  const timers: Array<() => unknown> = [];
   const ratchet: Omit<Ratchet, keyof InProcessApi | 'client'> = {
-    engine: onPostgres ? 'PostgreSQL' : dataDir === IN_MEMORY ? 'SQLite (in memory)' : 'SQLite',
+    engine: onPostgres ? 'PostgreSQL' : settings.dataDir === IN_MEMORY ? 'SQLite (in memory)' : 'SQLite',
     async fetch(request) {
       let ready: Opened;
       try {
@@ -242,39 +189,18 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
           headers: { 'retry-after': '5', 'cache-control': 'no-store' },
         });
       }
-      return serveUnder(basePath, request, (inner) => ready.assembled.app.fetch(inner));
+      return serveUnder(basePath, request, (inner) => ready.app.fetch(inner));
     },
     async tick(tickOptions = {}) {
-      const started = Date.now();
-      const budgetMs = tickOptions.budgetMs ?? DEFAULT_TICK_BUDGET_MS;
-      const ready = await open();
-      const reconcile = ready.reconciler && (await ready.reconciler(budgetMs / 2));
-      const effects = (await ready.home.drainEffects?.(Math.max(0, started + budgetMs - Date.now()))) ?? 0;
-      const maintenance = await maintain(ready);
-      return { ...(reconcile && { reconcile }), effects, maintenance, tookMs: Date.now() - started };
+      return (await open()).instance.tick(tickOptions.budgetMs ?? DEFAULT_TICK_BUDGET_MS);
     },
     async start() {
-      if (timers.length > 0) return;
-      const ready = await open();
-      if (onPostgres) await ready.home.start();
-      const hourly = everyHour(logger, [() => maintain(ready)]);
-      timers.push(() => clearInterval(hourly));
-      if (ready.reconciler) {
-        const periodMs = config.RECONCILE_INTERVAL_SECONDS * 1000;
-        const run = ready.reconciler;
-        const schedule = new LocalSchedule(periodMs, () => run(periodMs * 0.8), logger);
-        schedule.start();
-        ready.assembled.onPollSoon(() => schedule.runSoon());
-        timers.push(() => schedule.stop());
-      }
+      await (await open()).instance.start();
     },
     async close() {
       if (closed) return;
       closed = true;
-      for (const stop of timers.splice(0).reverse()) await stop();
-      const ready = await opened?.catch(() => undefined);
-      await ready?.home.close(false);
-      await ready?.telemetry.shutdown();
+      await (await opened?.catch(() => undefined))?.close();
     },
     async ready() {
       await open();
@@ -282,9 +208,9 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
   };
   // The client's token is the API's own: known once the engine opened (a generated one lives in this process only).
   const inProcess = async (input: string | URL | Request, init?: RequestInit) => {
-    const { assembled } = await open();
+    const { secrets } = await open();
     const request = new Request(input, init);
-    request.headers.set('authorization', `Bearer ${assembled.tokens.tokens[0]}`);
+    request.headers.set('authorization', `Bearer ${secrets.tokens.tokens[0]}`);
     return ratchet.fetch(request);
   };
   const client = new RatchetClient({

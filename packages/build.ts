@@ -81,7 +81,7 @@ export const PACKAGES: Record<string, PackageSpec> = {
   server: {
     entries: { index: 'local/library.ts' },
     programs: { ratchet: 'local/cli/ratchet.ts' },
-    internal: { 'derived-process': 'engines/sqlite/derived-process.ts' },
+    internal: { 'derived-process': 'local/derived-process.ts' },
     types: true,
     // The SDK and its dependencies (google-auth-library, gaxios, ws…) are 30 of the 70 MB an install took, for the
     // few hundred KB reconcile runs; zod is 8 MB for a few KB of checks (docs/benchmarks.md, "Packages").

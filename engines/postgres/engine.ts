@@ -161,6 +161,7 @@ export async function openPostgres(options: PostgresOptions): Promise<Engine> {
       () => pruneSignIns(db),
     ].map((chore) => () => allowingLonger(CHORE_TIMEOUT_MS, async () => chore())),
     drainEffects: async (budgetMs) => (queue && deliver ? queue.drain(deliver, Date.now() + budgetMs) : 0),
+    starts: 'when-resident',
     start: async () => {
       clock.start();
       // LISTEN needs a session of its own: DATABASE_LISTEN_URL, else DATABASE_URL; with only the application's pool, polling.

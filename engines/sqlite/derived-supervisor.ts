@@ -1,6 +1,6 @@
 /**
  * The runtime's side of its derived-work process (derived-work.ts,
- * derived-process.ts): forks it, wakes it after commits, asks it to redrive,
+ * derived-child.ts): forks it, wakes it after commits, asks it to redrive,
  * and starts it again when it dies (`kill -9` included: what it had not
  * committed waits in the outbox and the effects queue, and is done then,
  * once, in order). The runtime does not wait for it to be up: it listens at
@@ -30,8 +30,15 @@ const RESTART_MS = 500;
 const RESTART_CAP_MS = 30_000;
 
 /** The derived work in a child process on `dbFile`, restarted when it dies (after 0.5 s, doubling to 30 s while it keeps dying at start). */
-export function startDerivedProcess(dbFile: string, options: DerivedWorkOptions, logger: Logger, telemetry?: Telemetry): DerivedWork {
-  const script = derivedProcessScript();
+export function startDerivedProcess(
+  dbFile: string,
+  options: DerivedWorkOptions,
+  logger: Logger,
+  telemetry?: Telemetry,
+  /** The process's entry (the front end's, which traces), else this engine's own. */
+  entry?: URL,
+): DerivedWork {
+  const script = entry ?? derivedProcessScript();
   // In a checkout the script is TypeScript: run through the checkout's tsx, whatever the working directory.
   const execArgv = script.pathname.endsWith('.ts') ? ['--import', import.meta.resolve('tsx')] : [];
   let child: ChildProcess | undefined;

@@ -20,6 +20,8 @@ export interface SqliteOptions extends EngineOptions {
   dataDir: string;
   /** History and the effects in this process, not a process of their own (the library, inside an application). */
   inProcess?: boolean;
+  /** The derived-work process's entry (a front end's own, which traces: local/derived-process.ts); default this engine's. */
+  derivedProcess?: URL;
 }
 
 /** The data folder's SQLite file, its derived work in a process of its own (in this one with `:memory:`). */
@@ -64,6 +66,7 @@ export function openSqlite(options: SqliteOptions): Engine {
     },
     // History, the outbox and the effects' records are pruned by the derived work, where they are written.
     maintenance: storeMaintenance(store, options),
+    starts: 'on-open',
     start: async () => {
       if (effects) {
         const backlog = backlogOf(db, 'effects', 'state-change');
@@ -84,7 +87,7 @@ export function openSqlite(options: SqliteOptions): Engine {
               options.onChange ? [new CallbackSink(options.onChange)] : [],
               options.telemetry,
             )
-          : startDerivedProcess(resolve(db.path), options.work, logger, options.telemetry);
+          : startDerivedProcess(resolve(db.path), options.work, logger, options.telemetry, options.derivedProcess);
     },
     announce: (url) => data.announce(url),
     close: async (failed) => {

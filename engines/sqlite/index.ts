@@ -6,6 +6,7 @@
  */
 export { FEED_ID_NOTE } from './change-feed.ts';
 export { DataFolderError, DB_FILE, DEFAULT_DATA_DIR, DEV_SECRET_FILE, IN_MEMORY, readDataFolderFile } from './data-folder.ts';
+export { type ChildTracing, serveDerivedWork } from './derived-child.ts';
 export { openSqlite, type SqliteOptions } from './engine.ts';
 export { openSqliteEngine, type SqliteEngine, type SqliteEngineOptions } from './open.ts';
 export { SchemaError, schemaVersionOf } from './schema.ts';

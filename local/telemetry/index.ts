@@ -27,7 +27,7 @@ export async function startTelemetry(logger: Logger): Promise<LocalTelemetry> {
     }),
   );
   if (!otlpRequested()) return { telemetry: prometheus, prometheus, observe: () => {}, shutdown: async () => {} };
-  const { startOpenTelemetry } = await import('../../app/otel.ts');
+  const { startOpenTelemetry } = await import('./otel.ts');
   const otel = startOpenTelemetry(logger);
   return { telemetry: allOf(prometheus, otel.telemetry), prometheus, observe: otel.observe, shutdown: () => otel.shutdown() };
 }

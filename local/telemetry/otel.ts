@@ -36,8 +36,15 @@ import { OTLPTraceExporter as ProtobufTraceExporter } from '@opentelemetry/expor
 import { defaultResource, detectResources, envDetector, resourceFromAttributes } from '@opentelemetry/resources';
 import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
-import { GAUGES, type GaugeName, type MetricsSource, readGauges } from './gauges.ts';
-import { EFFECT_LAG_BUCKETS, METRIC, openTelemetrySettings, type StepSpan, type Telemetry, WEBHOOK_SECONDS_BUCKETS } from './telemetry.ts';
+import { GAUGES, type GaugeName, type MetricsSource, readGauges } from '../../app/gauges.ts';
+import {
+  EFFECT_LAG_BUCKETS,
+  METRIC,
+  openTelemetrySettings,
+  type StepSpan,
+  type Telemetry,
+  WEBHOOK_SECONDS_BUCKETS,
+} from '../../app/telemetry.ts';
 
 export interface OpenTelemetry {
   telemetry: Telemetry;
