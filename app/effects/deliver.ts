@@ -9,7 +9,6 @@
  * (lambda/effects/process.ts), the embedded engine's table on one machine.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { type Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
 import { type StepSpan, secondsSince, type Telemetry } from '../telemetry.ts';
 import type { DeadLetterReason, DeadLetters } from './dead-letters.ts';
 import type { EffectLedger } from './ledger.ts';
@@ -42,7 +41,11 @@ export interface DeliveryDeps {
   deadLetters: Pick<DeadLetters, 'holdsBack' | 'put' | 'remove'>;
   retry: RetrySettings;
   logger: Logger;
-  metrics?: Metrics;
+  /**
+   * Counts each effect's fate (`EffectDelivered`, `EffectDeadLettered`, …): on AWS Powertools' EMF metrics
+   * (lambda/telemetry.ts), described here by the two calls made of it so app/ imports no metrics backend.
+   */
+  metrics?: { addMetric(name: string, unit: 'Count', value: number): void; publishStoredMetrics(): void };
   /** Each sink's outcome and lag (`ratchet_effect_lag_seconds`), and a span per sink's delivery where OpenTelemetry is on. */
   telemetry?: Telemetry;
   clock?: () => Date;
@@ -52,7 +55,7 @@ export async function deliverEffect(effect: PendingEffect, deps: DeliveryDeps): 
   const { sinks, ledger, deadLetters, logger, clock = () => new Date() } = deps;
   const { transition, attempt, firstAttemptAtMs } = effect;
   const count = (metric: string) => {
-    deps.metrics?.addMetric(metric, MetricUnit.Count, 1);
+    deps.metrics?.addMetric(metric, 'Count', 1);
     deps.metrics?.publishStoredMetrics();
   };
   const key = idempotencyKey(transition);
