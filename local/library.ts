@@ -243,7 +243,7 @@ function basePathOf(value: string | undefined): string {
 
 /**
  * `request` handed to the app with `basePath` taken off its path (404 outside
- * it); the app was given its base path (assemble), so its answers' links and
+ * it); the app was given its base path (open.ts), so its answers' links and
  * redirects are under the mount already. A Request made in code (not read off
  * a socket) has no Host header: its URL's host is the one asked for.
  */

@@ -8,19 +8,18 @@
  * (library.ts).
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import type { Hono } from 'hono';
+import { Hono } from 'hono';
 import { publicUrls } from '../app/config.ts';
 import type { OnChange } from '../app/effects/app-sink.ts';
 import { createApp } from '../app/http/app.ts';
+import { answerThrown, noSuchRoute } from '../app/http/routes/common.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
 import { dynamicWebhooks, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
 import { type Instance, openInstance } from '../app/instance.ts';
 import { pollNow } from '../app/reconcile/poll-now.ts';
 import type { PoolLike } from '../engines/postgres/index.ts';
 import { AccessGuard } from './access/guard.ts';
-import { effectsAdminRoutes } from './assemble.ts';
 import { consoleRoutes } from './console/console.ts';
-import { feedRoutes } from './feed/routes.ts';
 import { openEngine } from './home.ts';
 import { type Secrets, type Settings, secretsOf } from './settings.ts';
 import { type LocalTelemetry, startTelemetry } from './telemetry/index.ts';
@@ -109,7 +108,7 @@ function http(settings: Settings, instance: Instance, telemetry: LocalTelemetry,
     telemetry: telemetry.telemetry,
   };
   const receive = receiveWebhook(webhookDeps);
-  const app = createApp({
+  const api = createApp({
     ...webhookDeps,
     receive,
     queries: store,
@@ -118,31 +117,30 @@ function http(settings: Settings, instance: Instance, telemetry: LocalTelemetry,
     geminiKeys: () => credentials.all(),
     credentials: settings.instance.credentialLabels,
     waitForVersion: (name, afterVersion, waitMs, signal) => changes.versionPast(name, afterVersion, waitMs, signal),
-    guard: (routes) => guard.install(routes),
     // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
     originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
     basePath,
-    extraRoutes: (routes, { sameOriginJson, fail }) => {
-      effectsAdminRoutes(routes, { sameOriginJson, fail, effects, redrive: (redriveOptions) => engine.redrive(redriveOptions) });
-      routes.get('/metrics', async (c) =>
-        c.body(await telemetry.prometheus.scrape(engine), 200, {
-          'content-type': telemetry.prometheus.contentType,
-          'cache-control': 'no-store',
-        }),
-      );
-      feedRoutes(routes, changes, { keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 });
-      consoleRoutes(routes, {
-        store,
-        history,
-        feed: changes,
-        effects: () => effects,
-        engine: engine.label,
-        reconcileOn: instance.reconciles,
-        unprocessable: store,
-        geminiKeys: () => credentials.all(),
-        basePath,
-      });
-    },
+    changes: { feed: changes, keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 },
+    effectsAdmin: { effects, redrive: (redriveOptions) => engine.redrive(redriveOptions) },
+    exposition: { contentType: telemetry.prometheus.contentType, scrape: () => telemetry.prometheus.scrape(engine) },
   });
+  // The guard before every route (a 404 included), the console's pages beside the API's routes, and the API's
+  // answers to a path no route serves and to what the guard or a page throws.
+  const app = new Hono();
+  guard.install(app);
+  consoleRoutes(app, {
+    store,
+    history,
+    feed: changes,
+    effects: () => effects,
+    engine: engine.label,
+    reconcileOn: instance.reconciles,
+    unprocessable: store,
+    geminiKeys: () => credentials.all(),
+    basePath,
+  });
+  app.route('/', api);
+  app.notFound(noSuchRoute);
+  app.onError(answerThrown(logger));
   return { app, receive, guard, secrets };
 }

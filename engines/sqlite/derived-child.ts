@@ -13,7 +13,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { createLogger } from '../../app/logger.ts';
 import type { Telemetry } from '../../app/telemetry.ts';
 import type { ToChild, ToParent } from './derived-supervisor.ts';
-import { type DerivedWork, startDerivedWork } from './derived-work.ts';
+import { type DerivedWork, type DerivedWorkOptions, startDerivedWork } from './derived-work.ts';
 import { Sqlite } from './sqlite.ts';
 
 /** What traces each effect's delivery in this process: its spans, and a last export at the end. */
@@ -41,26 +41,34 @@ export function serveDerivedWork(tracing?: (logger: Logger) => Promise<ChildTrac
     process.exit(code);
   }
 
+  let started: Promise<void> | undefined;
+  const start = async (dbFile: string, options: DerivedWorkOptions) => {
+    // This connection checkpoints the WAL (SQLite's automatic checkpoint, on its commits): the runtime's does not.
+    db = Sqlite.open(dbFile);
+    // Each delivery's lag is counted by the runtime, which serves /metrics; its spans are exported from here.
+    otel ??= await tracing?.(logger);
+    const telemetry: Telemetry = {
+      webhook: () => {},
+      poll: () => {},
+      effect: (sink, lagSeconds) => send({ type: 'effect', sink, lagSeconds }),
+      ...(otel?.telemetry.span && { span: otel.telemetry.span }),
+    };
+    work = startDerivedWork(db, options, logger, [], telemetry);
+    send({ type: 'ready' });
+  };
+
   process.on('disconnect', () => void stop(0));
   process.on('message', async (message: ToChild) => {
     try {
       if (message.type === 'start') {
-        // This connection checkpoints the WAL (SQLite's automatic checkpoint, on its commits): the runtime's does not.
-        db = Sqlite.open(message.dbFile);
-        // Each delivery's lag is counted by the runtime, which serves /metrics; its spans are exported from here.
-        otel ??= await tracing?.(logger);
-        const telemetry: Telemetry = {
-          webhook: () => {},
-          poll: () => {},
-          effect: (sink, lagSeconds) => send({ type: 'effect', sink, lagSeconds }),
-          ...(otel?.telemetry.span && { span: otel.telemetry.span }),
-        };
-        work = startDerivedWork(db, message.options, logger, [], telemetry);
-        send({ type: 'ready' });
+        started = start(message.dbFile, message.options);
+        await started;
       } else if (message.type === 'wake') work?.wake();
       else if (message.type === 'stop') await stop(0);
       else if (message.type === 'redrive') {
         try {
+          // Asked while its start still awaits the tracing's SDK: answered once it is up.
+          await started;
           send({ type: 'redriven', id: message.id, result: await (work as DerivedWork).redrive(message.options) });
         } catch (error) {
           send({ type: 'redrive-failed', id: message.id, message: (error as Error).message });

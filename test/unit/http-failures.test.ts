@@ -145,7 +145,7 @@ describe('what a route answers when what it calls throws', () => {
     });
   });
 
-  it('answers the same mounted inside a front end with its guard (local/assemble.ts), which judges a path no route serves first', async () => {
+  it('answers the same mounted inside a front end with its guard (local/open.ts), which judges a path no route serves first', async () => {
     const token = 'a-token-of-at-least-32-characters-0123';
     const outer = new Hono();
     new AccessGuard({ tokens: [token], publicUrls: [], trackRatePerMinute: 60, logger: silentLogger }).install(outer);

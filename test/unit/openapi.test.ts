@@ -60,7 +60,7 @@ describe('the OpenAPI description', () => {
       effectsAdmin: { effects: undefined, redrive: async () => ({ redriven: [], skipped: [] }) },
       exposition: { contentType: 'text/plain', scrape: async () => '' },
     });
-    // As the local runtime composes it (local/assemble.ts): the access guard, which serves the sign-in link, around the API.
+    // As the local runtime composes it (local/open.ts): the access guard, which serves the sign-in link, around the API.
     const app = new Hono();
     new AccessGuard({
       tokens: ['a-token-of-at-least-32-characters-0123'],
