@@ -35,7 +35,7 @@ function componentSchemas(): Json {
 export const OPENAPI: Route = {
   method: 'get',
   path: '/openapi.json',
-  doc: {
+  doc: () => ({
     operationId: 'openApi',
     tags: ['health'],
     summary: 'This description',
@@ -44,21 +44,21 @@ export const OPENAPI: Route = {
       200: { description: 'OpenAPI 3.1.', content: { 'application/json': { schema: { type: 'object' } } } },
       ...errors(...GUARDED),
     },
-  },
+  }),
 };
 
 /** `POST /login/link`: served by the front end's access guard (local/access/guard.ts), around the API. */
 export const LOGIN_LINK: Route = {
   method: 'post',
   path: '/login/link',
-  doc: {
+  doc: () => ({
     operationId: 'loginLink',
     tags: ['health'],
     summary: 'A one-time sign-in link for the console (the API token only)',
     description: LOCAL,
     parameters: [{ name: 'next', in: 'query', required: false, description: 'The console page to land on.', schema: { type: 'string' } }],
     responses: { 200: { description: 'The link, good once.', content: json('LoginLink') }, ...errors(...GUARDED) },
-  },
+  }),
 };
 
 /**
@@ -79,7 +79,7 @@ export const ROUTES: readonly Route[] = [
 
 function paths(): Json {
   const paths: Record<string, Json> = {};
-  for (const route of ROUTES) paths[route.path] = { ...paths[route.path], [route.method]: route.doc };
+  for (const route of ROUTES) paths[route.path] = { ...paths[route.path], [route.method]: route.doc() };
   return paths;
 }
 

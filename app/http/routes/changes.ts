@@ -40,7 +40,7 @@ const feedQuery = (fields: (keyof typeof FeedParameters.shape)[]) =>
 export const CHANGES: Route = {
   method: 'get',
   path: '/changes',
-  doc: {
+  doc: () => ({
     operationId: 'changes',
     tags: ['change feed'],
     summary: 'The change feed: changes committed after a cursor, in commit order (a long poll)',
@@ -50,13 +50,13 @@ export const CHANGES: Route = {
       200: { description: 'The changes (none after `wait` seconds) and the cursor to go on from.', content: json('ChangesPage') },
       ...errors('malformed-request', 'cursor-expired', ...GUARDED),
     },
-  },
+  }),
 };
 
 export const CHANGE_STREAM: Route = {
   method: 'get',
   path: '/changes/stream',
-  doc: {
+  doc: () => ({
     operationId: 'changeStream',
     tags: ['change feed'],
     summary: 'The change feed as Server-Sent Events',
@@ -75,7 +75,7 @@ export const CHANGE_STREAM: Route = {
       200: { description: 'The stream.', content: { 'text/event-stream': { schema: { type: 'string' } } } },
       ...errors('malformed-request', 'cursor-expired', ...GUARDED),
     },
-  },
+  }),
 };
 
 export const CHANGES_ROUTES: Route[] = [CHANGES, CHANGE_STREAM];

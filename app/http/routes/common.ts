@@ -20,8 +20,8 @@ export interface Route {
   method: 'get' | 'post';
   /** Where it is served, as the description writes it: `{name}` is an operation's name, which holds `/`. */
   path: string;
-  /** What the description says of it: an OpenAPI operation object. */
-  doc: Json;
+  /** What the description says of it, an OpenAPI operation object: made when the description is (its first `GET /openapi.json`), not at every cold start. */
+  doc: () => Json;
 }
 
 /** Hono's path for a described one: a `{name}` takes the rest of the path (`batches/123` holds a `/`). */

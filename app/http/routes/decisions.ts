@@ -8,7 +8,7 @@ import { CURSOR_SAID, LIMIT_SAID, type Route, refuseParameter, serve, storeBound
 export const UNPROCESSABLE: Route = {
   method: 'get',
   path: '/decisions',
-  doc: {
+  doc: () => ({
     operationId: 'listUnprocessable',
     tags: ['operations'],
     summary: 'Authentic deliveries that could never be used, newest first',
@@ -18,7 +18,7 @@ export const UNPROCESSABLE: Route = {
       cursor: "The previous page's `nextCursor`.",
     }),
     responses: { 200: { description: 'A page.', content: json('UnprocessableList') }, ...awsErrors('malformed-request', ...GUARDED) },
-  },
+  }),
 };
 
 /** What each parameter must be, said when it is the one refused. */

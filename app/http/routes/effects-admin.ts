@@ -18,7 +18,7 @@ export interface EffectsAdminDeps {
 export const DEAD_LETTERS: Route = {
   method: 'get',
   path: '/effects/dead-letters',
-  doc: {
+  doc: () => ({
     operationId: 'listDeadLetters',
     tags: ['effects'],
     summary: 'Effects set aside after their retries, and records that could not be read',
@@ -27,13 +27,13 @@ export const DEAD_LETTERS: Route = {
       200: { description: 'Every dead letter.', content: json('DeadLetterList') },
       ...errors('not-found', ...GUARDED),
     },
-  },
+  }),
 };
 
 export const REDRIVE: Route = {
   method: 'post',
   path: '/effects/redrive',
-  doc: {
+  doc: () => ({
     operationId: 'redrive',
     tags: ['effects'],
     summary: 'Send dead letters again (or drop one with `skip`)',
@@ -43,7 +43,7 @@ export const REDRIVE: Route = {
       200: { description: 'What was sent again and what was dropped, by `name#version`.', content: json('RedriveAnswer') },
       ...errors('malformed-request', 'unsupported-media-type', 'not-found', ...GUARDED),
     },
-  },
+  }),
 };
 
 export const EFFECTS_ADMIN_ROUTES: Route[] = [DEAD_LETTERS, REDRIVE];

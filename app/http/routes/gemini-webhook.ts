@@ -25,7 +25,7 @@ const WEBHOOK_HEADERS = {
 export const GEMINI_WEBHOOK: Route = {
   method: 'post',
   path: '/webhooks/gemini',
-  doc: {
+  doc: () => ({
     operationId: 'receiveWebhook',
     tags: ['webhook'],
     summary: "Gemini's webhook deliveries",
@@ -59,7 +59,7 @@ export const GEMINI_WEBHOOK: Route = {
         ...IN_APP,
       ),
     },
-  },
+  }),
 };
 
 export function geminiWebhookRoutes(deps: GeminiWebhookDeps): Hono {

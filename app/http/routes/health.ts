@@ -16,7 +16,7 @@ export interface HealthDeps {
 export const HEALTH: Route = {
   method: 'get',
   path: '/healthz',
-  doc: {
+  doc: () => ({
     operationId: 'health',
     tags: ['health'],
     summary: 'Whether this instance and its store answer',
@@ -30,7 +30,7 @@ export const HEALTH: Route = {
         content: { 'application/json': { schema: { anyOf: [ref('Health'), errorOf(IN_APP)] } } },
       },
     },
-  },
+  }),
 };
 
 export function healthRoutes(deps: HealthDeps): Hono {

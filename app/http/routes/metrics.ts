@@ -12,7 +12,7 @@ export interface MetricsExposition {
 export const METRICS: Route = {
   method: 'get',
   path: '/metrics',
-  doc: {
+  doc: () => ({
     operationId: 'metrics',
     tags: ['health'],
     summary: 'Metrics in the Prometheus text format (scrape with the API token as a bearer token)',
@@ -21,7 +21,7 @@ export const METRICS: Route = {
       200: { description: 'The exposition, text format 0.0.4.', content: { 'text/plain': { schema: { type: 'string' } } } },
       ...errors(...GUARDED),
     },
-  },
+  }),
 };
 
 export function metricsRoutes(exposition: MetricsExposition): Hono {

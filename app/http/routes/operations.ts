@@ -77,7 +77,7 @@ const NAME_PARAMETER = {
 export const TRACK: Route = {
   method: 'post',
   path: '/operations',
-  doc: {
+  doc: () => ({
     operationId: 'track',
     tags: ['operations'],
     summary: 'Track an operation before any webhook',
@@ -87,13 +87,13 @@ export const TRACK: Route = {
       200: { description: 'Already known: the stored record.', content: json('Operation') },
       ...awsErrors('malformed-request', 'unstorable', 'payload-too-large', 'unsupported-media-type', 'rate-limited', ...GUARDED),
     },
-  },
+  }),
 };
 
 export const LIST: Route = {
   method: 'get',
   path: '/operations',
-  doc: {
+  doc: () => ({
     operationId: 'listOperations',
     tags: ['operations'],
     summary: 'Operations, most recently recorded first',
@@ -109,13 +109,13 @@ export const LIST: Route = {
       200: { description: 'A page; `nextCursor` absent on the last.', content: json('OperationList') },
       ...awsErrors('malformed-request', ...GUARDED),
     },
-  },
+  }),
 };
 
 export const RECORD: Route = {
   method: 'get',
   path: '/operations/{name}',
-  doc: {
+  doc: () => ({
     operationId: 'getOperation',
     tags: ['operations'],
     summary: 'One operation, with its polling status; a long poll with `wait`',
@@ -139,14 +139,14 @@ export const RECORD: Route = {
       },
       ...awsErrors('malformed-request', 'not-found', ...GUARDED),
     },
-  },
+  }),
 };
 
 /** Served by RECORD's route (a name holds `/`: its last segment is read there). */
 export const HISTORY: Route = {
   method: 'get',
   path: '/operations/{name}/history',
-  doc: {
+  doc: () => ({
     operationId: 'getHistory',
     tags: ['operations'],
     summary: 'Every applied write of an operation, in version order',
@@ -155,14 +155,14 @@ export const HISTORY: Route = {
       200: { description: 'Its history.', content: json('History') },
       ...awsErrors('malformed-request', 'not-found', ...GUARDED),
     },
-  },
+  }),
 };
 
 /** Served by RECORD's route, as HISTORY is. */
 export const DECISIONS: Route = {
   method: 'get',
   path: '/operations/{name}/decisions',
-  doc: {
+  doc: () => ({
     operationId: 'getDecisions',
     tags: ['operations'],
     summary: 'Every delivery, poll and track that named the operation, and its fate',
@@ -172,7 +172,7 @@ export const DECISIONS: Route = {
       200: { description: 'Oldest first.', content: json('Decisions') },
       ...errors('malformed-request', 'not-found', ...GUARDED),
     },
-  },
+  }),
 };
 
 export const OPERATIONS_ROUTES: Route[] = [TRACK, LIST, RECORD, HISTORY, DECISIONS];
