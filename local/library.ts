@@ -21,55 +21,20 @@
  * unless `start()` was called. On SQLite (an application with a disk that stays
  * up), history and the effects run from first use until `close()`.
  */
-import { ConfigError, loadConfig } from '../app/config.ts';
-import type { OnChange } from '../app/effects/app-sink.ts';
 import type { TickResult } from '../app/instance.ts';
 import { createLogger } from '../app/logger.ts';
-import { openTelemetrySettings, otlpRequested } from '../app/telemetry.ts';
 import { FAILURES, failureBody, RETRY_AFTER_SECONDS } from '../core/failures.ts';
-import type { PoolLike } from '../engines/postgres/index.ts';
 import { IN_MEMORY } from '../engines/sqlite/index.ts';
 import { RatchetClient } from '../sdk/client.ts';
 import { type Opened, openLocal } from './open.ts';
-import { settingsOf } from './settings.ts';
+import { appSettingsOf, type RatchetOptions } from './settings.ts';
 
 export { ConfigError } from '../app/config.ts';
 export type { ChangeContext, OnChange, StateChange } from '../app/effects/app-sink.ts';
 export type { TickResult } from '../app/instance.ts';
 export type { PoolLike } from '../engines/postgres/index.ts';
 export { RatchetClient, RatchetError } from '../sdk/client.ts';
-
-export interface RatchetOptions {
-  /** PostgreSQL by URL (`DATABASE_URL`): `postgres://user:password@host:5432/db`. */
-  databaseUrl?: string;
-  /** PostgreSQL on the application's own `pg` pool (Ratchet does not end it). */
-  pool?: PoolLike;
-  /** The schema Ratchet's tables live in (`DATABASE_SCHEMA`, default `ratchet`). */
-  schema?: string;
-  /** SQLite in a data folder (`DATA_DIR`, default `./.ratchet-data`) where there is no database; `':memory:'` for tests. */
-  dataDir?: string;
-  /** Gemini's webhook signing secrets, comma-separated (`WEBHOOK_SIGNING_SECRETS`). */
-  webhookSigningSecrets?: string;
-  /** The API's bearer tokens, comma-separated (`RATCHET_API_TOKEN`); without one, a token kept in this process only. */
-  apiToken?: string;
-  /** What reconcile polls with (`GEMINI_API_KEY`); the Agent Platform's are read from `env`. */
-  geminiApiKey?: string;
-  /** Several Gemini API keys by label (`GEMINI_API_KEYS`: `team-a=AIza…,team-b=AIza…`), instead of `geminiApiKey`. */
-  geminiApiKeys?: string;
-  /** How long each kind of job may stay open before it is overdue (`OVERDUE_AFTER`: `batch=26h,interaction=2h`). */
-  overdueAfter?: string;
-  /** The signed outbound webhook (`EFFECTS_WEBHOOK_URL`, `EFFECTS_SIGNING_SECRET`), beside or instead of `onChange`. */
-  effectsWebhookUrl?: string;
-  effectsSigningSecret?: string;
-  /** Where browsers reach the application (`PUBLIC_URL`): the console and API answer to its host only (and loopback). */
-  publicUrl?: string;
-  /** Where `fetch` is mounted: `/api/ratchet` serves `/api/ratchet/webhooks/gemini`, `/api/ratchet/operations`… */
-  basePath?: string;
-  /** The application's function for each applied state change, and each job found overdue (`type: operation.overdue`). */
-  onChange?: OnChange;
-  /** Every other documented variable (docs/contract.md), and these when not given above; default `process.env`. */
-  env?: Record<string, string | undefined>;
-}
+export type { RatchetOptions } from './settings.ts';
 
 export interface TickOptions {
   /** How long the round may take (default 10 s): reconcile stops taking new polls at half of it, the effects at the end. */
@@ -97,53 +62,18 @@ export interface Ratchet extends InProcessApi {
 
 const DEFAULT_TICK_BUDGET_MS = 10_000;
 
-const OPTION_VARIABLES = {
-  databaseUrl: 'DATABASE_URL',
-  schema: 'DATABASE_SCHEMA',
-  dataDir: 'DATA_DIR',
-  webhookSigningSecrets: 'WEBHOOK_SIGNING_SECRETS',
-  apiToken: 'RATCHET_API_TOKEN',
-  geminiApiKey: 'GEMINI_API_KEY',
-  geminiApiKeys: 'GEMINI_API_KEYS',
-  overdueAfter: 'OVERDUE_AFTER',
-  effectsWebhookUrl: 'EFFECTS_WEBHOOK_URL',
-  effectsSigningSecret: 'EFFECTS_SIGNING_SECRET',
-  publicUrl: 'PUBLIC_URL',
-} as const satisfies Partial<Record<keyof RatchetOptions, string>>;
-
 /**
  * A Ratchet for this application. Every setting is checked here, before
  * anything is opened (a ConfigError naming the option's variable); the engine
  * opens on first use.
  */
 export function createRatchet(options: RatchetOptions = {}): Ratchet {
-  const env: Record<string, string | undefined> = { ...(options.env ?? process.env) };
-  for (const [option, variable] of Object.entries(OPTION_VARIABLES)) {
-    const value = options[option as keyof typeof OPTION_VARIABLES];
-    if (value !== undefined) env[variable] = value;
-  }
-  const config = loadConfig(env);
-  if (options.pool && options.databaseUrl) throw new ConfigError('give pool or databaseUrl (DATABASE_URL), not both', 'DATABASE_URL');
-  const onPostgres = Boolean(options.pool || config.DATABASE_URL);
-  const settings = settingsOf(config, { onChange: Boolean(options.onChange), ...(onPostgres && { dataDir: IN_MEMORY }) });
-  // OpenTelemetry reads the process's own environment (its SDK does): its settings are refused here, not on first use.
-  if (otlpRequested()) openTelemetrySettings();
-  const basePath = basePathOf(options.basePath);
+  const { settings, env, onPostgres, basePath } = appSettingsOf(options);
   const logger = createLogger('ratchet', env.POWERTOOLS_LOG_LEVEL);
-  if (!config.WEBHOOK_SIGNING_SECRETS) {
-    // On PostgreSQL no secret a sender could know: a generated one would refuse every webhook, in silence, for as long as
-    // the data lives. A data folder keeps its development secret in a file, as ratchet start does (said once it opens).
-    if (onPostgres)
-      throw new ConfigError(
-        'webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS) must be set on PostgreSQL, where the data outlives this process: ' +
-          "Gemini's webhook signing secret, whsec_… (docs/apps.md: make one and send a signed test webhook)",
-        'WEBHOOK_SIGNING_SECRETS',
-      );
-    if (settings.dataDir === IN_MEMORY)
-      logger.warn(
-        'ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): a secret for this process only was generated; webhooks signed with any other are refused',
-      );
-  }
+  if (!settings.config.WEBHOOK_SIGNING_SECRETS && settings.dataDir === IN_MEMORY)
+    logger.warn(
+      'ratchet: no webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS): a secret for this process only was generated; webhooks signed with any other are refused',
+    );
   let opened: Promise<Opened> | undefined;
   let closed = false;
   const open = (): Promise<Opened> => {
@@ -230,15 +160,6 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
     watch: client.watch.bind(client),
     changes: client.changes.bind(client),
   });
-}
-
-/** `/api/ratchet/` → `/api/ratchet`; refused unless a path of plain segments. */
-function basePathOf(value: string | undefined): string {
-  if (value === undefined || value === '' || value === '/') return '';
-  const trimmed = value.replace(/\/+$/, '');
-  if (!/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed))
-    throw new ConfigError(`basePath must be a path such as /api/ratchet, not ${JSON.stringify(value)}`, 'basePath');
-  return trimmed;
 }
 
 /**

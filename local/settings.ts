@@ -9,13 +9,16 @@
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { agentPlatformOf, type Config, overdueAfterOf } from '../app/config.ts';
+import { agentPlatformOf, type Config, ConfigError, loadConfig, overdueAfterOf } from '../app/config.ts';
+import type { OnChange } from '../app/effects/app-sink.ts';
 import { retrySettings } from '../app/effects/queue.ts';
 import { webhookSinkSettingsOf } from '../app/effects/webhook-sink.ts';
 import type { EngineWork } from '../app/engine.ts';
 import { parseSigningSecrets } from '../app/http/webhook-signature.ts';
 import type { InstanceSettings } from '../app/instance.ts';
+import { openTelemetrySettings, otlpRequested } from '../app/telemetry.ts';
 import { geminiKeysOf } from '../core/credentials.ts';
+import type { PoolLike } from '../engines/postgres/index.ts';
 import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, IN_MEMORY } from '../engines/sqlite/index.ts';
 import { type ApiTokens, resolveApiTokens } from './access/api-token.ts';
 import { checkStartConfig } from './start-config.ts';
@@ -68,6 +71,91 @@ export function settingsOf(config: Config, options: { onChange?: boolean; dataDi
       }),
     },
   };
+}
+
+export interface RatchetOptions {
+  /** PostgreSQL by URL (`DATABASE_URL`): `postgres://user:password@host:5432/db`. */
+  databaseUrl?: string;
+  /** PostgreSQL on the application's own `pg` pool (Ratchet does not end it). */
+  pool?: PoolLike;
+  /** The schema Ratchet's tables live in (`DATABASE_SCHEMA`, default `ratchet`). */
+  schema?: string;
+  /** SQLite in a data folder (`DATA_DIR`, default `./.ratchet-data`) where there is no database; `':memory:'` for tests. */
+  dataDir?: string;
+  /** Gemini's webhook signing secrets, comma-separated (`WEBHOOK_SIGNING_SECRETS`). */
+  webhookSigningSecrets?: string;
+  /** The API's bearer tokens, comma-separated (`RATCHET_API_TOKEN`); without one, a token kept in this process only. */
+  apiToken?: string;
+  /** What reconcile polls with (`GEMINI_API_KEY`); the Agent Platform's are read from `env`. */
+  geminiApiKey?: string;
+  /** Several Gemini API keys by label (`GEMINI_API_KEYS`: `team-a=AIza…,team-b=AIza…`), instead of `geminiApiKey`. */
+  geminiApiKeys?: string;
+  /** How long each kind of job may stay open before it is overdue (`OVERDUE_AFTER`: `batch=26h,interaction=2h`). */
+  overdueAfter?: string;
+  /** The signed outbound webhook (`EFFECTS_WEBHOOK_URL`, `EFFECTS_SIGNING_SECRET`), beside or instead of `onChange`. */
+  effectsWebhookUrl?: string;
+  effectsSigningSecret?: string;
+  /** Where browsers reach the application (`PUBLIC_URL`): the console and API answer to its host only (and loopback). */
+  publicUrl?: string;
+  /** Where `fetch` is mounted: `/api/ratchet` serves `/api/ratchet/webhooks/gemini`, `/api/ratchet/operations`… */
+  basePath?: string;
+  /** The application's function for each applied state change, and each job found overdue (`type: operation.overdue`). */
+  onChange?: OnChange;
+  /** Every other documented variable (docs/contract.md), and these when not given above; default `process.env`. */
+  env?: Record<string, string | undefined>;
+}
+
+const OPTION_VARIABLES = {
+  databaseUrl: 'DATABASE_URL',
+  schema: 'DATABASE_SCHEMA',
+  dataDir: 'DATA_DIR',
+  webhookSigningSecrets: 'WEBHOOK_SIGNING_SECRETS',
+  apiToken: 'RATCHET_API_TOKEN',
+  geminiApiKey: 'GEMINI_API_KEY',
+  geminiApiKeys: 'GEMINI_API_KEYS',
+  overdueAfter: 'OVERDUE_AFTER',
+  effectsWebhookUrl: 'EFFECTS_WEBHOOK_URL',
+  effectsSigningSecret: 'EFFECTS_SIGNING_SECRET',
+  publicUrl: 'PUBLIC_URL',
+} as const satisfies Partial<Record<keyof RatchetOptions, string>>;
+
+/**
+ * `createRatchet`'s settings: its options over its environment (each the
+ * variable it stands for), checked as `ratchet start` checks them, with what
+ * only an application is refused: a pool and a URL at once, and PostgreSQL
+ * without a signing secret a sender could know.
+ */
+export function appSettingsOf(options: RatchetOptions) {
+  const env: Record<string, string | undefined> = { ...(options.env ?? process.env) };
+  for (const [option, variable] of Object.entries(OPTION_VARIABLES)) {
+    const value = options[option as keyof typeof OPTION_VARIABLES];
+    if (value !== undefined) env[variable] = value;
+  }
+  const config = loadConfig(env);
+  if (options.pool && options.databaseUrl) throw new ConfigError('give pool or databaseUrl (DATABASE_URL), not both', 'DATABASE_URL');
+  const onPostgres = Boolean(options.pool || config.DATABASE_URL);
+  const settings = settingsOf(config, { onChange: Boolean(options.onChange), ...(onPostgres && { dataDir: IN_MEMORY }) });
+  // OpenTelemetry reads the process's own environment (its SDK does): its settings are refused here, not on first use.
+  if (otlpRequested()) openTelemetrySettings();
+  const basePath = basePathOf(options.basePath);
+  // On PostgreSQL a generated secret would refuse every webhook, in silence, for as long as the data lives. A data
+  // folder keeps its development secret in a file, as ratchet start does (said once it opens).
+  if (!config.WEBHOOK_SIGNING_SECRETS && onPostgres)
+    throw new ConfigError(
+      'webhookSigningSecrets (WEBHOOK_SIGNING_SECRETS) must be set on PostgreSQL, where the data outlives this process: ' +
+        "Gemini's webhook signing secret, whsec_… (docs/apps.md: make one and send a signed test webhook)",
+      'WEBHOOK_SIGNING_SECRETS',
+    );
+  return { settings, env, onPostgres, basePath };
+}
+
+/** `/api/ratchet/` → `/api/ratchet`; refused unless a path of plain segments. */
+function basePathOf(value: string | undefined): string {
+  if (value === undefined || value === '' || value === '/') return '';
+  const trimmed = value.replace(/\/+$/, '');
+  if (!/^(\/[A-Za-z0-9._~-]+)+$/.test(trimmed))
+    throw new ConfigError(`basePath must be a path such as /api/ratchet, not ${JSON.stringify(value)}`, 'basePath');
+  return trimmed;
 }
 
 /**

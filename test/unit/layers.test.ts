@@ -2,8 +2,10 @@
  * The import graph of Ratchet's own code (docs/design.md, "Layout"): each ring
  * imports only from those inside it, no file imports itself round a circle, the
  * core imports nothing of Ratchet's and no I/O, an engine's SDK is imported
- * inside that engine's folder only, and `local/` reaches the engines behind
- * the Engine port (app/engine.ts) through their index.ts only.
+ * inside that engine's folder only, every engine is reached from outside
+ * through its index.ts only (and DynamoDB's SDK-free tables.ts, for the
+ * stack), only the instance starts an engine, the HTTP routes take no hook
+ * from a front end, and each telemetry backend stays in its home.
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, normalize } from 'node:path';
@@ -107,12 +109,57 @@ describe('the import graph', () => {
     expect(upward).toEqual([]);
   });
 
-  it('has the one-machine front ends reach the SQLite and PostgreSQL engines through their index.ts only (the Engine port)', () => {
-    const behindPort = ['engines/sqlite', 'engines/postgres'];
-    const reached = imports.filter((i) => i.relative && ringOf(i.from) === 'local' && behindPort.includes(ringOf(i.to) as string));
-    expect(reached.length).toBeGreaterThan(5); // the check checks something
-    const around = reached.filter((i) => !i.to.endsWith('/index.ts')).map((i) => `${i.from} -> ${i.to}`);
+  it("reaches each engine from outside it through its doors only: index.ts, and DynamoDB's SDK-free tables.ts", () => {
+    const engines = ['engines/sqlite', 'engines/postgres', 'engines/dynamodb'];
+    const reached = imports.filter((i) => i.relative && engines.includes(ringOf(i.to) as string) && ringOf(i.from) !== ringOf(i.to));
+    // The check checks something: every front end and the stack reach an engine.
+    for (const ring of ['local', 'lambda', 'lib'] as const)
+      expect(reached.filter((i) => ringOf(i.from) === ring).length, ring).toBeGreaterThan(0);
+    const around = reached
+      .filter((i) => !i.to.endsWith('/index.ts') && i.to !== 'engines/dynamodb/tables.ts')
+      .map((i) => `${i.from} -> ${i.to}`);
     expect(around).toEqual([]);
+  });
+
+  it("has the stack (lib/) read DynamoDB's tables without its SDK: tables.ts imports none, nor does anything it imports", () => {
+    const seen = new Set<string>();
+    const reach = (file: string): Import[] => {
+      if (seen.has(file)) return [];
+      seen.add(file);
+      const own = imports.filter((i) => i.from === file);
+      return [...own, ...own.filter((i) => i.relative && files.includes(i.to)).flatMap((i) => reach(i.to))];
+    };
+    const fromTables = reach('engines/dynamodb/tables.ts');
+    expect(seen.size).toBeGreaterThan(0);
+    expect(fromTables.filter((i) => !i.relative && i.to.startsWith('@aws-sdk/')).map((i) => `${i.from} -> ${i.to}`)).toEqual([]);
+    const libReaches = imports.filter((i) => ringOf(i.from) === 'lib' && ringOf(i.to) === 'engines/dynamodb' && !i.from.startsWith('lib/cli/'));
+    expect(libReaches.filter((i) => i.to !== 'engines/dynamodb/tables.ts').map((i) => `${i.from} -> ${i.to}`)).toEqual([]);
+  });
+
+  it('has only the instance (app/instance.ts) start an engine', () => {
+    const starts = files.filter((file) => /\b(engine|home)\??\.start\(/.test(readFileSync(join(PROJECT_ROOT, file), 'utf8')));
+    expect(starts).toEqual(['app/instance.ts']);
+  });
+
+  it('has nothing in app/http take a callback from a front end: no function of a Hono app, no import from a front end', () => {
+    const http = files.filter((file) => file.startsWith('app/http/'));
+    expect(http.length).toBeGreaterThan(5);
+    const hooks = http.filter((file) => /\(\s*\w+\s*:\s*Hono\b[^)]*\)\s*=>/.test(readFileSync(join(PROJECT_ROOT, file), 'utf8')));
+    expect(hooks).toEqual([]);
+  });
+
+  it("keeps each telemetry backend in its home: app/ on @opentelemetry/api alone, the SDK and Prometheus in local/, EMF in lambda/", () => {
+    const homes: Array<[RegExp, Ring]> = [
+      [/^@opentelemetry\/(?!api$)/, 'local'],
+      [/^prom-client$/, 'local'],
+      [/^@aws-lambda-powertools\/metrics$/, 'lambda'],
+    ];
+    const used = imports.filter((i) => !i.relative && homes.some(([pattern]) => pattern.test(i.to)));
+    expect(used.length).toBeGreaterThan(3);
+    const astray = used
+      .filter((i) => homes.some(([pattern, home]) => pattern.test(i.to) && ringOf(i.from) !== home))
+      .map((i) => `${i.from} -> ${i.to}`);
+    expect(astray).toEqual([]);
   });
 
   it('has no import circle', () => {
