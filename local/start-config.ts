@@ -9,7 +9,7 @@
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { type Config, ConfigError } from '../app/config.ts';
 import { effectsSigningSecretOf } from '../app/effects/webhook-sink.ts';
-import { InvalidSecretError, parseSigningSecrets } from '../app/http/webhook-signature.ts';
+import { InvalidSecretError, parseSigningSecrets } from '../app/signing-secrets.ts';
 import { parseTokens, TokenConfigError } from './access/api-token.ts';
 
 export function checkStartConfig(config: Config): void {

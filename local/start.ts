@@ -6,7 +6,7 @@
 import { failure, parseCommandLine, unexpected } from '../app/command-line.ts';
 import { ConfigError, loadConfig } from '../app/config.ts';
 import { EngineUnavailableError } from '../app/engine.ts';
-import { InvalidSecretError } from '../app/http/webhook-signature.ts';
+import { InvalidSecretError } from '../app/signing-secrets.ts';
 import { DataFolderError, SchemaError } from '../engines/sqlite/index.ts';
 import { TokenConfigError } from './access/api-token.ts';
 import { startLocalRuntime } from './runtime.ts';

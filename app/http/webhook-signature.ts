@@ -12,9 +12,6 @@ import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import { type Config, type WebhookScheme, webhookSchemes } from '../config.ts';
 import { KeysUnavailableError, verifiesEd25519, verifyJwt, WebhookKeySet } from './webhook-keys.ts';
 
-// Where they were before app/signing-secrets.ts (lambda/handlers/api.ts, local/ still import them from here).
-export { InvalidSecretError, type ParseOptions, parseSigningSecrets } from '../signing-secrets.ts';
-
 /** A request's headers, read by name (a fetch `Headers`, or a plain object behind `get`). */
 export interface HeaderReader {
   get(name: string): string | null;

@@ -1,7 +1,7 @@
 /**
  * `POST /webhooks/gemini` as a use case, apart from any HTTP framework:
  * verify the signature over the raw body, map the delivery, ingest the event,
- * and answer with a status and a JSON body, which the Hono app (app/http/app.ts)
+ * and answer with a status and a JSON body, which the Hono app (app/http/routes/gemini-webhook.ts)
  * sends. (Served straight from the API Gateway event, without Hono, it made no
  * measurable difference to the API Lambda's cold start on Node 24, which
  * loads undici at startup anyway: so it goes through the app like every route.)

@@ -7,15 +7,10 @@ import type { LambdaClient } from '@aws-sdk/client-lambda';
 import { handle } from 'hono/aws-lambda';
 import { loadConfig } from '../../app/config.ts';
 import { createApp } from '../../app/http/app.ts';
-import {
-  dynamicWebhooks,
-  InvalidSecretError,
-  NotConfiguredError,
-  parseSigningSecrets,
-  WebhookSignatureVerifier,
-} from '../../app/http/webhook-signature.ts';
+import { dynamicWebhooks, NotConfiguredError, WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
 import { createLogger } from '../../app/logger.ts';
 import { pollNow } from '../../app/reconcile/poll-now.ts';
+import { InvalidSecretError, parseSigningSecrets } from '../../app/signing-secrets.ts';
 import { historyTable, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { secretSetting } from '../secrets.ts';
 import { createMetrics, emfTelemetry } from '../telemetry.ts';

@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { join } from 'node:path';
 import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
-import { InvalidSecretError, parseSigningSecrets } from '../../app/http/webhook-signature.ts';
+import { InvalidSecretError, parseSigningSecrets } from '../../app/signing-secrets.ts';
 import { WEBHOOK_EVENT_TYPES } from '../../core/gemini-webhook.ts';
 import { networkFailureInWords } from '../../core/network.ts';
 import { DEFAULT_DATA_DIR, DEV_SECRET_FILE, readDataFolderFile } from '../../engines/sqlite/index.ts';

@@ -1,5 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { InvalidSecretError, parseSigningSecrets, WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
+import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
+import { InvalidSecretError, parseSigningSecrets } from '../../app/signing-secrets.ts';
 import { newSecret, sign, signedDelivery } from '../support/deliveries.ts';
 
 const verifierFor = (...secrets: string[]) => new WebhookSignatureVerifier(async () => secrets);
