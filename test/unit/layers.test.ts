@@ -132,7 +132,9 @@ describe('the import graph', () => {
     const fromTables = reach('engines/dynamodb/tables.ts');
     expect(seen.size).toBeGreaterThan(0);
     expect(fromTables.filter((i) => !i.relative && i.to.startsWith('@aws-sdk/')).map((i) => `${i.from} -> ${i.to}`)).toEqual([]);
-    const libReaches = imports.filter((i) => ringOf(i.from) === 'lib' && ringOf(i.to) === 'engines/dynamodb' && !i.from.startsWith('lib/cli/'));
+    const libReaches = imports.filter(
+      (i) => ringOf(i.from) === 'lib' && ringOf(i.to) === 'engines/dynamodb' && !i.from.startsWith('lib/cli/'),
+    );
     expect(libReaches.filter((i) => i.to !== 'engines/dynamodb/tables.ts').map((i) => `${i.from} -> ${i.to}`)).toEqual([]);
   });
 
@@ -148,7 +150,7 @@ describe('the import graph', () => {
     expect(hooks).toEqual([]);
   });
 
-  it("keeps each telemetry backend in its home: app/ on @opentelemetry/api alone, the SDK and Prometheus in local/, EMF in lambda/", () => {
+  it('keeps each telemetry backend in its home: app/ on @opentelemetry/api alone, the SDK and Prometheus in local/, EMF in lambda/', () => {
     const homes: Array<[RegExp, Ring]> = [
       [/^@opentelemetry\/(?!api$)/, 'local'],
       [/^prom-client$/, 'local'],
