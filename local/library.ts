@@ -122,7 +122,11 @@ export function createRatchet(options: RatchetOptions = {}): Ratchet {
       return serveUnder(basePath, request, (inner) => ready.app.fetch(inner));
     },
     async tick(tickOptions = {}) {
-      return (await open()).instance.tick(tickOptions.budgetMs ?? DEFAULT_TICK_BUDGET_MS);
+      // The budget counts from the call: a first tick's open (and migration) is part of the round.
+      const startedAt = Date.now();
+      const { instance } = await open();
+      const round = await instance.tick(Math.max(0, (tickOptions.budgetMs ?? DEFAULT_TICK_BUDGET_MS) - (Date.now() - startedAt)));
+      return { ...round, tookMs: Date.now() - startedAt };
     },
     async start() {
       await (await open()).instance.start();
