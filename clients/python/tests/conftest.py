@@ -113,11 +113,13 @@ class Ratchet:
             start_new_session=True,
         )
         ready = threading.Event()
+        # This process's ready line, not the one before a restart (its first line, a warning, came before it listened).
+        began = len(self.output)
 
         def read(stream: Any) -> None:
             for line in iter(stream.readline, b""):
                 self.output += line.decode("utf-8", "replace")
-                if re.search(r"Ratchet ready at http://", self.output):
+                if re.search(r"Ratchet ready at http://", self.output[began:]):
                     ready.set()
 
         threading.Thread(target=read, args=(self.process.stdout,), daemon=True).start()
