@@ -13,7 +13,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { createLogger } from '../../app/logger.ts';
 import type { Telemetry } from '../../app/telemetry.ts';
 import type { ToChild, ToParent } from './derived-supervisor.ts';
-import { type DerivedWork, type DerivedWorkOptions, startDerivedWork } from './derived-work.ts';
+import type { DerivedWork, DerivedWorkOptions } from './derived-work.ts';
 import { Sqlite } from './sqlite.ts';
 
 /** What traces each effect's delivery in this process: its spans, and a last export at the end. */
@@ -53,6 +53,8 @@ export function serveDerivedWork(tracing?: (logger: Logger) => Promise<ChildTrac
       effect: (sink, lagSeconds) => send({ type: 'effect', sink, lagSeconds }),
       ...(otel?.telemetry.span && { span: otel.telemetry.span }),
     };
+    // Loaded here, in the child: engines/sqlite/index.ts exports this file, and the parent's start must not load the effects path.
+    const { startDerivedWork } = await import('./derived-work.ts');
     work = startDerivedWork(db, options, logger, [], telemetry);
     send({ type: 'ready' });
   };

@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { buildSync } from 'esbuild';
 import { afterAll, describe, expect, it } from 'vitest';
 import { bundleLambda } from '../../lib/lambda-bundle.ts';
 
@@ -34,5 +35,41 @@ describe('a cold start compiles only what every invocation needs', () => {
     const init = initOf('reconcile');
     expect(packagesIn(init, ['@aws-sdk/client-dynamodb'])).toEqual(['@aws-sdk/client-dynamodb']);
     expect(packagesIn(init, ['@google/genai'])).toEqual([]);
+  });
+});
+
+/** The source files `entry`'s start compiles: its chunk and those it imports statically (packages left out). */
+function startInputs(entry: string): string[] {
+  const { metafile } = buildSync({
+    entryPoints: [entry],
+    bundle: true,
+    splitting: true,
+    format: 'esm',
+    platform: 'node',
+    packages: 'external',
+    outdir: join(outdir, 'start'),
+    write: false,
+    metafile: true,
+    logLevel: 'silent',
+  });
+  const outputs = metafile.outputs;
+  const seen = new Set<string>();
+  const visit = (key: string) => {
+    if (seen.has(key)) return;
+    seen.add(key);
+    for (const imported of outputs[key]?.imports ?? [])
+      if (imported.kind === 'import-statement' && outputs[imported.path]) visit(imported.path);
+  };
+  visit(Object.keys(outputs).find((key) => outputs[key]?.entryPoint === entry) as string);
+  return [...seen].flatMap((key) => Object.keys(outputs[key]?.inputs ?? {}));
+}
+
+describe('ratchet start compiles at its start only what every start needs', () => {
+  it("not the SQLite engine's derived work (its own process loads it), OpenTelemetry's SDK (only with an endpoint) or the Gemini poller", () => {
+    const init = startInputs('local/runtime.ts');
+    expect(init.filter((input) => /^(local\/(runtime|open|settings)|app\/instance)\.ts$/.test(input))).toHaveLength(4);
+    expect(
+      init.filter((input) => /(engines\/sqlite\/derived-work|local\/telemetry\/otel|app\/reconcile\/gemini-poller)\.ts$/.test(input)),
+    ).toEqual([]);
   });
 });
