@@ -11,7 +11,7 @@ import type { Logger } from '@aws-lambda-powertools/logger';
 import { Hono } from 'hono';
 import { publicUrls } from '../app/config.ts';
 import type { OnChange } from '../app/effects/app-sink.ts';
-import { createApp } from '../app/http/app.ts';
+import { createApp, withLocalRoutes } from '../app/http/app.ts';
 import { answerThrown, noSuchRoute } from '../app/http/routes/common.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
 import { dynamicWebhooks, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
@@ -108,6 +108,8 @@ function http(settings: Settings, instance: Instance, telemetry: LocalTelemetry,
     telemetry: telemetry.telemetry,
   };
   const receive = receiveWebhook(webhookDeps);
+  // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
+  const originAllowed = (origin: string) => origin === 'null' || guard.originAllowed(origin);
   const api = createApp({
     ...webhookDeps,
     receive,
@@ -117,9 +119,12 @@ function http(settings: Settings, instance: Instance, telemetry: LocalTelemetry,
     geminiKeys: () => credentials.all(),
     credentials: settings.instance.credentialLabels,
     waitForVersion: (name, afterVersion, waitMs, signal) => changes.versionPast(name, afterVersion, waitMs, signal),
-    // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
-    originAllowed: (origin) => origin === 'null' || guard.originAllowed(origin),
+    originAllowed,
     basePath,
+  });
+  withLocalRoutes(api, {
+    logger,
+    originAllowed,
     changes: { feed: changes, keepAliveMs: config.FEED_KEEP_ALIVE_SECONDS * 1000, stallMs: config.FEED_STALL_SECONDS * 1000 },
     effectsAdmin: { effects, redrive: (redriveOptions) => engine.redrive(redriveOptions) },
     exposition: { contentType: telemetry.prometheus.contentType, scrape: () => telemetry.prometheus.scrape(engine) },

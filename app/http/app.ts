@@ -18,12 +18,6 @@ import { type OperationsDeps, operationsRoutes } from './routes/operations.ts';
 export interface AppDeps extends GeminiWebhookDeps, OperationsDeps, HealthDeps {
   /** Where the app is mounted (inside an app): the server `GET /openapi.json` names. */
   basePath?: string;
-  /** `GET /changes` and `GET /changes/stream` (the local runtime's change feed); without it they are 404. */
-  changes?: ChangesOptions;
-  /** `GET /effects/dead-letters` and `POST /effects/redrive` (the local runtime's effects admin); without it they are 404. */
-  effectsAdmin?: EffectsAdminDeps;
-  /** `GET /metrics` (the local runtime's Prometheus exposition); without it that route is 404. */
-  exposition?: MetricsExposition;
 }
 
 export function createApp(deps: AppDeps): Hono {
@@ -34,11 +28,29 @@ export function createApp(deps: AppDeps): Hono {
   // Authentic deliveries that could never be used (answered 200 all the same), newest first.
   if (deps.unprocessable) app.route('/', decisionsRoutes(deps.unprocessable));
   app.route('/', openApiRoutes(deps.basePath));
-  if (deps.effectsAdmin)
-    app.route('/', effectsAdminRoutes({ ...deps.effectsAdmin, logger: deps.logger, originAllowed: deps.originAllowed }));
-  if (deps.exposition) app.route('/', metricsRoutes(deps.exposition));
-  if (deps.changes) app.route('/', changesRoutes(deps.changes));
   app.notFound(noSuchRoute);
   app.onError(answerThrown(deps.logger));
   return app;
+}
+
+export interface LocalRoutesDeps extends Pick<AppDeps, 'logger' | 'originAllowed'> {
+  /** `GET /changes` and `GET /changes/stream`: the change feed. */
+  changes: ChangesOptions;
+  /** `GET /effects/dead-letters` and `POST /effects/redrive`. */
+  effectsAdmin: EffectsAdminDeps;
+  /** `GET /metrics`: the Prometheus exposition. */
+  exposition: MetricsExposition;
+}
+
+/**
+ * The routes only the homes off AWS serve (the change feed, the effects
+ * admin, `/metrics`), joined to the API `createApp` made, under its one
+ * onError. A function of its own, which the AWS API function never calls:
+ * its bundle then holds none of their code (only their descriptions).
+ */
+export function withLocalRoutes(api: Hono, deps: LocalRoutesDeps): Hono {
+  api.route('/', effectsAdminRoutes({ ...deps.effectsAdmin, logger: deps.logger, originAllowed: deps.originAllowed }));
+  api.route('/', metricsRoutes(deps.exposition));
+  api.route('/', changesRoutes(deps.changes));
+  return api;
 }

@@ -24,6 +24,11 @@ describe('a cold start compiles only what every invocation needs', () => {
     expect(packagesIn(init, ['@aws-sdk/client-lambda', 'jose', '@google/genai'])).toEqual([]);
   });
 
+  it("api: not the routes only the homes off AWS serve (the change feed's stream, the effects admin, /metrics)", () => {
+    const init = initOf('api');
+    expect(init.filter((input) => /hono\/dist\/helper\/streaming\//.test(input))).toEqual([]);
+  });
+
   it('effects: not SQS (a backoff) nor the signed webhook sink and its signing library (only when the webhook is on)', () => {
     const init = initOf('effects');
     expect(packagesIn(init, ['@aws-sdk/client-eventbridge'])).toEqual(['@aws-sdk/client-eventbridge']);

@@ -9,7 +9,7 @@
 import { Hono } from 'hono';
 import { describe, expect, it } from 'vitest';
 import type { ChangeFeedPort } from '../../app/feed.ts';
-import { createApp } from '../../app/http/app.ts';
+import { createApp, withLocalRoutes } from '../../app/http/app.ts';
 import { answerThrown, noSuchRoute } from '../../app/http/routes/common.ts';
 import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
 import { InvalidCursorError, StoreRejectedError, UnsupportedFilterError } from '../../app/ports.ts';
@@ -29,7 +29,7 @@ function throwingApp(thrown: () => Error) {
   const store = new MemoryStore();
   store.write = fails;
   store.listUnprocessable = fails;
-  return createApp({
+  const api = createApp({
     store,
     receipts: store,
     unprocessable: store,
@@ -38,6 +38,9 @@ function throwingApp(thrown: () => Error) {
     decisions: { decisions: fails },
     waitForVersion: async () => false,
     verifier: new WebhookSignatureVerifier(async () => ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw']),
+    logger: silentLogger,
+  });
+  return withLocalRoutes(api, {
     logger: silentLogger,
     changes: {
       feed: { isCursor: () => true, next: fails, check: fails, headCursor: fails } as unknown as ChangeFeedPort,

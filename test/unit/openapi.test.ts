@@ -11,7 +11,7 @@ import { Hono } from 'hono';
 import { TrieRouter } from 'hono/router/trie-router';
 import { describe, expect, it } from 'vitest';
 import type { ChangeFeedPort } from '../../app/feed.ts';
-import { createApp } from '../../app/http/app.ts';
+import { createApp, withLocalRoutes } from '../../app/http/app.ts';
 import { openApiDocument, openApiText } from '../../app/http/openapi.ts';
 import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
 import { AccessGuard } from '../../local/access/guard.ts';
@@ -55,6 +55,9 @@ describe('the OpenAPI description', () => {
       history: { list: async () => [] },
       decisions: { decisions: async () => [] },
       verifier: new WebhookSignatureVerifier(async () => ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw']),
+      logger: silentLogger,
+    });
+    withLocalRoutes(api, {
       logger: silentLogger,
       changes: { feed: {} as ChangeFeedPort, keepAliveMs: 1_000, stallMs: 1_000 },
       effectsAdmin: { effects: undefined, redrive: async () => ({ redriven: [], skipped: [] }) },
