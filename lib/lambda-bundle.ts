@@ -70,9 +70,9 @@ export function bundleLambda(entry: string, outdir: string, root = ROOT): Lambda
   return measure(metafile as Metafile, root, outdir);
 }
 
-function measure(metafile: Metafile, root: string, outdir: string): LambdaBundle {
+/** The chunks a start loads (a build of one entry): the entry's, and those it imports statically, on and on. */
+export function initChunksOf(metafile: Metafile): Set<string> {
   const outputs = metafile.outputs;
-  const entryKey = Object.keys(outputs).find((key) => outputs[key]?.entryPoint) as string;
   const init = new Set<string>();
   const visit = (key: string) => {
     if (init.has(key)) return;
@@ -80,7 +80,13 @@ function measure(metafile: Metafile, root: string, outdir: string): LambdaBundle
     for (const imported of outputs[key]?.imports ?? [])
       if (imported.kind === 'import-statement' && outputs[imported.path]) visit(imported.path);
   };
-  visit(entryKey);
+  visit(Object.keys(outputs).find((key) => outputs[key]?.entryPoint) as string);
+  return init;
+}
+
+function measure(metafile: Metafile, root: string, outdir: string): LambdaBundle {
+  const outputs = metafile.outputs;
+  const init = initChunksOf(metafile);
   const bytes = (keys: Iterable<string>) => [...keys].reduce((sum, key) => sum + statSync(resolve(root, key)).size, 0);
   return {
     entry: join(outdir, 'index.mjs'),

@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { buildSync } from 'esbuild';
 import { afterAll, describe, expect, it } from 'vitest';
-import { bundleLambda } from '../../lib/lambda-bundle.ts';
+import { bundleLambda, initChunksOf } from '../../lib/lambda-bundle.ts';
 
 const outdir = mkdtempSync(join(tmpdir(), 'ratchet-lazy-'));
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
@@ -57,16 +57,7 @@ function startInputs(entry: string): string[] {
     metafile: true,
     logLevel: 'silent',
   });
-  const outputs = metafile.outputs;
-  const seen = new Set<string>();
-  const visit = (key: string) => {
-    if (seen.has(key)) return;
-    seen.add(key);
-    for (const imported of outputs[key]?.imports ?? [])
-      if (imported.kind === 'import-statement' && outputs[imported.path]) visit(imported.path);
-  };
-  visit(Object.keys(outputs).find((key) => outputs[key]?.entryPoint === entry) as string);
-  return [...seen].flatMap((key) => Object.keys(outputs[key]?.inputs ?? {}));
+  return [...initChunksOf(metafile)].flatMap((key) => Object.keys(metafile.outputs[key]?.inputs ?? {}));
 }
 
 describe('ratchet start compiles at its start only what every start needs', () => {
