@@ -1,10 +1,12 @@
 /**
- * Every setting a front end (`ratchet start`, `createRatchet`) runs with,
- * resolved from the configuration once, here: the engine's work, reconcile,
- * the data folder, and (once the folder is the front end's to write) the API
- * tokens and the webhook signing secrets. Everything is checked before
- * anything is opened, written or spawned (start-config.ts); the rest of the
- * front end reads these, never the Config again.
+ * The settings a front end (`ratchet start`, `createRatchet`) resolves from
+ * the configuration, once, here: the engine's work, reconcile, the data
+ * folder, and (once the folder is the front end's to write) the API tokens
+ * and the webhook signing secrets. Everything is checked before anything is
+ * opened, written or spawned (start-config.ts). The plain values the HTTP
+ * face and the server take as they are (PUBLIC_URL, the feed's and the
+ * server's limits, HOST, PORT) are still read off `config` where they are
+ * used (open.ts, runtime.ts).
  */
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
