@@ -12,6 +12,7 @@ import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secre
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../core/reducer.ts';
+import { timeFromDate } from '../../core/time.ts';
 import {
   createTableInput,
   deadLetterTableInput,
@@ -208,7 +209,8 @@ describe('bundled reconcile function', () => {
     });
     await ensureTable(client, createTableInput(table));
     const name = `batches/bundle-poll-${Date.now()}`;
-    await store.write(trackedRecord(name, 'batch', '2026-11-30T10:00:00.000000000Z'), undefined);
+    // Tracked now: a job tracked more than TRACKED_EXPIRY_DAYS ago and never seen is no longer polled (expired-unseen).
+    await store.write(trackedRecord(name, 'batch', timeFromDate(new Date())), undefined);
     const gemini = await new FakeGemini('bundle-key').start();
     gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
     try {
