@@ -4,7 +4,7 @@
  * from the record it wrote. Shared by the store (the write's kind), the feed
  * (local/feed) and the client (sdk/client.ts, a snapshot's records).
  */
-import type { OperationKind, OperationState } from './lifecycle.ts';
+import type { OperationKind, OperationState, ProviderName } from './lifecycle.ts';
 import type { OperationRecord } from './reducer.ts';
 
 /** One applied write, as the feed carries it: the record it wrote (the effect body's fields among them), and where it sits. */
@@ -13,6 +13,7 @@ export interface OperationChange {
   cursor: string;
   name: string;
   kind: OperationKind;
+  provider: ProviderName;
   /** The operation's version this write made: 1, 2, 3… with none skipped. */
   version: number;
   /** null while the operation is tracked and nothing about it was observed yet. */
@@ -21,10 +22,11 @@ export interface OperationChange {
   /** Whether this write moved `state` (those are the writes that send an effect). */
   stateChanged: boolean;
   /**
-   * `track`, `state-change`, `refresh` (a newer update time or a result, the state unchanged), or `overdue` (the
-   * job found open past its kind's limit: it sends an `operation.overdue` effect).
+   * `track`, `state-change`, `refresh` (a newer update time, the state unchanged), `result` (a terminal job's
+   * outcome, learnt after its state: it sends an `operation.result` effect), or `overdue` (the job found open past
+   * its kind's limit: it sends an `operation.overdue` effect).
    */
-  writeKind: 'track' | 'state-change' | 'refresh' | 'overdue';
+  writeKind: 'track' | 'state-change' | 'refresh' | 'result' | 'overdue';
   providerState: string | null;
   updateTime: string | null;
   result: OperationRecord['result'];
@@ -47,13 +49,14 @@ export interface OperationChange {
 export const LONG_POLL_HEADER = 'ratchet-long-poll';
 
 /** What kind of write made this version of the record (the outbox's `write_kind`). */
-export function writeKindOf(record: Pick<OperationRecord, 'source' | 'stateChanged'>): OperationChange['writeKind'] {
+export function writeKindOf(record: Pick<OperationRecord, 'source' | 'stateChanged' | 'resultWrite'>): OperationChange['writeKind'] {
   if (record.source === 'track' || record.source === 'overdue') return record.source;
+  if (record.resultWrite) return 'result';
   return record.stateChanged ? 'state-change' : 'refresh';
 }
 
-/** The writes that send an effect: each state change, and a job found overdue. */
-export const EFFECT_WRITE_KINDS: readonly OperationChange['writeKind'][] = ['state-change', 'overdue'];
+/** The writes that send an effect: each state change, a terminal job's outcome learnt later, and a job found overdue. */
+export const EFFECT_WRITE_KINDS: readonly OperationChange['writeKind'][] = ['state-change', 'result', 'overdue'];
 
 export function sendsEffect(writeKind: string): boolean {
   return (EFFECT_WRITE_KINDS as readonly string[]).includes(writeKind);
@@ -65,6 +68,7 @@ export function changeOf(record: OperationRecord, cursor: string, committedAt: s
     cursor,
     name: record.name,
     kind: record.kind,
+    provider: record.provider,
     version: record.version,
     state: record.state,
     previousState: record.previousState ?? null,

@@ -37,26 +37,50 @@ export function isOperationState(value: unknown): value is OperationState {
 }
 
 /**
- * Kinds of Gemini long-running work Ratchet knows how to name and poll: on the
- * Gemini API (`batch`, `video`, `interaction`, `operation`, and `file-search`:
- * a File Search store's import or upload, polled only) and on the Gemini
- * Enterprise Agent Platform, formerly Vertex AI (`platform-*`, tuning jobs
- * among them: polled only, it sends no webhooks).
+ * Kinds of long-running work Ratchet knows how to name and poll, by provider.
+ * Gemini's: on the Gemini API (`batch`, `video`, `interaction`, `operation`,
+ * and `file-search`: a File Search store's import or upload, polled only) and
+ * on the Gemini Enterprise Agent Platform, formerly Vertex AI (`platform-*`,
+ * tuning jobs among them: polled only, it sends no webhooks). Every other
+ * provider's kinds start with the provider (providers/<provider>/ knows them).
  */
-export const OPERATION_KINDS = [
-  'batch',
-  'video',
-  'interaction',
-  'operation',
-  'platform-batch',
-  'platform-video',
-  'platform-interaction',
-  'file-search',
-  'platform-tuning',
-] as const;
-export type OperationKind = (typeof OPERATION_KINDS)[number];
+export const PROVIDER_KINDS = {
+  gemini: [
+    'batch',
+    'video',
+    'interaction',
+    'operation',
+    'platform-batch',
+    'platform-video',
+    'platform-interaction',
+    'file-search',
+    'platform-tuning',
+  ],
+  openai: ['openai-batch', 'openai-response', 'openai-video', 'openai-fine-tuning', 'openai-eval-run'],
+  anthropic: ['anthropic-batch'],
+  bedrock: ['bedrock-batch'],
+  'azure-openai': ['azure-openai-batch'],
+} as const;
 
-/** Where a kind of job lives, and so which credentials poll it. */
+export type ProviderName = keyof typeof PROVIDER_KINDS;
+export const PROVIDERS = Object.keys(PROVIDER_KINDS) as ProviderName[];
+export type OperationKind = (typeof PROVIDER_KINDS)[ProviderName][number];
+export const OPERATION_KINDS: readonly OperationKind[] = PROVIDERS.flatMap((provider) => PROVIDER_KINDS[provider]);
+
+const PROVIDER_OF = new Map<string, ProviderName>(
+  PROVIDERS.flatMap((provider) => PROVIDER_KINDS[provider].map((kind) => [kind, provider] as const)),
+);
+
+/** The provider a kind of job runs on (`gemini` for a kind it does not know: none is stored that it does not know). */
+export function providerOf(kind: string): ProviderName {
+  return PROVIDER_OF.get(kind) ?? 'gemini';
+}
+
+export function isProviderName(value: unknown): value is ProviderName {
+  return typeof value === 'string' && Object.hasOwn(PROVIDER_KINDS, value);
+}
+
+/** Where a Gemini job lives, and so which credentials poll it. */
 export type Backend = 'gemini-api' | 'agent-platform';
 
 export function backendOf(kind: OperationKind): Backend {

@@ -1,5 +1,6 @@
 /**
- * Operation names are Google resource names, checked per kind at the edge
+ * Operation names are the provider's resource names (Google's as they are,
+ * every other provider's behind its name: `openai/batches/{id}`), checked per kind at the edge
  * (webhooks, `POST /operations`, `GET /operations/{name}`) and again by the
  * poller before any request to Gemini. Gemini spells the same batch
  * `batches/123` in the API and `batch_123` (or a bare `123`) in some webhook
@@ -34,6 +35,15 @@ export const NAME_GRAMMAR: Readonly<Record<OperationKind, RegExp>> = {
   // fileSearchStores.importFile and uploadToFileSearchStore answer these long-running operations.
   'file-search': new RegExp(`^fileSearchStores/${ID}/(upload/)?operations/${ID}$`),
   'platform-tuning': new RegExp(`^${PLATFORM}/tuningJobs/${ID}$`),
+  // Every other provider's names start with the provider (providers/<provider>/).
+  'openai-batch': new RegExp(`^openai/batches/${ID}$`),
+  'openai-response': new RegExp(`^openai/responses/${ID}$`),
+  'openai-video': new RegExp(`^openai/videos/${ID}$`),
+  'openai-fine-tuning': new RegExp(`^openai/fine_tuning/jobs/${ID}$`),
+  'openai-eval-run': new RegExp(`^openai/evals/${ID}/runs/${ID}$`),
+  'anthropic-batch': new RegExp(`^anthropic/messages/batches/${ID}$`),
+  'bedrock-batch': new RegExp(`^bedrock/[a-z]{2}(-[a-z]+)+-[0-9]+/[0-9]{12}/model-invocation-jobs/${ID}$`),
+  'azure-openai-batch': new RegExp(`^azure-openai/${ID}/batches/${ID}$`),
 };
 
 /** The forms a name may take, for messages. */
@@ -41,7 +51,9 @@ export const NAME_FORMS =
   'batches/{id}, models/{model}/operations/{id}, interactions/{id}, operations/{id}, ' +
   'fileSearchStores/{store}/operations/{id}, fileSearchStores/{store}/upload/operations/{id}, ' +
   'projects/{p}/locations/{l}/batchPredictionJobs/{id}, projects/{p}/locations/{l}/publishers/google/models/{model}/operations/{id}, ' +
-  'projects/{p}/locations/{l}/interactions/{id} or projects/{p}/locations/{l}/tuningJobs/{id}';
+  'projects/{p}/locations/{l}/interactions/{id}, projects/{p}/locations/{l}/tuningJobs/{id}, ' +
+  'openai/batches/{id}, openai/responses/{id}, openai/videos/{id}, openai/fine_tuning/jobs/{id}, openai/evals/{eval}/runs/{id}, ' +
+  'anthropic/messages/batches/{id}, bedrock/{region}/{account}/model-invocation-jobs/{id} or azure-openai/{resource}/batches/{id}';
 
 const BARE_ID = new RegExp(`^${ID}$`);
 const KINDS = Object.keys(NAME_GRAMMAR) as OperationKind[];

@@ -32,6 +32,15 @@ export const DEFAULT_OVERDUE_AFTER: OverdueLimits = {
   operation: 2 * HOUR,
   'file-search': HOUR,
   'platform-tuning': 12 * HOUR,
+  // OpenAI's and Anthropic's batch window is 24 h; Bedrock's default job timeout 72 h.
+  'openai-batch': 25 * HOUR,
+  'azure-openai-batch': 25 * HOUR,
+  'openai-response': 2 * HOUR,
+  'openai-video': HOUR,
+  'openai-fine-tuning': 24 * HOUR,
+  'openai-eval-run': 6 * HOUR,
+  'anthropic-batch': 25 * HOUR,
+  'bedrock-batch': 73 * HOUR,
 };
 
 const UNITS: Readonly<Record<string, number>> = { s: 1, m: 60, h: HOUR, d: 24 * HOUR };

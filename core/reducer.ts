@@ -2,7 +2,7 @@
  * The one place that decides whether an event moves an operation forward.
  * Pure: no I/O, no clock (the caller passes `now`).
  */
-import { isTerminal, type OperationKind, type OperationState, rankOf } from './lifecycle.ts';
+import { isTerminal, type OperationKind, type OperationState, type ProviderName, providerOf, rankOf } from './lifecycle.ts';
 
 /** What wrote a version: a delivery, a poll, a track, or reconcile marking the job overdue (core/overdue.ts). */
 export type EventSource = 'webhook' | 'poll' | 'track' | 'overdue';
@@ -37,6 +37,22 @@ export interface OperationResult {
   response?: Record<string, unknown>;
   /** An Agent Platform tuning job that succeeded: the tuned model's resource name, and its endpoint. */
   tunedModel?: { model?: string; endpoint?: string };
+  /**
+   * A batch's requests by outcome, in one shape for OpenAI's (`completed` as `succeeded`), Anthropic's (`errored` as
+   * `failed`) and Bedrock's counts: `canceled` and `expired` where the provider counts them.
+   */
+  requestCounts?: {
+    total?: number | string;
+    succeeded?: number | string;
+    failed?: number | string;
+    canceled?: number | string;
+    expired?: number | string;
+  };
+  /** OpenAI: the batch's output and error files. */
+  outputFileId?: string;
+  errorFileId?: string;
+  /** An OpenAI fine-tuning job that succeeded: the model it made. */
+  fineTunedModel?: string;
 }
 
 /** One observation of an operation's state, already normalised at the edge. */
@@ -56,12 +72,19 @@ export interface OperationEvent {
   userMetadata?: Record<string, unknown>;
   /** How a webhook delivery was signed (`hmac`, `ed25519`): for the decisions log only, never compared. */
   scheme?: string;
+  /**
+   * A terminal state seen without its outcome (OpenAI's webhooks carry only the job's id): the record waits for a
+   * poll to give the outcome, which is then a write of its own (`resultWrite`).
+   */
+  resultPending?: true;
 }
 
 /** The stored record of an operation. `version` counts applied writes. */
 export interface OperationRecord {
   name: string;
   kind: OperationKind;
+  /** Who runs the job (`gemini`, `openai`, `anthropic`, `bedrock`, `azure-openai`): its kind's provider. */
+  provider: ProviderName;
   /** null while the operation is tracked but nothing about it was observed yet. */
   state: OperationState | null;
   providerState: string | null;
@@ -80,6 +103,10 @@ export interface OperationRecord {
   credential?: string;
   /** Set once the job was found open past its kind's limit (OVERDUE_AFTER): when, and the limit; kept after it ends. */
   overdue?: { at: string; afterSeconds: number };
+  /** Terminal, its outcome not known yet: polled until the provider gives it. */
+  resultPending?: true;
+  /** This version is the outcome of a terminal job, written after its state (`writeKind: result`, effect `operation.result`). */
+  resultWrite?: true;
   createdAt: string;
   recordedAt: string;
 }
@@ -92,12 +119,16 @@ export function applyEvent(current: OperationRecord | undefined, event: Operatio
   const reason = discardReason(current, event);
   if (reason) return { applied: false, reason };
   const stateChanged = current?.state !== event.state;
+  const resultWrite = !stateChanged && isResultFor(current, event);
+  const resultPending = isTerminal(event.state) && !resultWrite && (event.resultPending ? !knowsResult(current, event) : false);
   const next: OperationRecord = {
     name: event.name,
     kind: event.kind,
+    provider: providerOf(event.kind),
     state: event.state,
     providerState: event.providerState,
-    updateTime: event.updateTime ?? null,
+    // A result write may come from a poll older than the webhook that ended the job: the time never goes back.
+    updateTime: (resultWrite && !isLater(event.updateTime, current?.updateTime) ? current?.updateTime : event.updateTime) ?? null,
     version: (current?.version ?? 0) + 1,
     previousState: current?.state ?? null,
     stateChanged,
@@ -107,10 +138,27 @@ export function applyEvent(current: OperationRecord | undefined, event: Operatio
     ...((event.userMetadata ?? current?.userMetadata) && { userMetadata: event.userMetadata ?? current?.userMetadata }),
     ...(current?.credential && { credential: current.credential }),
     ...(current?.overdue && { overdue: current.overdue }),
+    ...(resultPending && { resultPending: true }),
+    ...(resultWrite && { resultWrite: true }),
     createdAt: current?.createdAt ?? now,
     recordedAt: now,
   };
   return { applied: true, next, stateChanged };
+}
+
+/** The outcome a terminal record waits for: the same terminal state, with a result, from a source that has it. */
+function isResultFor(current: OperationRecord | undefined, event: OperationEvent): boolean {
+  return current?.resultPending === true && event.state === current.state && event.result !== undefined && !event.resultPending;
+}
+
+/** A bare terminal event over a record that already holds this state's outcome (a poll saw the end first). */
+function knowsResult(current: OperationRecord | undefined, event: OperationEvent): boolean {
+  return current?.state === event.state && current.result !== null && !current.resultPending;
+}
+
+/** Whether reconcile polls the job: open, or terminal with its outcome still to come. */
+export function isPolled(record: Pick<OperationRecord, 'state' | 'resultPending'>): boolean {
+  return !isTerminal(record.state) || record.resultPending === true;
 }
 
 function discardReason(current: OperationRecord | undefined, event: OperationEvent): DiscardReason | undefined {
@@ -123,6 +171,8 @@ function discardReason(current: OperationRecord | undefined, event: OperationEve
     if (to < from) return 'regress-from-terminal';
     // Terminal is absorbing: the first terminal stored stays, a different one is an anomaly.
     if (event.state !== current.state) return 'terminal-conflict';
+    // The outcome it waits for applies whatever its time (a poll may be older than the webhook that ended it).
+    if (isResultFor(current, event)) return undefined;
   } else {
     if (to < from) return 'lower-rank';
     if (to > from) return undefined;
@@ -147,6 +197,7 @@ export function trackedRecord(
   return {
     name,
     kind,
+    provider: providerOf(kind),
     state: null,
     providerState: null,
     updateTime: null,
@@ -161,4 +212,9 @@ export function trackedRecord(
     ...(userMetadata && { userMetadata }),
     ...(credential && { credential }),
   };
+}
+
+/** A record as a store reads it back: one written before records carried `provider` gets its kind's. */
+export function storedRecord<T extends Omit<OperationRecord, 'provider'> & { provider?: ProviderName }>(raw: T): T & OperationRecord {
+  return raw.provider ? (raw as T & OperationRecord) : { ...raw, provider: providerOf(raw.kind) };
 }

@@ -3,14 +3,27 @@
  * the outbound event it becomes. Pure: each engine hands its changes over as
  * records (the AWS edge reads them from stream records: stream-records.ts).
  */
+import { providerOf } from '../../core/lifecycle.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 
 export type Transition = Pick<
   OperationRecord,
-  'name' | 'kind' | 'state' | 'previousState' | 'version' | 'updateTime' | 'providerState' | 'result' | 'userMetadata' | 'recordedAt'
+  | 'name'
+  | 'kind'
+  | 'provider'
+  | 'state'
+  | 'previousState'
+  | 'version'
+  | 'updateTime'
+  | 'providerState'
+  | 'result'
+  | 'userMetadata'
+  | 'recordedAt'
 > & {
   /** Set on the write that found the job overdue: its effect is `operation.overdue`, not a state change. */
   overdue?: { at: string; afterSeconds: number; openSince: string };
+  /** Set on the write that learnt a terminal job's outcome after its state: its effect is `operation.result`. */
+  resultWrite?: true;
 };
 
 /** A record no retry can decode: dead-lettered at once, never retried. */
@@ -26,6 +39,7 @@ export function transitionOf(item: OperationRecord | Transition, what = 'the cha
   return {
     name: item.name,
     kind: item.kind,
+    provider: item.provider ?? providerOf(item.kind),
     state: item.state,
     previousState: item.previousState ?? null,
     version: item.version,
@@ -35,6 +49,7 @@ export function transitionOf(item: OperationRecord | Transition, what = 'the cha
     // Only operations started with a dynamic webhook's user_metadata carry it.
     ...(item.userMetadata && { userMetadata: item.userMetadata }),
     ...overdueOf(item),
+    ...(item.resultWrite && { resultWrite: true }),
     recordedAt: item.recordedAt,
   };
 }
@@ -55,10 +70,17 @@ export function idempotencyKey(transition: Pick<Transition, 'name' | 'version'>)
 export const STATE_CHANGED_TYPE = 'operation.state_changed';
 /** The effect of a job found open past its kind's limit (OVERDUE_AFTER): once per job, in order with its state changes. */
 export const OVERDUE_TYPE = 'operation.overdue';
-export type EffectType = typeof STATE_CHANGED_TYPE | typeof OVERDUE_TYPE;
+/** The effect of a terminal job's outcome learnt after its state (a bare webhook ended it): once, after that state's. */
+export const RESULT_TYPE = 'operation.result';
+export type EffectType = typeof STATE_CHANGED_TYPE | typeof OVERDUE_TYPE | typeof RESULT_TYPE;
 
 /** The outbound event (webhook body; EventBridge detail is its `data`). Stable across retries. */
-export function effectEvent(transition: Transition): { type: EffectType; timestamp: string; data: Omit<Transition, 'recordedAt'> } {
-  const { recordedAt, ...data } = transition;
-  return { type: transition.overdue ? OVERDUE_TYPE : STATE_CHANGED_TYPE, timestamp: recordedAt, data };
+export function effectEvent(transition: Transition): {
+  type: EffectType;
+  timestamp: string;
+  data: Omit<Transition, 'recordedAt' | 'resultWrite'>;
+} {
+  const { recordedAt, resultWrite, ...data } = transition;
+  const type = transition.overdue ? OVERDUE_TYPE : resultWrite ? RESULT_TYPE : STATE_CHANGED_TYPE;
+  return { type, timestamp: recordedAt, data };
 }

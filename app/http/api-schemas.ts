@@ -10,7 +10,7 @@ import * as z from 'zod/mini';
 import type { OperationChange } from '../../core/change.ts';
 import { CREDENTIAL_LABEL } from '../../core/credentials.ts';
 import { FAILURES } from '../../core/failures.ts';
-import { OPERATION_KINDS, OPERATION_STATES } from '../../core/lifecycle.ts';
+import { OPERATION_KINDS, OPERATION_STATES, PROVIDERS } from '../../core/lifecycle.ts';
 import type { OperationRecord, OperationResult as OperationResultType } from '../../core/reducer.ts';
 import type { HistoryEntry, PollingStatus as PollingStatusType } from '../../core/views.ts';
 import type { DeadLetter } from '../effects/dead-letters.ts';
@@ -28,6 +28,7 @@ export const DISCARD_REASONS = [
 
 const State = z.enum(OPERATION_STATES);
 const Kind = z.enum(OPERATION_KINDS);
+const Provider = z.enum(PROVIDERS);
 const Source = z.enum(['webhook', 'poll', 'track', 'overdue']);
 /** An RFC 3339 time (UTC, `Z`), as every time in the API. */
 const Time = z.string().check(z.minLength(20));
@@ -126,6 +127,18 @@ export const OperationResult = z.strictObject({
   response: z.optional(z.record(z.string(), z.unknown())),
   /** An Agent Platform tuning job that succeeded: the tuned model and its endpoint. */
   tunedModel: z.optional(z.strictObject({ model: z.optional(z.string()), endpoint: z.optional(z.string()) })),
+  requestCounts: z.optional(
+    z.strictObject({
+      total: z.optional(Count),
+      succeeded: z.optional(Count),
+      failed: z.optional(Count),
+      canceled: z.optional(Count),
+      expired: z.optional(Count),
+    }),
+  ),
+  outputFileId: z.optional(z.string()),
+  errorFileId: z.optional(z.string()),
+  fineTunedModel: z.optional(z.string()),
   usage: z.optional(
     z.strictObject({
       inputTokens: z.optional(Count),
@@ -143,6 +156,7 @@ const Overdue = z.strictObject({ at: Time, afterSeconds: z.number() });
 const recordFields = {
   name: z.string(),
   kind: Kind,
+  provider: Provider,
   state: z.nullable(State),
   providerState: z.nullable(z.string()),
   updateTime: z.nullable(z.string()),
@@ -155,6 +169,8 @@ const recordFields = {
   userMetadata: z.optional(z.nullable(Metadata)),
   credential: z.optional(z.string()),
   overdue: z.optional(Overdue),
+  resultPending: z.optional(z.literal(true)),
+  resultWrite: z.optional(z.literal(true)),
   createdAt: Time,
   recordedAt: Time,
 };
@@ -215,11 +231,12 @@ export const Change = z.strictObject({
   cursor: z.string(),
   name: z.string(),
   kind: Kind,
+  provider: Provider,
   version: recordFields.version,
   state: recordFields.state,
   previousState: recordFields.previousState,
   stateChanged: z.boolean(),
-  writeKind: z.enum(['track', 'state-change', 'refresh', 'overdue']),
+  writeKind: z.enum(['track', 'state-change', 'refresh', 'result', 'overdue']),
   providerState: z.nullable(z.string()),
   updateTime: z.nullable(z.string()),
   result: z.nullable(OperationResult),
@@ -255,6 +272,7 @@ export const Health = z.union([
 const TransitionSchema = z.strictObject({
   name: z.string(),
   kind: Kind,
+  provider: Provider,
   state: recordFields.state,
   previousState: recordFields.previousState,
   version: recordFields.version,
@@ -263,6 +281,7 @@ const TransitionSchema = z.strictObject({
   result: recordFields.result,
   userMetadata: recordFields.userMetadata,
   overdue: z.optional(z.strictObject({ at: Time, afterSeconds: z.number(), openSince: Time })),
+  resultWrite: z.optional(z.literal(true)),
   recordedAt: Time,
 });
 

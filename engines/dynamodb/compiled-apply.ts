@@ -37,6 +37,9 @@ export async function applyCompiled(
   now: string,
   options: CompiledApplyOptions = {},
 ): Promise<ApplyOutcome> {
+  // A terminal state without its outcome, or the outcome after it, is the reducer's to write (the compiled condition
+  // does not carry `resultPending`): rare, one write more than a compiled request.
+  if (event.resultPending || options.current?.resultPending) return compareAndSet(table, event, now, options.current, options);
   // With no record at hand, most events change the state (a first or a terminal webhook).
   let variant: Variant = 'change';
   if (options.current) {
@@ -51,7 +54,7 @@ export async function applyCompiled(
     const outcome = await table.send(event, now, variant);
     if (outcome.ok) return outcome;
     last = outcome.current;
-    if (outcome.legacy) break;
+    if (outcome.legacy || outcome.current?.resultPending) break;
     const decision = applyEvent(outcome.current, event, now);
     if (!decision.applied) return { ok: false, current: outcome.current };
     const right: Variant = decision.stateChanged ? 'change' : 'refresh';

@@ -27,9 +27,17 @@ import {
   type WriteOutcome,
 } from '../../app/ports.ts';
 import { writeKindOf } from '../../core/change.ts';
-import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, rankOf, TERMINAL_RANK } from '../../core/lifecycle.ts';
+import {
+  isTerminal,
+  OPERATION_KINDS,
+  OPERATION_STATES,
+  type OperationKind,
+  providerOf,
+  rankOf,
+  TERMINAL_RANK,
+} from '../../core/lifecycle.ts';
 import type { OverdueLimits } from '../../core/overdue.ts';
-import type { OperationEvent, OperationRecord } from '../../core/reducer.ts';
+import { isPolled, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter } from '../../core/time.ts';
 import { isPermanentRejection } from './client.ts';
 import { applyCompiled, type CompiledOutcome, type CompiledTable } from './compiled-apply.ts';
@@ -108,7 +116,7 @@ export class DynamoDbOperationStore
     // Keep the open-operations index in step: in it while open and pollable, out of it once terminal. The write that
     // marks it overdue leaves its schedule as it was (a job whose polling stopped stays stopped).
     const removed: string[] = [];
-    const schedule = isTerminal(next.state) || !POLLABLE.has(next.kind) ? 'remove' : next.source === 'overdue' ? 'keep' : 'set';
+    const schedule = !isPolled(next) || !POLLABLE.has(next.kind) ? 'remove' : next.source === 'overdue' ? 'keep' : 'set';
     if (schedule !== 'keep') {
       names['#bucket'] = OPEN_INDEX_PARTITION;
       names['#due'] = OPEN_INDEX_SORT;
@@ -533,6 +541,7 @@ function recordFromItem(item: Record<string, unknown>): OperationRecord {
   return {
     name: record.name,
     kind: record.kind,
+    provider: record.provider ?? providerOf(record.kind),
     state: record.state ?? null,
     providerState: record.providerState ?? null,
     updateTime: record.updateTime ?? null,
@@ -545,6 +554,8 @@ function recordFromItem(item: Record<string, unknown>): OperationRecord {
     ...(record.userMetadata && { userMetadata: record.userMetadata }),
     ...(record.credential && { credential: record.credential }),
     ...(record.overdue && { overdue: record.overdue }),
+    ...(record.resultPending && { resultPending: true }),
+    ...(record.resultWrite && { resultWrite: true }),
     createdAt: record.createdAt,
     recordedAt: record.recordedAt,
   };

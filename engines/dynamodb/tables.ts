@@ -81,7 +81,7 @@ export const UNPROCESSABLE_KEY_PREFIX = 'ratchet:unprocessable:';
 export const UNPROCESSABLE_PARTITION_VALUE = 'unprocessable';
 export const TTL_ATTRIBUTE = 'expiresAt';
 
-export type WriteKind = 'state-change' | 'refresh' | 'track' | 'overdue' | 'poll-schedule';
+export type WriteKind = 'state-change' | 'refresh' | 'result' | 'track' | 'overdue' | 'poll-schedule';
 
 /** A stable hash of a name, one of POLL_BUCKETS. */
 function bucketOf(name: string): number {
@@ -116,7 +116,7 @@ export const DEAD_LETTER_TTL_ATTRIBUTE = 'expiresAt';
 /** The history table: partition name, sort version; and the stream records it keeps: every applied write (a state change, a same-state refresh, a track, the overdue mark). */
 export const HISTORY_FILTER = {
   eventName: ['INSERT', 'MODIFY'],
-  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'refresh', 'track', 'overdue'] } } },
+  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'refresh', 'result', 'track', 'overdue'] } } },
 } as const;
 
 /** The history stream mapping's settings (the stack's, and the tests' mapping on moto). */

@@ -31,9 +31,8 @@ import { transitionOf } from '../../app/effects/transition.ts';
 import { entryOf } from '../../app/history.ts';
 import type { Decision } from '../../app/ports.ts';
 import { sendsEffect, writeKindOf } from '../../core/change.ts';
-import { isTerminal } from '../../core/lifecycle.ts';
 import { storeAway } from '../../core/network.ts';
-import type { OperationRecord } from '../../core/reducer.ts';
+import { isPolled, type OperationRecord } from '../../core/reducer.ts';
 import { type AnswerNow, Coalescer, Failed } from '../sql/coalescer.ts';
 import { DECISIONS_KEPT } from '../sql/rows.ts';
 import { FEED_WRITER, type Postgres, unanswered } from './database.ts';
@@ -88,7 +87,7 @@ const OPERATION_COLUMNS: Array<Column<OperationInput>> = [
   { name: 'version', type: 'int', of: ({ last }) => last?.version ?? null },
   { name: 'recorded_at', type: 'text', of: ({ last }) => last?.recordedAt ?? null },
   { name: 'record', type: 'text', of: ({ record }) => record },
-  { name: 'open_at', type: 'text', of: ({ last }) => (last && !isTerminal(last.state) ? last.recordedAt : null) },
+  { name: 'open_at', type: 'text', of: ({ last }) => (last && isPolled(last) ? last.recordedAt : null) },
   { name: 'created_at', type: 'text', of: ({ last }) => last?.createdAt ?? null },
   { name: 'poll_at', type: 'text', of: ({ write }) => write.poll?.nextPollAt ?? null },
   { name: 'poll_unchanged', type: 'int', of: ({ write }) => write.poll?.unchangedPolls ?? null },

@@ -45,7 +45,7 @@ import {
 } from '../../app/ports.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import type { OverdueLimits } from '../../core/overdue.ts';
-import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
+import { applyEvent, type DiscardReason, isPolled, type OperationEvent, type OperationRecord, storedRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
 import { Coalescer } from '../sql/coalescer.ts';
 import {
@@ -133,7 +133,7 @@ export class PostgresOperationStore
 
   async get(name: string): Promise<OperationRecord | undefined> {
     const row = await this.row(name);
-    return row && (JSON.parse(row.record) as OperationRecord);
+    return row && storedRecord(JSON.parse(row.record) as OperationRecord);
   }
 
   /** `next` whole, only at `expectedVersion`: one statement, and the stored record back when it was not. */
@@ -387,7 +387,7 @@ export class PostgresOperationStore
       [kinds, kinds.map((kind) => limits[kind]), limit],
     );
     const at = rows[0]?.at as string;
-    return { at, records: rows.flatMap((row) => (row.record === null ? [] : [JSON.parse(row.record) as OperationRecord])) };
+    return { at, records: rows.flatMap((row) => (row.record === null ? [] : [storedRecord(JSON.parse(row.record) as OperationRecord)])) };
   }
 
   /**
@@ -413,7 +413,7 @@ export class PostgresOperationStore
           );
     return rows
       .sort((a, b) => (a.was < b.was ? -1 : a.was > b.was ? 1 : 0))
-      .map((row) => ({ record: JSON.parse(row.record) as OperationRecord, poll: { ...pollOf(row), nextPollAt: row.was } }));
+      .map((row) => ({ record: storedRecord(JSON.parse(row.record) as OperationRecord), poll: { ...pollOf(row), nextPollAt: row.was } }));
   }
 
   async pollNow(name: string, now: string): Promise<boolean> {

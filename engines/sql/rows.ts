@@ -5,7 +5,7 @@
  */
 
 import { type Decision, InvalidCursorError, type OperationView, type PollState } from '../../app/ports.ts';
-import type { DiscardReason, OperationEvent, OperationRecord } from '../../core/reducer.ts';
+import { type DiscardReason, type OperationEvent, type OperationRecord, storedRecord } from '../../core/reducer.ts';
 
 /** Decisions kept per operation, at most, on either engine (and no older than DECISION_RETENTION_DAYS). */
 export const DECISIONS_KEPT = 200;
@@ -66,7 +66,7 @@ export function pollOf(row: OperationRow): PollState {
 
 export function viewOf(row: OperationRow): OperationView {
   return {
-    ...(JSON.parse(row.record) as OperationRecord),
+    ...storedRecord(JSON.parse(row.record) as OperationRecord),
     polling: { nextPollAt: row.next_poll_at, failedPolls: row.failed_polls, notFoundPolls: row.not_found_polls, note: row.poll_note },
   };
 }

@@ -33,7 +33,7 @@ import type {
 import { writeKindOf } from '../../core/change.ts';
 import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
 import type { OverdueLimits } from '../../core/overdue.ts';
-import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
+import { applyEvent, type DiscardReason, isPolled, type OperationEvent, type OperationRecord, storedRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
 import {
   appliedDecisionOf,
@@ -78,13 +78,13 @@ export class SqliteOperationStore
 
   async get(name: string): Promise<OperationRecord | undefined> {
     const row = this.row(name);
-    return row && (JSON.parse(row.record) as OperationRecord);
+    return row && storedRecord(JSON.parse(row.record) as OperationRecord);
   }
 
   async write(next: OperationRecord, expectedVersion: number | undefined): Promise<WriteOutcome> {
     const outcome = await this.db.writeGrouped((): WriteOutcome => {
       const row = this.row(next.name);
-      const current = row && (JSON.parse(row.record) as OperationRecord);
+      const current = row && storedRecord(JSON.parse(row.record) as OperationRecord);
       if (current?.version !== expectedVersion) return { ok: false, current };
       this.store(current, next);
       this.decide(next.name, appliedDecisionOf(next));
@@ -101,7 +101,7 @@ export class SqliteOperationStore
    */
   async apply(event: OperationEvent, now: string, hint?: WriteHint): Promise<ApplyOutcome> {
     const held = this.row(event.name);
-    const heldRecord = held && (JSON.parse(held.record) as OperationRecord);
+    const heldRecord = held && storedRecord(JSON.parse(held.record) as OperationRecord);
     const first = applyEvent(heldRecord, event, now);
     if (!first.applied) {
       await this.noteDiscard(event, first.reason, now);
@@ -111,7 +111,7 @@ export class SqliteOperationStore
       const row = this.row(event.name);
       // Reduced again only if another write came in between (the reducer is pure: the same record gives the same decision).
       const unchanged = row?.record === held?.record;
-      const current = unchanged ? heldRecord : row && (JSON.parse(row.record) as OperationRecord);
+      const current = unchanged ? heldRecord : row && storedRecord(JSON.parse(row.record) as OperationRecord);
       const decision = unchanged ? first : applyEvent(current, event, now);
       if (!decision.applied) {
         this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason: decision.reason }));
@@ -127,7 +127,7 @@ export class SqliteOperationStore
 
   /** The row and its outbox entry; inside the caller's transaction. */
   private store(current: OperationRecord | undefined, next: OperationRecord, trace?: string): void {
-    const open = !isTerminal(next.state) && POLLABLE.has(next.kind);
+    const open = isPolled(next) && POLLABLE.has(next.kind);
     const record = JSON.stringify(next);
     this.db.run(
       `INSERT INTO operations (name, kind, state, version, recorded_at, record, poll_bucket, next_poll_at, created_at, overdue_at)
@@ -173,7 +173,7 @@ export class SqliteOperationStore
     // A note, not an accepted change: committed without an fsync of its own (it rides a durable group's when there is one).
     await this.db.writeGrouped(() => {
       const row = this.row(event.name);
-      const stored = row && applyEvent(JSON.parse(row.record) as OperationRecord, event, now);
+      const stored = row && applyEvent(storedRecord(JSON.parse(row.record) as OperationRecord), event, now);
       const reason = stored && !stored.applied ? stored.reason : heldReason;
       this.decide(event.name, decisionOf(event, now, { verdict: 'discarded', reason }));
     }, 'derived');
@@ -368,7 +368,7 @@ export class SqliteOperationStore
         timeAfter(now, -seconds * 1000),
         limit - records.length,
       );
-      records.push(...rows.map((row) => JSON.parse(row.record) as OperationRecord));
+      records.push(...rows.map((row) => storedRecord(JSON.parse(row.record) as OperationRecord)));
     }
     return { at: now, records };
   }
@@ -392,13 +392,13 @@ export class SqliteOperationStore
             for (const row of claimed) this.db.run('UPDATE operations SET next_poll_at = ? WHERE name = ?', until, row.name);
             return claimed;
           });
-    return rows.map((row) => ({ record: JSON.parse(row.record) as OperationRecord, poll: pollOf(row) }));
+    return rows.map((row) => ({ record: storedRecord(JSON.parse(row.record) as OperationRecord), poll: pollOf(row) }));
   }
 
   async pollNow(name: string, now: string): Promise<boolean> {
     return this.db.write(() => {
       const row = this.row(name);
-      if (!row || isTerminal((JSON.parse(row.record) as OperationRecord).state)) return false;
+      if (!row || isTerminal(storedRecord(JSON.parse(row.record) as OperationRecord).state)) return false;
       this.db.run(
         'UPDATE operations SET next_poll_at = ?, unchanged_polls = 0, failed_polls = 0, not_found_polls = 0, poll_note = NULL WHERE name = ?',
         now,

@@ -9,7 +9,7 @@
  */
 export const STATE_CHANGE_FILTER = {
   eventName: ['INSERT', 'MODIFY'],
-  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'overdue'] } } },
+  dynamodb: { NewImage: { writeKind: { S: ['state-change', 'result', 'overdue'] } } },
 } as const;
 
 type Pattern = { readonly [key: string]: Pattern | readonly unknown[] };

@@ -109,14 +109,16 @@ describe('RatchetStack', () => {
     ]);
   });
 
-  it('pipes the stream, filtered to state changes and overdue marks, into a FIFO queue per operation; the queue feeds the effects function', () => {
+  it('pipes the stream, filtered to state changes, late outcomes and overdue marks, into a FIFO queue per operation; the queue feeds the effects function', () => {
     template.hasResourceProperties('AWS::Pipes::Pipe', {
       Source: { 'Fn::GetAtt': [Match.stringLikeRegexp('^Operations'), 'StreamArn'] },
       SourceParameters: {
         DynamoDBStreamParameters: Match.objectLike({ StartingPosition: 'TRIM_HORIZON', BatchSize: 10, MaximumRetryAttempts: 185 }),
         FilterCriteria: {
           Filters: [
-            { Pattern: '{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"writeKind":{"S":["state-change","overdue"]}}}}' },
+            {
+              Pattern: '{"eventName":["INSERT","MODIFY"],"dynamodb":{"NewImage":{"writeKind":{"S":["state-change","result","overdue"]}}}}',
+            },
           ],
         },
       },

@@ -24,6 +24,7 @@ function operation(version: number, state: OperationRecord['state'], stateChange
   return {
     name,
     kind: 'batch',
+    provider: 'gemini',
     state,
     providerState: `JOB_STATE_${state}`,
     updateTime: `2026-11-30T10:00:0${version}.000000000Z`,
@@ -153,6 +154,7 @@ describe('transitionFromRecord', () => {
     expect(transitionFromRecord(streamRecord(image))).toEqual({
       name: 'batches/1',
       kind: 'batch',
+      provider: 'gemini',
       state: 'SUCCEEDED',
       previousState: 'RUNNING',
       version: 2,
@@ -362,6 +364,7 @@ describe('WebhookSink', () => {
           data: {
             name: 'batches/1',
             kind: 'batch',
+            provider: 'gemini',
             state: 'SUCCEEDED',
             previousState: 'RUNNING',
             version: 2,

@@ -23,6 +23,7 @@ describe('applyEvent', () => {
       next: {
         name: 'batches/1',
         kind: 'batch',
+        provider: 'gemini',
         state: 'RUNNING',
         providerState: 'JOB_STATE_RUNNING',
         updateTime: T1,
