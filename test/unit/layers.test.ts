@@ -14,6 +14,7 @@ import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 
 const RINGS = [
   'core',
+  'providers',
   'app',
   'engines/sql',
   'engines/dynamodb',
@@ -30,17 +31,26 @@ type Ring = (typeof RINGS)[number];
 /** Who may import whom: a ring itself and those listed. */
 const MAY_IMPORT: Record<Ring, Ring[]> = {
   core: [],
-  app: ['core'],
+  // Each provider's knowledge (providers/port.ts): the application reaches providers through it, never the reverse.
+  providers: ['core'],
+  app: ['core', 'providers'],
   // What the SQL engines share (beside them, not in the application).
   'engines/sql': ['core', 'app'],
   'engines/dynamodb': ['core', 'app'],
   'engines/sqlite': ['core', 'app', 'engines/sql'],
   'engines/postgres': ['core', 'app', 'engines/sql'],
-  lambda: ['core', 'app', 'engines/dynamodb'],
-  local: ['core', 'app', 'engines/sqlite', 'engines/postgres', 'sdk'],
-  lib: ['core', 'app', 'engines/dynamodb', 'lambda'],
+  lambda: ['core', 'providers', 'app', 'engines/dynamodb'],
+  local: ['core', 'providers', 'app', 'engines/sqlite', 'engines/postgres', 'sdk'],
+  lib: ['core', 'providers', 'app', 'engines/dynamodb', 'lambda'],
   bin: ['core', 'app', 'lib'],
   sdk: ['core'],
+};
+
+/** Each provider's official SDK: imported only inside that provider's folder. */
+const PROVIDER_SDKS: Record<string, RegExp> = {
+  'providers/openai': /^openai(\/|$)/,
+  'providers/anthropic': /^@anthropic-ai\/sdk(\/|$)/,
+  'providers/bedrock': /^@aws-sdk\/client-bedrock$/,
 };
 
 /** Each engine's own SDK: imported only inside the engine's folder. */
@@ -107,6 +117,15 @@ describe('the import graph', () => {
       })
       .map((i) => `${i.from} -> ${i.to}`);
     expect(upward).toEqual([]);
+  });
+
+  it("imports each provider's SDK inside that provider's folder only", () => {
+    const used = imports.filter((i) => !i.relative && Object.values(PROVIDER_SDKS).some((sdk) => sdk.test(i.to)));
+    const astray = used
+      .filter((i) => !Object.entries(PROVIDER_SDKS).some(([home, sdk]) => sdk.test(i.to) && i.from.startsWith(`${home}/`)))
+      .filter((i) => !i.from.startsWith('sdk/'))
+      .map((i) => `${i.from} -> ${i.to}`);
+    expect(astray).toEqual([]);
   });
 
   it("reaches each engine from outside it through its doors only: index.ts, and DynamoDB's SDK-free tables.ts", () => {
