@@ -1,4 +1,5 @@
-"""Ratchet's Python client: track Gemini long-running jobs, wait for them, watch every change, verify effects.
+"""Ratchet's Python client: track Gemini, OpenAI and Anthropic long-running jobs, wait for them, watch every change,
+verify effects.
 
     from ratchet_client import RatchetClient
     ratchet = RatchetClient("http://127.0.0.1:3000")      # the token from RATCHET_API_TOKEN
@@ -12,7 +13,9 @@ from ._async import AsyncRatchetClient
 from ._client import RatchetClient
 from ._effects import verify_effect
 from ._errors import EffectVerificationError, RatchetError
+from ._anthropic import track_anthropic_jobs
 from ._genai import track_jobs
+from ._openai import track_openai_jobs
 from ._types import (
     Change,
     ChangePage,
@@ -44,6 +47,8 @@ __all__ = [
     "State",
     "Tracked",
     "WatchedChange",
+    "track_anthropic_jobs",
     "track_jobs",
+    "track_openai_jobs",
     "verify_effect",
 ]

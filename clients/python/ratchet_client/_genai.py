@@ -1,13 +1,8 @@
 """track_jobs: a google-genai Client whose job-creating calls are tracked by Ratchet before they return."""
 
-import asyncio
-import functools
-import inspect
-import logging
-import re
-from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, Optional, Tuple
 
-logger = logging.getLogger("ratchet_client")
+from ._tracking import Job, JobOf, Tracking, field, label_of_key, resource
 
 #: (module, method, what the answer names): the calls that create a job, on ``client`` and on ``client.aio``.
 _JOBS: Tuple[Tuple[str, str, str], ...] = (
@@ -40,84 +35,36 @@ def track_jobs(
     A tracking failure never hides the created job: the job is returned, the failure logged (logger
     ``ratchet_client``) and given to ``on_track_error``.
     """
-    label = credential or _label_of_key(genai_client, keys)
-    asynchronous = inspect.iscoroutinefunction(getattr(ratchet, "track", None))
+    label = credential or label_of_key(getattr(getattr(genai_client, "_api_client", None), "api_key", None), keys)
+    tracking = Tracking(ratchet, lambda: label, on_track_error)
     scope = _interaction_scope(genai_client)
 
-    def tracked(answer: Any, kwargs: Dict[str, Any], module: str, field: str) -> Optional[Tuple[str, Optional[Dict[str, Any]]]]:
-        if module == "interactions":
-            # Only a background interaction (not streamed) is a job that outlives the call.
-            if not kwargs.get("background") or kwargs.get("stream"):
-                return None
-            job_id = _field(answer, "id")
-            return (f"{scope}interactions/{job_id}", _metadata(kwargs.get("webhook_config"))) if job_id else None
-        if module == "tunings" and not _vertex(genai_client):
-            return None  # a tuning job is a job of its own on the Agent Platform only
-        name = _field(answer, field)
-        return (name, _metadata(_field(kwargs.get("config"), "webhook_config"))) if name else None
+    def job_of(module: str, answer_field: str) -> JobOf:
+        def job(answer: Any, args: Tuple[Any, ...], kwargs: Dict[str, Any]) -> Optional[Job]:
+            if module == "interactions":
+                # Only a background interaction (not streamed) is a job that outlives the call.
+                if not kwargs.get("background") or kwargs.get("stream"):
+                    return None
+                job_id = field(answer, "id")
+                return (f"{scope}interactions/{job_id}", _metadata(kwargs.get("webhook_config"))) if job_id else None
+            if module == "tunings" and not _vertex(genai_client):
+                return None  # a tuning job is a job of its own on the Agent Platform only
+            name = field(answer, answer_field)
+            return (name, _metadata(field(kwargs.get("config"), "webhook_config"))) if name else None
 
-    def failed(error: Exception, name: str) -> None:
-        logger.warning("ratchet: %s was created but could not be tracked: %s", name, error)
-        if on_track_error:
-            on_track_error(error, name)
+        return job
 
-    def track_options(metadata: Optional[Dict[str, Any]]) -> Dict[str, Any]:
-        return {k: v for k, v in (("metadata", metadata), ("credential", label)) if v is not None}
-
-    def wrap_sync(create: Callable[..., Any], module: str, field: str) -> Callable[..., Any]:
-        @functools.wraps(create)
-        def tracking(*args: Any, **kwargs: Any) -> Any:
-            answer = create(*args, **kwargs)
-            job = tracked(answer, kwargs, module, field)
-            if job:
-                try:
-                    ratchet.track(job[0], **track_options(job[1]))
-                except Exception as error:  # noqa: BLE001 - the job exists: never hide it
-                    failed(error, job[0])
-            return answer
-
-        return tracking
-
-    def wrap_async(create: Callable[..., Any], module: str, field: str) -> Callable[..., Any]:
-        @functools.wraps(create)
-        async def tracking(*args: Any, **kwargs: Any) -> Any:
-            answer = await create(*args, **kwargs)
-            job = tracked(answer, kwargs, module, field)
-            if job:
-                try:
-                    if asynchronous:
-                        await ratchet.track(job[0], **track_options(job[1]))
-                    else:
-                        await asyncio.to_thread(ratchet.track, job[0], **track_options(job[1]))
-                except Exception as error:  # noqa: BLE001 - the job exists: never hide it
-                    failed(error, job[0])
-            return answer
-
-        return tracking
-
+    # With an AsyncRatchetClient only the calls under aio are tracked: the others could not await it.
     aio = getattr(genai_client, "aio", None)
-    for module_name, method, field in _JOBS:
-        for root, wrap in ((None if asynchronous else genai_client, wrap_sync), (aio, wrap_async)):
-            module = getattr(root, module_name, None) if root is not None else None
-            create = getattr(module, method, None) if module is not None else None
-            if create is not None and not getattr(create, "_ratchet_tracked", False):
-                patched = wrap(create, module_name, field)
-                patched._ratchet_tracked = True  # type: ignore[attr-defined]
-                setattr(module, method, patched)
+    roots = ((aio, True),) if tracking.asynchronous else ((genai_client, False), (aio, True))
+    for module_name, method, answer_field in _JOBS:
+        for root, awaited in roots:
+            tracking.patch(resource(root, module_name), method, job_of(module_name, answer_field), awaited)
     return genai_client
 
 
-def _field(value: Any, name: str) -> Any:
-    """A field of an SDK object or of a dict (the SDK takes either for its configs)."""
-    if value is None:
-        return None
-    if isinstance(value, dict):
-        return value.get(name)
-    return getattr(value, name, None)
-
-
 def _metadata(webhook_config: Any) -> Optional[Dict[str, Any]]:
-    metadata = _field(webhook_config, "user_metadata")
+    metadata = field(webhook_config, "user_metadata")
     return dict(metadata) if isinstance(metadata, dict) and metadata else None
 
 
@@ -130,28 +77,3 @@ def _interaction_scope(client: Any) -> str:
     api = getattr(client, "_api_client", None)
     project, location = getattr(api, "project", None), getattr(api, "location", None)
     return f"projects/{project}/locations/{location}/" if _vertex(client) and project and location else ""
-
-
-#: A key's label, as the server takes it (core/credentials.ts CREDENTIAL_LABEL).
-_CREDENTIAL_LABEL = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-
-
-def gemini_keys_of(value: str) -> Optional[List[Tuple[str, str]]]:
-    """The (label, key) pairs of a GEMINI_API_KEYS value, in order, read as the server reads it: ``label=key``
-    pairs with commas or white space between them; None when a pair is not ``label=key``, a label is malformed or
-    repeats, or there is none (the cases both read: test/cases/gemini-api-keys.json)."""
-    pairs = [pair.partition("=") for pair in re.split(r"[\s,]+", value) if pair]
-    labels = [label for label, _, _ in pairs]
-    if not pairs or len(set(labels)) != len(labels):
-        return None
-    if not all(equals and key and _CREDENTIAL_LABEL.fullmatch(label) for label, equals, key in pairs):
-        return None
-    return [(label, key) for label, _, key in pairs]
-
-
-def _label_of_key(client: Any, keys: Optional[str]) -> Optional[str]:
-    """The label ``keys`` (``label=key,…``) gives the key this client was made with."""
-    api_key = getattr(getattr(client, "_api_client", None), "api_key", None)
-    if not keys or not api_key:
-        return None
-    return next((label for label, key in gemini_keys_of(keys) or [] if key == api_key), None)

@@ -26,6 +26,9 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
 sys.path.insert(0, str(ROOT / "clients" / "python"))
+# `openai` and `anthropic` as stand-ins with the SDKs' shapes (neither can be installed here).
+SDK_STANDINS = Path(__file__).resolve().parent / "sdk_standins"
+sys.path.insert(0, str(SDK_STANDINS))
 
 TOKEN = "python-client-token-0123456789abcdef"
 

@@ -2,6 +2,7 @@
 methods that create jobs, as 1.x makes them (typed config objects, the interactions resource made on first use) and
 as 2.x does (plain dict configs, the next-gen interactions resource). Each records the calls it was given."""
 
+import functools
 import uuid
 from typing import Any, Dict, List, Optional
 
@@ -77,6 +78,17 @@ class Interactions(_Module):
         return Answer(id=f"v1_{_id()}", status="in_progress" if background else "completed")
 
 
+def _experimental(method: Any) -> Any:
+    """The SDK's experimental_warning decorator (on ``aio.tunings.tune``): a plain function around the coroutine
+    function, so the method does not look like one."""
+
+    @functools.wraps(method)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        return method(*args, **kwargs)
+
+    return wrapper
+
+
 def _async_of(module: Any) -> Any:
     """The same module's methods as coroutines (`client.aio`)."""
 
@@ -91,7 +103,7 @@ def _async_of(module: Any) -> Any:
             async def call(*args: Any, __method: Any = method, **kwargs: Any) -> Any:
                 return __method(*args, **kwargs)
 
-            setattr(wrapper, name, call)
+            setattr(wrapper, name, _experimental(call) if name == "tune" else call)
     return wrapper
 
 

@@ -104,7 +104,13 @@ def test_on_the_agent_platform_interactions_are_scoped_and_tunings_tracked():
     ai = track_jobs(Client(2, vertexai=True, project="p", location="us-central1"), recorder)
     interaction = ai.interactions.create(agent="deep-research", input="x", background=True)
     job = ai.tunings.tune(base_model="gemini-2.5-flash", training_dataset={})
-    assert [name for name, _ in recorder.tracked] == [f"projects/p/locations/us-central1/interactions/{interaction.id}", job.name]
+    # aio.tunings.tune is a plain function (the SDK's experimental warning) answering a coroutine: awaited all the same.
+    awaited = asyncio.run(ai.aio.tunings.tune(base_model="gemini-2.5-flash", training_dataset={}))
+    assert [name for name, _ in recorder.tracked] == [
+        f"projects/p/locations/us-central1/interactions/{interaction.id}",
+        job.name,
+        awaited.name,
+    ]
 
 
 def test_a_tracking_failure_never_hides_the_created_job(caplog):

@@ -9,7 +9,7 @@ import pytest
 from genai_standins import Client
 
 from ratchet_client import track_jobs
-from ratchet_client._genai import gemini_keys_of
+from ratchet_client._tracking import api_keys_of
 
 CASES = json.loads((Path(__file__).resolve().parents[3] / "test" / "cases" / "gemini-api-keys.json").read_text())["cases"]
 
@@ -21,7 +21,7 @@ def test_the_table_holds_both_kinds_of_case():
 
 @pytest.mark.parametrize("case", CASES, ids=[repr(c["value"]) for c in CASES])
 def test_reads_each_value_as_the_server_does(case):
-    keys = gemini_keys_of(case["value"])
+    keys = api_keys_of(case["value"])
     assert (None if keys is None else [list(pair) for pair in keys]) == case["keys"]
 
 

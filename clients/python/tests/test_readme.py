@@ -1,8 +1,10 @@
-"""The README's Python, as written: wait.py run against the real Ratchet, and receiver.py's Flask view handed real
-effects (Flask cannot be installed here: a stand-in with its shape carries the request)."""
+"""The READMEs' Python, as written: wait.py run against the real Ratchet, receiver.py's Flask view handed real
+effects (Flask cannot be installed here: a stand-in with its shape carries the request), and the client README's
+OpenAI and Anthropic examples on the SDK stand-ins, tracking on the real Ratchet (its URL in place of port 3000)."""
 
 import contextlib
 import io
+import json
 import os
 import re
 import subprocess
@@ -10,11 +12,14 @@ import sys
 import threading
 import types
 
+import pytest
 from conftest import ROOT, TOKEN, eventually
 
+from ratchet_client import RatchetClient
 
-def readme_block(first_line):
-    readme = (ROOT / "README.md").read_text()
+
+def readme_block(first_line, readme_path=ROOT / "README.md"):
+    readme = readme_path.read_text()
     for block in re.findall(r"```python\n(.*?)```", readme, re.S):
         if block.startswith(first_line):
             return block
@@ -25,8 +30,6 @@ def test_wait_py_waits_for_the_end(ratchet, unique, tmp_path):
     name = unique()
     script = tmp_path / "wait.py"
     script.write_text(readme_block("# wait.py"))
-    from ratchet_client import RatchetClient
-
     RatchetClient(ratchet.url, token=TOKEN).track(name)
     env = {**os.environ, "RATCHET_URL": ratchet.url, "RATCHET_API_TOKEN": TOKEN, "PYTHONPATH": str(ROOT / "clients" / "python")}
     child = subprocess.Popen([sys.executable, str(script), name], env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -80,3 +83,21 @@ def test_receiver_py_verifies_real_effects(ratchet, unique, monkeypatch):
     assert printed.getvalue().strip() == f"{name}#1 SUCCEEDED"
     flask.request.get_data = lambda: delivery["body"].replace(b"SUCCEEDED", b"FAILED")
     assert view() == ("", 400)
+
+
+@pytest.mark.parametrize(
+    "first_line, name",
+    [
+        ("from openai import OpenAI", lambda batch: f"openai/batches/{batch.id}"),
+        ("from anthropic import Anthropic", lambda batch: f"anthropic/messages/batches/{batch.id}"),
+    ],
+)
+def test_the_client_readmes_sdk_examples_track_their_batch(ratchet, monkeypatch, first_line, name):
+    monkeypatch.setenv("RATCHET_API_TOKEN", TOKEN)
+    example = readme_block(first_line, ROOT / "clients" / "python" / "README.md")
+    namespace = {"__name__": "example"}
+    exec(compile(example.replace("http://127.0.0.1:3000", ratchet.url), "README.md", "exec"), namespace)
+    tracked = RatchetClient(ratchet.url, token=TOKEN).get(name(namespace["batch"]))
+    # The metadata the comment promises, where the example gives some.
+    promised = re.search(r"with metadata (\{.*\})", example)
+    assert tracked and tracked.get("userMetadata") == (json.loads(promised.group(1)) if promised else None)
