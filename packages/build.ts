@@ -68,6 +68,8 @@ export const PACKAGES: Record<string, PackageSpec> = {
     bundled: ['zod'],
   },
   genai: { entries: { index: 'sdk/genai.ts' }, types: true },
+  openai: { entries: { index: 'sdk/openai.ts' }, types: true },
+  anthropic: { entries: { index: 'sdk/anthropic.ts' }, types: true },
   cdk: {
     entries: { index: 'lib/ratchet.ts' },
     types: true,

@@ -43,6 +43,28 @@ describe('installed alone from its tarball', () => {
     expect(heavy(packages, /^@aws-sdk\/|^aws-cdk-lib$|^libsql$|^esbuild$|^typescript$|^tsx$|^@ratchet\/(client|server|cdk)$/)).toEqual([]);
   });
 
+  it('trackJobs for OpenAI brings openai as its peer, and nothing of the server, the Gemini SDK or the AWS SDK', async () => {
+    const { packages } = await installAlone('openai');
+    expect(packages).toEqual(expect.arrayContaining(['@ratchet/openai', 'openai']));
+    expect(
+      heavy(
+        packages,
+        /^@aws-sdk\/|^aws-cdk-lib$|^libsql$|^esbuild$|^typescript$|^tsx$|^@google\/genai$|^@anthropic-ai\/sdk$|^@ratchet\/(client|server|cdk)$/,
+      ),
+    ).toEqual([]);
+  });
+
+  it('trackJobs for Anthropic brings @anthropic-ai/sdk as its peer, and nothing of the server, the Gemini SDK or the AWS SDK', async () => {
+    const { packages } = await installAlone('anthropic');
+    expect(packages).toEqual(expect.arrayContaining(['@ratchet/anthropic', '@anthropic-ai/sdk']));
+    expect(
+      heavy(
+        packages,
+        /^@aws-sdk\/|^aws-cdk-lib$|^libsql$|^esbuild$|^typescript$|^tsx$|^@google\/genai$|^openai$|^@ratchet\/(client|server|cdk)$/,
+      ),
+    ).toEqual([]);
+  });
+
   it('the construct brings its peers aws-cdk-lib and constructs, and no esbuild', async () => {
     const { packages } = await installAlone('cdk');
     expect(packages).toEqual(expect.arrayContaining(['@ratchet/cdk', 'aws-cdk-lib', 'constructs']));

@@ -18,7 +18,12 @@ const tested: Record<string, string> = { ...root.devDependencies, ...root.depend
  * Peers wider than the repository's own range, each major proven by installing the packed tarball beside it
  * (test/packages/genai-majors.test.ts): apps on either SDK install @ratchet/genai without a conflict.
  */
-const widerPeers: Record<string, string> = { '@google/genai': '^2.32.0 || ^3.0.0' };
+const widerPeers: Record<string, string> = {
+  '@google/genai': '^2.32.0 || ^3.0.0',
+  // test/packages/provider-majors.test.ts: each end of these ranges.
+  openai: '^5.0.0 || ^6.0.0',
+  '@anthropic-ai/sdk': '>=0.39.0 <2',
+};
 
 describe.each(Object.keys(PACKAGES))('packages/%s', (name) => {
   const manifest = manifestOf(name) as ReturnType<typeof manifestOf> & Record<string, unknown>;
