@@ -65,6 +65,24 @@ const Env = z.object({
   GEMINI_BASE_URL: optional(httpUrl()),
   /** In AWS: a Secrets Manager secret holding GEMINI_API_KEY. */
   GEMINI_API_KEY_ARN: optional(z.string()),
+  /** OpenAI (providers/openai): a key, or several by label (`label=key,…`, a job's `credential`); the API's URL. */
+  OPENAI_API_KEY: optional(z.string()),
+  OPENAI_API_KEYS: optional(z.string().check(z.refine((value) => geminiKeysOf(value) !== undefined))),
+  OPENAI_BASE_URL: optional(httpUrl()),
+  /** OpenAI's webhook signing secrets (`whsec_…`, space- or comma-separated while rotating): POST /webhooks/openai. */
+  OPENAI_WEBHOOK_SECRET: optional(z.string()),
+  /** Anthropic (providers/anthropic): a key, or several by label; the API's URL. */
+  ANTHROPIC_API_KEY: optional(z.string()),
+  ANTHROPIC_API_KEYS: optional(z.string().check(z.refine((value) => geminiKeysOf(value) !== undefined))),
+  ANTHROPIC_BASE_URL: optional(httpUrl()),
+  /** Azure OpenAI: the resource's endpoint (`https://{resource}.openai.azure.com`), its key, its webhook's secrets. */
+  AZURE_OPENAI_ENDPOINT: optional(httpUrl()),
+  AZURE_OPENAI_API_KEY: optional(z.string()),
+  AZURE_OPENAI_WEBHOOK_SECRET: optional(z.string()),
+  /** Bedrock (providers/bedrock) is polled with the AWS default credential chain in the job's region; this endpoint where set. */
+  AWS_ENDPOINT_URL_BEDROCK: optional(httpUrl()),
+  /** The AWS region (set in Lambda): with it, Bedrock's jobs are polled. */
+  AWS_REGION: optional(text()),
   /** The Gemini API version reconcile polls (set explicitly: SDK 3.x defaults to v1, 2.x to v1beta). */
   GEMINI_API_VERSION: withDefault(z.string().check(z.regex(/^v\d+\w*$/, 'expected an API version such as v1beta')), 'v1beta'),
   /** The Agent Platform (formerly Vertex AI) project and location whose jobs reconcile polls; both or neither. */
@@ -193,6 +211,14 @@ const EXPECTS: Partial<Record<Variable, string>> = {
   GEMINI_API_KEYS:
     'label=key pairs separated by commas (a label: letters, digits, ".", "-" or "_", at most 64, each once), e.g. team-a=AIza…,team-b=AIza…',
   GEMINI_BASE_URL: 'an http(s) URL',
+  OPENAI_API_KEYS:
+    'label=key pairs separated by commas (a label: letters, digits, ".", "-" or "_", at most 64, each once), e.g. team-a=sk-…,team-b=sk-…',
+  ANTHROPIC_API_KEYS:
+    'label=key pairs separated by commas (a label: letters, digits, ".", "-" or "_", at most 64, each once), e.g. team-a=sk-ant-…,team-b=sk-ant-…',
+  OPENAI_BASE_URL: 'an http(s) URL',
+  ANTHROPIC_BASE_URL: 'an http(s) URL',
+  AZURE_OPENAI_ENDPOINT: 'an http(s) URL (https://{resource}.openai.azure.com)',
+  AWS_ENDPOINT_URL_BEDROCK: 'an http(s) URL',
   GEMINI_API_VERSION: 'an API version such as v1beta',
   AGENT_PLATFORM_BASE_URL: 'an http(s) URL',
   AGENT_PLATFORM_API_VERSION: 'an API version such as v1beta1',
@@ -240,6 +266,13 @@ export const SECRET_VARIABLES: ReadonlySet<string> = new Set([
   'EFFECTS_SIGNING_SECRET',
   'GEMINI_API_KEY',
   'GEMINI_API_KEYS',
+  'OPENAI_API_KEY',
+  'OPENAI_API_KEYS',
+  'OPENAI_WEBHOOK_SECRET',
+  'ANTHROPIC_API_KEY',
+  'ANTHROPIC_API_KEYS',
+  'AZURE_OPENAI_API_KEY',
+  'AZURE_OPENAI_WEBHOOK_SECRET',
   'RATCHET_API_TOKEN',
   'AGENT_PLATFORM_API_KEY',
   'AGENT_PLATFORM_CREDENTIALS',
@@ -268,6 +301,11 @@ export function agentPlatformOf(config: Config): { project: string; location: st
     : undefined;
 }
 
+/** The Azure OpenAI resource an endpoint serves (`https://{resource}.openai.azure.com` → `{resource}`): its jobs' names hold it. */
+export function azureResourceOf(endpoint: string): string {
+  return new URL(endpoint).hostname.split('.')[0] as string;
+}
+
 /** A setting that cannot be used; `variable` names it. Its message is one line, never the value of a secret. */
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -284,11 +322,13 @@ export function loadConfig(env: NodeJS.ProcessEnv = process.env): Config {
   const present = Object.fromEntries(Object.entries(env).filter(([, v]) => v !== undefined && v !== ''));
   const parsed = Env.safeParse(present);
   if (parsed.success) {
-    if (present.GEMINI_API_KEYS && present.GEMINI_API_KEY) {
-      throw new ConfigError(
-        'GEMINI_API_KEYS and GEMINI_API_KEY are both set: keep one (GEMINI_API_KEYS=label=key,label=key holds one key or several)',
-        'GEMINI_API_KEYS',
-      );
+    for (const provider of ['GEMINI', 'OPENAI', 'ANTHROPIC']) {
+      if (present[`${provider}_API_KEYS`] && present[`${provider}_API_KEY`]) {
+        throw new ConfigError(
+          `${provider}_API_KEYS and ${provider}_API_KEY are both set: keep one (${provider}_API_KEYS=label=key,label=key holds one key or several)`,
+          `${provider}_API_KEYS`,
+        );
+      }
     }
     if (parsed.data.DATABASE_POOL_SIZE !== undefined) {
       if (present.DATABASE_POOL_MAX && parsed.data.DATABASE_POOL_MAX !== parsed.data.DATABASE_POOL_SIZE)

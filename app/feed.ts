@@ -7,13 +7,14 @@
  * every instance (engines/postgres/change-feed.ts).
  */
 import type { OperationChange } from '../core/change.ts';
-import type { OperationKind, OperationState } from '../core/lifecycle.ts';
+import type { OperationKind, OperationState, ProviderName } from '../core/lifecycle.ts';
 
 export type { OperationChange };
 
 export interface FeedFilter {
   name?: string;
   kind?: OperationKind;
+  provider?: ProviderName;
   state?: OperationState;
 }
 

@@ -8,6 +8,7 @@
  * database, each timed chore runs on the one that claims it (Engine.claimJob).
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
+import type { ProviderName } from '../core/lifecycle.ts';
 import type { Engine } from './engine.ts';
 import { CredentialHealth } from './reconcile/credentials.ts';
 import { openReconciler, type ReconcileSettings } from './reconcile/open.ts';
@@ -20,6 +21,8 @@ export interface InstanceSettings {
   reconcile?: ReconcileSettings;
   /** The labels of GEMINI_API_KEYS (none for a single GEMINI_API_KEY): whose health the console and `/healthz` show. */
   credentialLabels: string[];
+  /** Per provider, the labels of its keys (`*_API_KEYS`; none for a single key): a track names one of them. */
+  providerLabels?: Partial<Record<ProviderName, string[]>>;
 }
 
 export interface TickResult {
@@ -37,6 +40,8 @@ export interface Instance {
   readonly engine: Engine;
   /** Whether Gemini takes each API key, as reconcile finds. */
   readonly credentials: CredentialHealth;
+  /** Whether each other provider takes each of its keys, as reconcile finds. */
+  readonly providerKeys: ReadonlyMap<ProviderName, CredentialHealth>;
   /** Whether reconcile polls anything. */
   readonly reconciles: boolean;
   /** An extra reconcile run now (a webhook asked for a poll): only where the schedule runs (`start`). */
@@ -61,10 +66,16 @@ export async function openInstance(
 ): Promise<Instance> {
   const { logger } = deps;
   const credentials = new CredentialHealth(settings.credentialLabels);
+  const providerKeys = new Map<ProviderName, CredentialHealth>();
+  const keyHealth = (provider: ProviderName) => {
+    const health = providerKeys.get(provider) ?? new CredentialHealth(settings.providerLabels?.[provider] ?? []);
+    providerKeys.set(provider, health);
+    return health;
+  };
   let reconciler: Awaited<ReturnType<typeof openReconciler>>;
   try {
     if (engine.starts === 'on-open') await engine.start();
-    reconciler = await openReconciler(settings.reconcile, engine, { ...deps, credentials });
+    reconciler = await openReconciler(settings.reconcile, engine, { ...deps, credentials, keyHealth });
   } catch (error) {
     await engine.close(true);
     throw error;
@@ -91,6 +102,7 @@ export async function openInstance(
   return {
     engine,
     credentials,
+    providerKeys,
     reconciles: reconciler !== undefined,
     pollSoon: () => schedule?.runSoon(),
     async start() {

@@ -1,5 +1,5 @@
 /** The persistence port: everything ingest and the API need from storage. */
-import type { OperationKind, OperationState } from '../core/lifecycle.ts';
+import type { OperationKind, OperationState, ProviderName } from '../core/lifecycle.ts';
 import type { OverdueLimits } from '../core/overdue.ts';
 import type { DiscardReason, EventSource, OperationEvent, OperationRecord } from '../core/reducer.ts';
 
@@ -185,6 +185,8 @@ export class UnsupportedFilterError extends Error {
 export interface ListFilter {
   state?: OperationState;
   kind?: OperationKind;
+  /** Only this provider's jobs (its kinds). */
+  provider?: ProviderName;
   /** Throws UnsupportedFilterError where the store cannot tell (see EFFECTS_FILTERS). */
   effects?: EffectsFilter;
   /** Only open jobs marked overdue (past their kind's limit, OVERDUE_AFTER). */

@@ -4,7 +4,7 @@
  * from the record it wrote. Shared by the store (the write's kind), the feed
  * (local/feed) and the client (sdk/client.ts, a snapshot's records).
  */
-import type { OperationKind, OperationState, ProviderName } from './lifecycle.ts';
+import { type OperationKind, type OperationState, type ProviderName, providerOf } from './lifecycle.ts';
 import type { OperationRecord } from './reducer.ts';
 
 /** One applied write, as the feed carries it: the record it wrote (the effect body's fields among them), and where it sits. */
@@ -68,7 +68,7 @@ export function changeOf(record: OperationRecord, cursor: string, committedAt: s
     cursor,
     name: record.name,
     kind: record.kind,
-    provider: record.provider,
+    provider: record.provider ?? providerOf(record.kind),
     version: record.version,
     state: record.state,
     previousState: record.previousState ?? null,

@@ -13,7 +13,7 @@ export const CREDENTIAL_LABEL = /^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$/;
  * or spaces between pairs; undefined when a pair is not `label=key`, a label
  * is malformed or repeats.
  */
-export function geminiKeysOf(value: string): Array<{ label: string; apiKey: string }> | undefined {
+export function labelledKeysOf(value: string): Array<{ label: string; apiKey: string }> | undefined {
   const pairs = value
     .split(/[\s,]+/)
     .filter(Boolean)
@@ -25,3 +25,6 @@ export function geminiKeysOf(value: string): Array<{ label: string; apiKey: stri
   if (pairs.length === 0 || labels.size !== pairs.length) return undefined;
   return pairs.every((p) => CREDENTIAL_LABEL.test(p.label) && p.apiKey.length > 0) ? pairs : undefined;
 }
+
+/** GEMINI_API_KEYS read (every provider's `*_API_KEYS` reads the same way). */
+export const geminiKeysOf = labelledKeysOf;

@@ -9,10 +9,11 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { Hono } from 'hono';
-import { publicUrls } from '../app/config.ts';
+import { azureResourceOf, publicUrls } from '../app/config.ts';
 import type { OnChange } from '../app/effects/app-sink.ts';
 import { createApp, withLocalRoutes } from '../app/http/app.ts';
 import { answerThrown, noSuchRoute } from '../app/http/routes/common.ts';
+import { openAIDeliveries } from '../app/http/routes/provider-webhooks.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
 import { dynamicWebhooks, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
 import { type Instance, openInstance } from '../app/instance.ts';
@@ -108,16 +109,28 @@ function http(settings: Settings, instance: Instance, telemetry: LocalTelemetry,
     telemetry: telemetry.telemetry,
   };
   const receive = receiveWebhook(webhookDeps);
+  // OpenAI's and Azure OpenAI's deliveries: Standard Webhooks with their own secrets, read by providers/openai.
+  const providerReceiver = (provider: 'openai' | 'azure-openai', azureResource?: string) =>
+    receiveWebhook({
+      ...webhookDeps,
+      verifier: new WebhookSignatureVerifier(async () => secrets.providerSecrets[provider]),
+      map: openAIDeliveries({ queries: store, ...(azureResource && { azureResource }) }),
+    });
+  const azureResource = config.AZURE_OPENAI_ENDPOINT && azureResourceOf(config.AZURE_OPENAI_ENDPOINT);
   // The guard has judged every Origin first (a browser's own pages send `null` under no-referrer).
   const originAllowed = (origin: string) => origin === 'null' || guard.originAllowed(origin);
   const api = createApp({
     ...webhookDeps,
     receive,
+    providerWebhooks: {
+      openai: providerReceiver('openai'),
+      ...(azureResource && { 'azure-openai': providerReceiver('azure-openai', azureResource) }),
+    },
     queries: store,
     history,
     health: () => engine.health(),
     geminiKeys: () => credentials.all(),
-    credentials: settings.instance.credentialLabels,
+    credentials: settings.instance.providerLabels,
     waitForVersion: (name, afterVersion, waitMs, signal) => changes.versionPast(name, afterVersion, waitMs, signal),
     originAllowed,
     basePath,

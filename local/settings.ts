@@ -17,6 +17,7 @@ import { retrySettings } from '../app/effects/queue.ts';
 import { webhookSinkSettingsOf } from '../app/effects/webhook-sink.ts';
 import type { EngineWork } from '../app/engine.ts';
 import type { InstanceSettings } from '../app/instance.ts';
+import { providerPollerSettingsOf } from '../app/reconcile/providers.ts';
 import { parseSigningSecrets } from '../app/signing-secrets.ts';
 import { openTelemetrySettings, otlpRequested } from '../app/telemetry.ts';
 import { geminiKeysOf } from '../core/credentials.ts';
@@ -38,6 +39,8 @@ export interface Secrets {
   tokens: ApiTokens;
   /** The signing secrets webhooks are checked against (WEBHOOK_SIGNING_SECRETS, else the development secret). */
   signingSecrets: ReturnType<typeof parseSigningSecrets>;
+  /** OpenAI's and Azure OpenAI's webhook secrets (OPENAI_WEBHOOK_SECRET, AZURE_OPENAI_WEBHOOK_SECRET); none: not set. */
+  providerSecrets: { openai: string[]; 'azure-openai': string[] };
   /** Set when no WEBHOOK_SIGNING_SECRETS was configured: the generated development secret (never printed). */
   devSecret?: string;
   /** Where the development secret is kept (not with `:memory:`). */
@@ -50,8 +53,11 @@ export function settingsOf(config: Config, options: { onChange?: boolean; dataDi
   const sink = webhookSinkSettingsOf(config);
   const onChange = options.onChange === true;
   const labels = (config.GEMINI_API_KEYS && geminiKeysOf(config.GEMINI_API_KEYS)?.map((key) => key.label)) || [];
-  // Reconcile polls with a Gemini API key, or in an Agent Platform project and location; the SDK loads only then.
-  const polls = Boolean(config.GEMINI_API_KEY || config.GEMINI_API_KEYS || agentPlatformOf(config));
+  // Every other provider with a credential here (providers/): its SDK loads only then.
+  const providers = providerPollerSettingsOf(config);
+  const labelsOf = (keys: Array<{ label: string }> | undefined) => keys?.map((key) => key.label).filter(Boolean) ?? [];
+  // Reconcile polls with a Gemini API key, or in an Agent Platform project and location, or another provider's key.
+  const polls = Boolean(config.GEMINI_API_KEY || config.GEMINI_API_KEYS || agentPlatformOf(config) || Object.keys(providers).length > 0);
   return {
     config,
     dataDir: options.dataDir ?? config.DATA_DIR ?? DEFAULT_DATA_DIR,
@@ -62,6 +68,7 @@ export function settingsOf(config: Config, options: { onChange?: boolean; dataDi
     },
     instance: {
       credentialLabels: labels,
+      providerLabels: { gemini: labels, openai: labelsOf(providers.openai?.keys), anthropic: labelsOf(providers.anthropic?.keys) },
       ...(polls && {
         reconcile: {
           intervalSeconds: config.RECONCILE_INTERVAL_SECONDS,
@@ -69,6 +76,7 @@ export function settingsOf(config: Config, options: { onChange?: boolean; dataDi
           overdueAfter: overdueAfterOf(config),
           webhookUrl: config.WEBHOOK_URL,
           poller: async () => (await import('../app/reconcile/gemini-poller.ts')).pollerOptionsOf(config, async (name) => config[name]),
+          providers,
         },
       }),
     },
@@ -170,9 +178,12 @@ export function secretsOf({ config, dataDir }: Settings, options: { tokenFile: b
   if (dataDir !== IN_MEMORY) mkdirSync(dataDir, { recursive: true, mode: 0o700 });
   const devSecret = config.WEBHOOK_SIGNING_SECRETS ? undefined : developmentSecret(dataDir);
   const tokens = resolveApiTokens(config.RATCHET_API_TOKEN, options.tokenFile ? dataDir : IN_MEMORY, config.HOST) as ApiTokens;
+  const secretsIn = (variable: 'OPENAI_WEBHOOK_SECRET' | 'AZURE_OPENAI_WEBHOOK_SECRET') =>
+    config[variable] ? parseSigningSecrets(config[variable], { variable }) : [];
   return {
     tokens,
     signingSecrets: parseSigningSecrets(config.WEBHOOK_SIGNING_SECRETS ?? (devSecret as string)),
+    providerSecrets: { openai: secretsIn('OPENAI_WEBHOOK_SECRET'), 'azure-openai': secretsIn('AZURE_OPENAI_WEBHOOK_SECRET') },
     ...(devSecret && { devSecret }),
     ...(devSecret && dataDir !== IN_MEMORY && { devSecretFile: join(dataDir, DEV_SECRET_FILE) }),
   };

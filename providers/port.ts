@@ -16,7 +16,7 @@
  * A fifth provider is those, its entry in providers/index.ts, and a run of
  * test/unit/provider-conformance.test.ts.
  */
-import type { OperationKind, ProviderName } from '../core/lifecycle.ts';
+import type { OperationKind } from '../core/lifecycle.ts';
 import type { OperationEvent } from '../core/reducer.ts';
 
 export type PollAnswer =

@@ -57,6 +57,7 @@ export const TrackRequest = z.object({
 export const ListQuery = z.object({
   state: z.optional(State),
   kind: z.optional(Kind),
+  provider: z.optional(Provider),
   effects: z.optional(z.enum(EFFECTS_FILTERS)),
   overdue: z.optional(z.enum(['true', 'false'])),
   limit: z.optional(PageLimit),
@@ -75,6 +76,7 @@ export const FeedQuery = z.object({
   wait: z.optional(z.coerce.number().check(z.minimum(0), z.maximum(MAX_WAIT_SECONDS))),
   name: z.optional(z.string()),
   kind: z.optional(Kind),
+  provider: z.optional(Provider),
   state: z.optional(State),
   limit: z.optional(z.coerce.number().check(z.int(), z.minimum(1), z.maximum(FEED_MAX_LIMIT))),
 });

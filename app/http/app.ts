@@ -14,8 +14,9 @@ import { type HealthDeps, healthRoutes } from './routes/health.ts';
 import { type MetricsExposition, metricsRoutes } from './routes/metrics.ts';
 import { openApiRoutes } from './routes/openapi.ts';
 import { type OperationsDeps, operationsRoutes } from './routes/operations.ts';
+import { type ProviderWebhookDeps, providerWebhookRoutes } from './routes/provider-webhooks.ts';
 
-export interface AppDeps extends GeminiWebhookDeps, OperationsDeps, HealthDeps {
+export interface AppDeps extends GeminiWebhookDeps, ProviderWebhookDeps, OperationsDeps, HealthDeps {
   /** Where the app is mounted (inside an app): the server `GET /openapi.json` names. */
   basePath?: string;
 }
@@ -24,6 +25,7 @@ export function createApp(deps: AppDeps): Hono {
   const app = new Hono();
   app.route('/', healthRoutes(deps));
   app.route('/', geminiWebhookRoutes(deps));
+  app.route('/', providerWebhookRoutes(deps));
   app.route('/', operationsRoutes(deps));
   // Authentic deliveries that could never be used (answered 200 all the same), newest first.
   if (deps.unprocessable) app.route('/', decisionsRoutes(deps.unprocessable));

@@ -15,6 +15,7 @@ import { GEMINI_WEBHOOK } from './routes/gemini-webhook.ts';
 import { HEALTH } from './routes/health.ts';
 import { METRICS } from './routes/metrics.ts';
 import { OPERATIONS_ROUTES } from './routes/operations.ts';
+import { AZURE_OPENAI_WEBHOOK, OPENAI_WEBHOOK } from './routes/provider-webhooks.ts';
 
 type Json = Record<string, unknown>;
 
@@ -67,6 +68,8 @@ export const LOGIN_LINK: Route = {
  */
 export const ROUTES: readonly Route[] = [
   GEMINI_WEBHOOK,
+  OPENAI_WEBHOOK,
+  AZURE_OPENAI_WEBHOOK,
   ...OPERATIONS_ROUTES,
   UNPROCESSABLE,
   ...CHANGES_ROUTES,

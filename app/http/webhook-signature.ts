@@ -118,7 +118,7 @@ export class WebhookSignatureVerifier {
           return { ok: true, id, scheme: 'ed25519' };
         else reasons.push('no matching v1a signature');
       }
-      if (jwts.length > 0 && !accepts('jwt')) reasons.push('JWT signatures are not accepted here');
+      if (jwts.length > 0 && (!this.dynamic || !accepts('jwt'))) reasons.push('JWT signatures are not accepted here');
       else if (jwts.length > 0) {
         const verdict = await this.verifyJwts(jwts, now, id);
         if (typeof verdict !== 'string') return { ok: true, id, scheme: 'jwt', token: verdict };

@@ -8,7 +8,7 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { FAILURES, type Failure, failureBody, RETRY_AFTER_SECONDS } from '../../core/failures.ts';
-import { MalformedEventError, mapWebhookDelivery } from '../../core/gemini-webhook.ts';
+import { MalformedEventError, mapWebhookDelivery, type WebhookMapping } from '../../core/gemini-webhook.ts';
 import type { OperationKind } from '../../core/lifecycle.ts';
 import { InvalidNameError } from '../../core/names.ts';
 import { parseProviderJson } from '../../core/provider-values.ts';
@@ -40,9 +40,17 @@ export interface WebhookAnswer {
   outcome: WebhookOutcome;
 }
 
+/**
+ * A provider's deliveries read into an event (Gemini's by default): `ignored` for a type it does not follow. Throws
+ * SyntaxError, InvalidTimeError, InvalidNameError or MalformedEventError for what can never be used.
+ */
+export type DeliveryMapper = (body: unknown, deliveryId: string) => WebhookMapping | Promise<WebhookMapping>;
+
 export interface WebhookDeps {
   store: OperationStore;
   verifier: WebhookSignatureVerifier;
+  /** How this route's provider's deliveries read (default: Gemini's, core/gemini-webhook.ts). */
+  map?: DeliveryMapper;
   logger: Logger;
   /** Counts each delivery by decision and times it (`ratchet_webhook_deliveries_total`, `…_duration_seconds`); traces it where OpenTelemetry is on. */
   telemetry?: Telemetry;
@@ -134,7 +142,7 @@ export function receiveWebhook(deps: WebhookDeps): (raw: string, headers: Header
 
 /** The receiver itself: the delivery's answer and what became of it; `span`, where one traces it, gets the operation's attributes and its write's span. */
 function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, span?: StepSpan) => Promise<WebhookAnswer> {
-  const { store, verifier, logger, telemetry } = deps;
+  const { store, verifier, logger, telemetry, map = mapWebhookDelivery } = deps;
   const clock = deps.clock ?? (() => new Date());
   // Per process (a Lambda instance): which write variant an operation's next event likely needs.
   const hints = new RecentRecords();
@@ -163,9 +171,9 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
     // From here the delivery is authentic: whatever it holds, it is answered 2xx (guarantee 6), or 503 while the store is down.
     const unusable = (reason: UnprocessableReason, detail: string) =>
       unprocessable({ reason, detail, raw, webhookId: deliveryId, scheme: verification.scheme });
-    let mapping: ReturnType<typeof mapWebhookDelivery>;
+    let mapping: WebhookMapping;
     try {
-      mapping = mapWebhookDelivery(parseProviderJson(raw), deliveryId);
+      mapping = await map(parseProviderJson(raw), deliveryId);
     } catch (error) {
       const reason = unprocessableReasonOf(error);
       if (!reason) throw error;

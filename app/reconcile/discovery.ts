@@ -12,12 +12,16 @@
  * batches are listed (a batch is visible only to the key that created it), and
  * an adopted batch records the label of the key that listed it, so it is
  * polled with that key; one key refused does not stop the others' sweep.
+ * Each provider that lists its batches (providers/port.ts `listBatches`:
+ * OpenAI's, Anthropic's, Gemini's through `geminiBatches`) is swept the same
+ * way, by a discovery of its own.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type BatchAnswer, eventFromBatch } from '../../core/gemini-poll.ts';
-import { isNameOfKind } from '../../core/names.ts';
-import { applyEvent } from '../../core/reducer.ts';
+import { InvalidNameError, isNameOfKind } from '../../core/names.ts';
+import { applyEvent, type OperationEvent } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
+import type { ListedBatch, ProviderPoller } from '../../providers/port.ts';
 import { type OperationStore, StoreRejectedError } from '../ports.ts';
 import { AtMostEvery, type ClaimJob } from './at-most-every.ts';
 
@@ -29,16 +33,36 @@ export const DISCOVERY_WINDOW_MS = 48 * 3_600_000;
 export const DISCOVERY_MAX_PAGES = 10;
 export const DISCOVERY_PAGE_SIZE = 50;
 
-/** One page of `batches.list`, as the SDK answers it. */
-export interface BatchLister {
+/** What discovery lists with: a provider's poller (providers/port.ts). */
+export type BatchLister = Required<Pick<ProviderPoller, 'listBatches'>>;
+
+/** One page of Gemini's `batches.list`, as the SDK answers it. */
+export interface GeminiBatchLister {
   listBatches(page: { pageSize: number; pageToken?: string; credential?: string }): Promise<{
     batches: Array<BatchAnswer & { name?: string; createTime?: string }>;
     nextPageToken?: string;
   }>;
 }
 
+/** Gemini's listing read as the port's: each batch mapped when discovery reads it. */
+export function geminiBatches(lister: GeminiBatchLister): BatchLister {
+  return {
+    async listBatches(page) {
+      const { batches, nextPageToken } = await lister.listBatches(page);
+      const listed: ListedBatch[] = batches.map((batch) => ({
+        name: batch.name ?? '',
+        ...(batch.createTime && { createTime: batch.createTime }),
+        event: () => eventFromBatch(batch.name ?? '', 'batch', batch),
+      }));
+      return { batches: listed, ...(nextPageToken !== undefined && { nextPageToken }) };
+    },
+  };
+}
+
 export interface DiscoveryDeps {
   lister: BatchLister;
+  /** The provider it sweeps, for its logs and its claim (default `gemini`). */
+  provider?: string;
   store: OperationStore;
   logger: Logger;
   clock?: () => number;
@@ -59,7 +83,12 @@ export interface SweepResult {
   pages: number;
 }
 
-export class BatchDiscovery {
+/** What reconcile runs: a sweep when due. */
+export interface Discovery {
+  sweepIfDue(): Promise<SweepResult | undefined>;
+}
+
+export class BatchDiscovery implements Discovery {
   private readonly schedule: AtMostEvery;
 
   constructor(private readonly deps: DiscoveryDeps) {
@@ -67,7 +96,11 @@ export class BatchDiscovery {
       deps.intervalMs ?? DISCOVERY_INTERVAL_MS,
       DISCOVERY_RETRY_MS,
       deps.clock,
-      deps.claimJob && { job: 'discovery', claimJob: deps.claimJob },
+      // Gemini's claim keeps its name; another provider's sweep is a chore of its own.
+      deps.claimJob && {
+        job: !deps.provider || deps.provider === 'gemini' ? 'discovery' : `discovery:${deps.provider}`,
+        claimJob: deps.claimJob,
+      },
     );
   }
 
@@ -77,10 +110,11 @@ export class BatchDiscovery {
     return this.schedule.run(
       async (now) => {
         const result = await this.sweep(now);
-        logger[result.adopted > 0 ? 'warn' : 'info']('batch discovery swept', { ...result });
+        logger[result.adopted > 0 ? 'warn' : 'info']('batch discovery swept', { provider: this.deps.provider ?? 'gemini', ...result });
         return result;
       },
-      (error) => logger.warn('batch discovery failed; tried again later', { detail: error.message }),
+      (error) =>
+        logger.warn('batch discovery failed; tried again later', { provider: this.deps.provider ?? 'gemini', detail: error.message }),
     );
   }
 
@@ -116,16 +150,18 @@ export class BatchDiscovery {
           older = true;
           continue;
         }
-        if (!batch.name || !isNameOfKind(batch.name, 'batch')) continue;
-        result.listed++;
-        let event: ReturnType<typeof eventFromBatch>;
+        let event: OperationEvent;
         try {
-          event = eventFromBatch(batch.name, 'batch', batch);
+          event = batch.event();
         } catch (error) {
+          if (!batch.name || error instanceof InvalidNameError) continue;
+          result.listed++;
           // A state with no mapping, a time that does not parse: never guessed.
           logger.warn('listed batch not adopted: its answer cannot be read', { operation: batch.name, detail: (error as Error).message });
           continue;
         }
+        if (!isNameOfKind(event.name, event.kind)) continue;
+        result.listed++;
         const first = applyEvent(undefined, event, timeFromDate(new Date(now)));
         if (!first.applied) continue;
         try {

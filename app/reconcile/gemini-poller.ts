@@ -39,7 +39,7 @@ import { isNameOfKind, platformScopeOf } from '../../core/names.ts';
 import { agentPlatformOf, type Config, ConfigError } from '../config.ts';
 import { neverLogged, redacted } from '../redaction.ts';
 import { CredentialHealth } from './credentials.ts';
-import type { BatchLister } from './discovery.ts';
+import type { GeminiBatchLister } from './discovery.ts';
 import { type GeminiPoller, type PollAnswer, PollFailedError } from './poller.ts';
 import type { WebhookLister } from './webhook-health.ts';
 
@@ -152,7 +152,7 @@ class AnswerTooLargeError extends Error {
   override name = 'AnswerTooLargeError';
 }
 
-export class GenAiPoller implements GeminiPoller, BatchLister {
+export class GenAiPoller implements GeminiPoller, GeminiBatchLister {
   /** One SDK client per Gemini API key, by label ('' for a single GEMINI_API_KEY). */
   private readonly gemini = new Map<string, Promise<Loaded>>();
   private platform?: Promise<Loaded>;
@@ -253,7 +253,7 @@ export class GenAiPoller implements GeminiPoller, BatchLister {
     pageSize: number;
     pageToken?: string;
     credential?: string;
-  }): ReturnType<BatchLister['listBatches']> {
+  }): ReturnType<GeminiBatchLister['listBatches']> {
     const { ai, sdk } = await this.geminiApi(credential);
     const pager = await this.noted(credential, sdk, () => ai.batches.list({ config: { pageSize, ...(pageToken && { pageToken }) } }));
     const next = (pager.params as { config?: { pageToken?: string } }).config?.pageToken;

@@ -1,17 +1,21 @@
 /**
  * Reconcile as an instance runs it (app/instance.ts): one function that does a
- * bounded run through the same ingest as the webhook. Its settings are
- * resolved from the configuration once (local/settings.ts); the Gemini SDK is
- * loaded only where something is to be polled, so an application that polls
- * nothing never pays its load.
+ * bounded run through the same ingest as the webhook, every provider's jobs
+ * routed to that provider's poller (providers.ts). Its settings are resolved
+ * from the configuration once (local/settings.ts); each provider's SDK is
+ * loaded only where it has a credential, so an application that polls
+ * nothing never pays a load.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
+import { PROVIDERS, type ProviderName } from '../../core/lifecycle.ts';
 import type { OverdueLimits } from '../../core/overdue.ts';
+import type { KeyHealth } from '../../providers/port.ts';
 import type { Engine } from '../engine.ts';
 import type { Telemetry } from '../telemetry.ts';
-import type { CredentialHealth } from './credentials.ts';
-import { BatchDiscovery } from './discovery.ts';
-import type { PollerOptions } from './gemini-poller.ts';
+import { CredentialHealth } from './credentials.ts';
+import { BatchDiscovery, type Discovery, geminiBatches } from './discovery.ts';
+import type { GenAiPoller, PollerOptions } from './gemini-poller.ts';
+import { CREDENTIAL_VARIABLES, openProviderPollers, type ProviderPollerSettings, ProviderRouter } from './providers.ts';
 import { type ReconcileStats, reconcile } from './reconcile.ts';
 import { WebhookHealth } from './webhook-health.ts';
 
@@ -22,38 +26,63 @@ export interface ReconcileSettings {
   overdueAfter: OverdueLimits;
   /** Where Gemini is to send webhooks (WEBHOOK_URL): the webhook health check compares. */
   webhookUrl: string | undefined;
-  /** The poller's options with their secrets read (undefined: nothing to poll after all). */
+  /** Gemini's poller options with their secrets read (undefined: Gemini is not polled). */
   poller(): Promise<PollerOptions | undefined>;
+  /** Every other provider polled here (providers/), with its credentials. */
+  providers?: ProviderPollerSettings;
 }
 
 /** One reconcile run within `budgetMs`: the due polls, and discovery and the webhook health check when due. */
 export type Reconciler = (budgetMs: number) => Promise<ReconcileStats>;
 
 const OFF =
-  'reconcile off: neither GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION are set (nor GEMINI_API_KEYS; webhooks still work; nothing is polled)';
+  'reconcile off: no provider has a credential here (GEMINI_API_KEY, GEMINI_API_KEYS or GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION; OPENAI_API_KEY; ANTHROPIC_API_KEY; AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY; AWS_REGION for Bedrock): webhooks still work; nothing is polled';
 
 /** Reconcile on `engine`; undefined (and said once) where there is nothing to poll. */
 export async function openReconciler(
   settings: ReconcileSettings | undefined,
   engine: Pick<Engine, 'store' | 'claimJob' | 'clock'>,
-  deps: { logger: Logger; credentials: CredentialHealth; telemetry?: Telemetry },
+  deps: { logger: Logger; credentials: CredentialHealth; keyHealth?: (provider: ProviderName) => KeyHealth; telemetry?: Telemetry },
 ): Promise<Reconciler | undefined> {
   const { logger } = deps;
   const options = settings && (await settings.poller());
-  if (!settings || !options) return void logger.warn(OFF);
+  const others = settings?.providers ?? {};
+  if (!settings || (!options && Object.keys(others).length === 0)) return void logger.warn(OFF);
   const { store, claimJob, clock } = engine;
-  const { GenAiPoller } = await import('./gemini-poller.ts');
-  const poller = new GenAiPoller({ ...options, credentialHealth: deps.credentials });
-  // The webhook health check and discovery are the Gemini API's (the Agent Platform sends no webhooks and lists nothing here).
+  const pollers = await openProviderPollers(others, (provider) => deps.keyHealth?.(provider) ?? new CredentialHealth([]));
+  let gemini: GenAiPoller | undefined;
+  if (options) {
+    const { GenAiPoller } = await import('./gemini-poller.ts');
+    gemini = new GenAiPoller({ ...options, credentialHealth: deps.credentials });
+  }
+  const poller = new ProviderRouter({ ...pollers, ...(gemini && { gemini }) });
+  const unpolled = PROVIDERS.filter((provider) => !poller.providers.includes(provider));
+  if (unpolled.length > 0)
+    logger.info('providers not polled here: no credential', {
+      providers: unpolled.map((provider) => `${provider} (${CREDENTIAL_VARIABLES[provider]})`),
+    });
+  // The webhook health check is the Gemini API's (the Agent Platform sends no webhooks and lists nothing here).
   // On several instances (PostgreSQL) each hourly chore runs on the one that claims it.
-  const health = options.gemini && new WebhookHealth({ webhooks: poller.webhooks, webhookUrl: settings.webhookUrl, logger, claimJob });
-  const discovery = options.gemini && new BatchDiscovery({ lister: poller, store, logger, claimJob, credentials: poller.labels });
+  const health =
+    gemini && options?.gemini && new WebhookHealth({ webhooks: gemini.webhooks, webhookUrl: settings.webhookUrl, logger, claimJob });
+  // Batches nobody tracked, for each provider that lists its key's batches.
+  const sweeps = [
+    ...(gemini && options?.gemini
+      ? [new BatchDiscovery({ lister: geminiBatches(gemini), store, logger, claimJob, credentials: gemini.labels })]
+      : []),
+    ...PROVIDERS.flatMap((provider) => {
+      const other = pollers[provider];
+      if (provider === 'gemini' || !other?.listBatches) return [];
+      const lister = { listBatches: other.listBatches.bind(other) };
+      return [new BatchDiscovery({ lister, provider, store, logger, claimJob, credentials: other.labels.filter(Boolean) })];
+    }),
+  ];
   return (budgetMs) =>
     reconcile({
       store,
       poller,
       health,
-      discovery,
+      discovery: sweeps.length > 0 ? allOf(sweeps) : undefined,
       logger,
       intervalSeconds: settings.intervalSeconds,
       budgetMs,
@@ -62,4 +91,19 @@ export async function openReconciler(
       ...(clock && { clock }),
       ...(deps.telemetry && { telemetry: deps.telemetry }),
     });
+}
+
+/** Every provider's discovery as one: each sweeps when due, their counts added. */
+function allOf(sweeps: BatchDiscovery[]): Discovery {
+  return {
+    async sweepIfDue() {
+      const results = (await Promise.all(sweeps.map((sweep) => sweep.sweepIfDue()))).filter((result) => result !== undefined);
+      if (results.length === 0) return undefined;
+      return results.reduce((sum, result) => ({
+        adopted: sum.adopted + result.adopted,
+        listed: sum.listed + result.listed,
+        pages: sum.pages + result.pages,
+      }));
+    },
+  };
 }

@@ -37,9 +37,8 @@
  * and is picked up by the next run.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { isTerminal } from '../../core/lifecycle.ts';
 import { type OverdueLimits, overdueMark } from '../../core/overdue.ts';
-import type { OperationRecord } from '../../core/reducer.ts';
+import { isPolled, type OperationRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
 import { ingest, NotRecordedError } from '../ingest.ts';
 import {
@@ -51,13 +50,13 @@ import {
   StoreRejectedError,
 } from '../ports.ts';
 import type { PollOutcome, Telemetry } from '../telemetry.ts';
-import type { BatchDiscovery } from './discovery.ts';
-import { type GeminiPoller, PollFailedError } from './poller.ts';
+import type { Discovery } from './discovery.ts';
+import { type Poller, PollFailedError } from './poller.ts';
 import type { WebhookHealth } from './webhook-health.ts';
 
 export interface ReconcileDeps {
   store: OperationStore & PollSchedule & OverdueWatch;
-  poller: GeminiPoller;
+  poller: Poller;
   logger: Logger;
   clock?: () => Date;
   random?: () => number;
@@ -71,7 +70,7 @@ export interface ReconcileDeps {
   /** The hourly check of the Gemini webhooks pointing here (its count is reported every run). */
   health?: WebhookHealth;
   /** The hourly sweep for batches nobody tracked. */
-  discovery?: BatchDiscovery;
+  discovery?: Discovery;
   /** An operation tracked this long ago and never observed is polled no more (TRACKED_EXPIRY_DAYS; default never). */
   unseenExpiryMs?: number;
   /** How long each kind may stay open before it is marked overdue (OVERDUE_AFTER); default: never marked. */
@@ -196,7 +195,7 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
       ...fields,
       nextPollAt: nextPoll(deps, clock(), Math.max(fields.unchangedPolls, fields.failedPolls)),
     });
-  let answer: Awaited<ReturnType<GeminiPoller['poll']>>;
+  let answer: Awaited<ReturnType<Poller['poll']>>;
   try {
     answer = await poller.poll(record);
   } catch (error) {
@@ -285,7 +284,17 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
       polledState: answer.event.state,
     });
   }
-  if (isTerminal(result.record.state) || result.scheduled) return; // the write that made it terminal took it out of the index
+  // A job waiting for its outcome, whose poll answers another end: the first end stays, and no poll will ever give it.
+  if (result.outcome === 'discarded' && result.reason === 'terminal-conflict' && result.record.resultPending) {
+    await store.schedulePoll(record.name, result.record.version, {
+      ...pollNext({ stateChanged: false }),
+      nextPollAt: null,
+      note: 'terminal-conflict',
+    });
+    return;
+  }
+  // The write that ended it took it out of the index (unless it waits for its outcome: polled on until it comes).
+  if (!isPolled(result.record) || result.scheduled) return;
   await store.schedulePoll(record.name, result.record.version, pollNext({ stateChanged: changed }));
 }
 

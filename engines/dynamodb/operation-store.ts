@@ -32,6 +32,7 @@ import {
   OPERATION_KINDS,
   OPERATION_STATES,
   type OperationKind,
+  PROVIDER_KINDS,
   providerOf,
   rankOf,
   TERMINAL_RANK,
@@ -183,6 +184,14 @@ export class DynamoDbOperationStore
       conditions.push('#kind = :kind');
       names['#kind'] = 'kind';
       values[':kind'] = filter.kind;
+    }
+    if (filter.provider) {
+      const kinds = PROVIDER_KINDS[filter.provider].map((kind, i) => {
+        values[`:provider${i}`] = kind;
+        return `:provider${i}`;
+      });
+      conditions.push(`#kind IN (${kinds.join(', ')})`);
+      names['#kind'] = 'kind';
     }
     if (filter.overdue) {
       // Marked overdue and still open: an open item has no terminal rank.

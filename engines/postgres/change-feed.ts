@@ -10,6 +10,7 @@
  */
 import { type ChangeFeedPort, CursorExpiredError, type FeedFilter } from '../../app/feed.ts';
 import { changeOf, type OperationChange } from '../../core/change.ts';
+import { providerOf } from '../../core/lifecycle.ts';
 import { kindOfName } from '../../core/names.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import { CHANGE_CURSOR, changesAfter, headCursor, PRUNED_NOTE } from './change-log.ts';
@@ -120,6 +121,7 @@ export class PostgresChangeFeed implements ChangeFeedPort {
         scanned++;
         at = row.cursor;
         if (filter.kind && kindOfName(row.name) !== filter.kind) continue;
+        if (filter.provider && providerOf(kindOfName(row.name)) !== filter.provider) continue;
         const change = changeOf(JSON.parse(row.newRecord) as OperationRecord, row.cursor, row.at.toISOString());
         if (filter.state && change.state !== filter.state) continue;
         changes.push(change);

@@ -43,9 +43,16 @@ import {
   type WriteHint,
   type WriteOutcome,
 } from '../../app/ports.ts';
-import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import {
+  isTerminal,
+  OPERATION_KINDS,
+  OPERATION_STATES,
+  type OperationKind,
+  type OperationState,
+  PROVIDER_KINDS,
+} from '../../core/lifecycle.ts';
 import type { OverdueLimits } from '../../core/overdue.ts';
-import { applyEvent, type DiscardReason, isPolled, type OperationEvent, type OperationRecord, storedRecord } from '../../core/reducer.ts';
+import { applyEvent, type DiscardReason, type OperationEvent, type OperationRecord, storedRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
 import { Coalescer } from '../sql/coalescer.ts';
 import {
@@ -294,6 +301,7 @@ export class PostgresOperationStore
     };
     if (filter.state) where.push(`state = ${param(filter.state)}`);
     if (filter.kind) where.push(`kind = ${param(filter.kind)}`);
+    if (filter.provider) where.push(`kind = ANY(${param(PROVIDER_KINDS[filter.provider])})`);
     if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM {s}.effects WHERE last_error IS NOT NULL)');
     if (filter.effects === 'dead-lettered')
       where.push("name IN (SELECT operation FROM {s}.dead_letters WHERE status = 'dead' AND operation NOT LIKE '#%')");

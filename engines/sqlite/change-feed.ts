@@ -21,7 +21,7 @@
 import { randomBytes } from 'node:crypto';
 import { type ChangeFeedPort, CursorExpiredError, type FeedFilter } from '../../app/feed.ts';
 import { changeOf, type OperationChange } from '../../core/change.ts';
-import type { OperationKind } from '../../core/lifecycle.ts';
+import { type OperationKind, providerOf } from '../../core/lifecycle.ts';
 import { kindOfName } from '../../core/names.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import type { Change } from './outbox.ts';
@@ -349,7 +349,11 @@ export class ChangeFeed {
 
 /** Cheap checks, before the record is parsed. */
 function prefilter(entry: Entry, filter: FeedFilter): boolean {
-  return (filter.name === undefined || entry.name === filter.name) && (filter.kind === undefined || entry.kind === filter.kind);
+  return (
+    (filter.name === undefined || entry.name === filter.name) &&
+    (filter.kind === undefined || entry.kind === filter.kind) &&
+    (filter.provider === undefined || providerOf(entry.kind) === filter.provider)
+  );
 }
 
 /** The check that needs the record. */

@@ -31,7 +31,14 @@ import type {
   WriteOutcome,
 } from '../../app/ports.ts';
 import { writeKindOf } from '../../core/change.ts';
-import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import {
+  isTerminal,
+  OPERATION_KINDS,
+  OPERATION_STATES,
+  type OperationKind,
+  type OperationState,
+  PROVIDER_KINDS,
+} from '../../core/lifecycle.ts';
 import type { OverdueLimits } from '../../core/overdue.ts';
 import { applyEvent, type DiscardReason, isPolled, type OperationEvent, type OperationRecord, storedRecord } from '../../core/reducer.ts';
 import { timeAfter, timeFromDate } from '../../core/time.ts';
@@ -276,6 +283,10 @@ export class SqliteOperationStore
     if (filter.kind) {
       where.push('kind = ?');
       params.push(filter.kind);
+    }
+    if (filter.provider) {
+      where.push('kind IN (SELECT value FROM json_each(?))');
+      params.push(JSON.stringify(PROVIDER_KINDS[filter.provider]));
     }
     // The effects the derived work keeps in the same file: a failed attempt's count is written when it fails.
     if (filter.effects === 'retrying') where.push('name IN (SELECT name FROM effect_messages WHERE receive_count > 0)');

@@ -6,7 +6,7 @@ import { MetricUnit } from '@aws-lambda-powertools/metrics';
 import type { Context } from 'aws-lambda';
 import { loadConfig, overdueAfterOf } from '../../app/config.ts';
 import { createLogger } from '../../app/logger.ts';
-import { BatchDiscovery } from '../../app/reconcile/discovery.ts';
+import { BatchDiscovery, geminiBatches } from '../../app/reconcile/discovery.ts';
 import { GenAiPoller, pollerOptionsOf } from '../../app/reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../../app/reconcile/reconcile.ts';
 import { WebhookHealth } from '../../app/reconcile/webhook-health.ts';
@@ -49,7 +49,7 @@ export const handler = async (_event: unknown, context: Context): Promise<Reconc
       poller: gemini,
       ...(options.gemini && {
         health: new WebhookHealth({ webhooks: gemini.webhooks, webhookUrl: config.WEBHOOK_URL, logger }),
-        discovery: new BatchDiscovery({ lister: gemini, store, logger, credentials: gemini.labels }),
+        discovery: new BatchDiscovery({ lister: geminiBatches(gemini), store, logger, credentials: gemini.labels }),
       }),
     };
   }

@@ -1,7 +1,7 @@
 /**
  * Who may use the one-machine runtime, in front of the shared HTTP app:
  *
- * - `POST /webhooks/gemini` is open (its signature is its credential), and
+ * - `POST /webhooks/gemini` (and `/webhooks/openai`, `/webhooks/azure-openai`) is open (its signature is its credential), and
  *   `GET /healthz` needs no token.
  * - Every other route answers only to a Host this Ratchet serves (127.0.0.1,
  *   localhost, [::1], PUBLIC_URL's hosts: 421 otherwise, which stops DNS
@@ -43,6 +43,8 @@ const LOGIN_CODE_MS = 15 * 60_000;
 /** Open routes: the signature is the webhook's credential; a health check needs none. */
 const OPEN = [
   { method: 'POST', path: '/webhooks/gemini' },
+  { method: 'POST', path: '/webhooks/openai' },
+  { method: 'POST', path: '/webhooks/azure-openai' },
   { method: 'GET', path: '/healthz' },
 ];
 const LOOPBACK_HOSTS = ['127.0.0.1', 'localhost', '[::1]'];

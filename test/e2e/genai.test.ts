@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { GoogleGenAI } from '@google/genai';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { loadConfig } from '../../app/config.ts';
-import { BatchDiscovery } from '../../app/reconcile/discovery.ts';
+import { BatchDiscovery, geminiBatches } from '../../app/reconcile/discovery.ts';
 import { GenAiPoller } from '../../app/reconcile/gemini-poller.ts';
 import { FakeGemini } from '../../local/fake-gemini.ts';
 import { type LocalRuntime, startLocalRuntime } from '../../local/runtime.ts';
@@ -188,7 +188,7 @@ describe('the discovery sweep through the SDK', () => {
       fake.listPageSize = 2;
       const sweep = (store = new MemoryStore()) =>
         new BatchDiscovery({
-          lister: new GenAiPoller({ gemini: { apiKey: KEY, baseUrl: fake.baseUrl } }),
+          lister: geminiBatches(new GenAiPoller({ gemini: { apiKey: KEY, baseUrl: fake.baseUrl } })),
           store,
           logger: silentLogger,
           pageSize: 2,

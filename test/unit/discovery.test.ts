@@ -3,10 +3,11 @@ import { describe, expect, it } from 'vitest';
 import { StoreRejectedError } from '../../app/ports.ts';
 import {
   BatchDiscovery,
-  type BatchLister,
   DISCOVERY_INTERVAL_MS,
   DISCOVERY_RETRY_MS,
   DISCOVERY_WINDOW_MS,
+  type GeminiBatchLister,
+  geminiBatches,
 } from '../../app/reconcile/discovery.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 import { silentLogger } from '../support/silent-logger.ts';
@@ -23,7 +24,7 @@ function lister(count: number, options: { token?: (offset: number) => string | u
     createTime: ago((i + 1) * 60_000),
     updateTime: ago(i * 60_000),
   }));
-  const api: BatchLister = {
+  const api: GeminiBatchLister = {
     async listBatches({ pageSize, pageToken }) {
       calls.push(pageToken);
       if (options.fail) throw new Error('Gemini answered 500');
@@ -37,12 +38,16 @@ function lister(count: number, options: { token?: (offset: number) => string | u
 }
 
 function discovery(
-  api: BatchLister,
+  api: GeminiBatchLister,
   store = new MemoryStore(),
   clock = { now: NOW },
   options: { maxPages?: number; pageSize?: number } = {},
 ) {
-  return { store, clock, sweeper: new BatchDiscovery({ lister: api, store, logger: silentLogger, clock: () => clock.now, ...options }) };
+  return {
+    store,
+    clock,
+    sweeper: new BatchDiscovery({ lister: geminiBatches(api), store, logger: silentLogger, clock: () => clock.now, ...options }),
+  };
 }
 
 describe('BatchDiscovery', () => {

@@ -21,6 +21,11 @@ import { silentLogger } from '../support/silent-logger.ts';
 
 const committed = readFileSync(join(PROJECT_ROOT, 'docs', 'openapi.json'), 'utf8');
 
+/** A receiver for the routes only: this test never posts to them. */
+const unanswered = async (): Promise<never> => {
+  throw new Error('not called');
+};
+
 describe('the OpenAPI description', () => {
   it('is committed as generated (npm run openapi writes it)', () => {
     expect(committed).toBe(openApiText());
@@ -56,6 +61,7 @@ describe('the OpenAPI description', () => {
       decisions: { decisions: async () => [] },
       verifier: new WebhookSignatureVerifier(async () => ['whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw']),
       logger: silentLogger,
+      providerWebhooks: { openai: unanswered, 'azure-openai': unanswered },
     });
     withLocalRoutes(api, {
       logger: silentLogger,

@@ -15,7 +15,7 @@ import { type Context, Hono } from 'hono';
 import { type SSEStreamingApi, streamSSE } from 'hono/streaming';
 import * as z from 'zod/mini';
 import { FAILURES, type Failure, failureBody } from '../../../core/failures.ts';
-import { OPERATION_KINDS, OPERATION_STATES } from '../../../core/lifecycle.ts';
+import { OPERATION_KINDS, OPERATION_STATES, PROVIDERS } from '../../../core/lifecycle.ts';
 import { normalizeOperationName } from '../../../core/names.ts';
 import { type ChangeFeedPort, CursorExpiredError, type FeedFilter, type OperationChange } from '../../feed.ts';
 import { FEED_MAX_LIMIT, FeedQuery as FeedParameters } from '../api-schemas.ts';
@@ -26,6 +26,7 @@ const FEED_FILTERS = {
   after: 'A cursor this feed returned: the changes committed after it. Without it, the feed head (changes from now on).',
   name: 'Only this operation.',
   kind: 'Only this kind.',
+  provider: "Only this provider's jobs (its kinds).",
   state: 'Only changes that wrote this state.',
 };
 
@@ -45,7 +46,7 @@ export const CHANGES: Route = {
     tags: ['change feed'],
     summary: 'The change feed: changes committed after a cursor, in commit order (a long poll)',
     description: `${LOCAL} Always go on from the \`cursor\` returned.`,
-    parameters: feedQuery(['after', 'wait', 'name', 'kind', 'state', 'limit']),
+    parameters: feedQuery(['after', 'wait', 'name', 'kind', 'provider', 'state', 'limit']),
     responses: {
       200: { description: 'The changes (none after `wait` seconds) and the cursor to go on from.', content: json('ChangesPage') },
       ...errors('malformed-request', 'cursor-expired', ...GUARDED),
@@ -62,7 +63,7 @@ export const CHANGE_STREAM: Route = {
     summary: 'The change feed as Server-Sent Events',
     description: `${LOCAL} Events: \`change\` (\`id\` the change's cursor, \`data\` a Change), \`dropped\` and \`expired\` (\`data\` an Error; the stream then ends: reconnect with the last id). A \`: keep-alive\` comment while idle.`,
     parameters: [
-      ...feedQuery(['after', 'name', 'kind', 'state']),
+      ...feedQuery(['after', 'name', 'kind', 'provider', 'state']),
       {
         name: 'Last-Event-ID',
         in: 'header',
@@ -128,7 +129,7 @@ export function changesRoutes(options: ChangesOptions): Hono {
   const expired = (c: Context, error: CursorExpiredError) => respond(c, 'cursor-expired', expiredBody(error));
 
   serve(app, CHANGES, async (c) => {
-    const query = parsed(c, ['after', 'wait', 'name', 'kind', 'state', 'limit']);
+    const query = parsed(c, ['after', 'wait', 'name', 'kind', 'provider', 'state', 'limit']);
     if (query instanceof Response) return query;
     try {
       const page = await feed.next(query.after, query.filter, query.limit, query.waitMs, c.req.raw.signal);
@@ -141,7 +142,7 @@ export function changesRoutes(options: ChangesOptions): Hono {
 
   serve(app, CHANGE_STREAM, async (c) => {
     // The browser's EventSource sends the last id it saw when it reconnects: that wins over the URL's `after`.
-    const query = parsed(c, ['after', 'name', 'kind', 'state'], c.req.header('last-event-id'));
+    const query = parsed(c, ['after', 'name', 'kind', 'provider', 'state'], c.req.header('last-event-id'));
     if (query instanceof Response) return query;
     try {
       // Refused before the stream starts (a 410, not an event), like the long poll.
@@ -245,7 +246,7 @@ function frameOf(change: OperationChange): string {
 
 function parseQuery(feed: ChangeFeedPort, raw: Record<string, string>, fields: string[], lastEventId?: string): FeedQuery {
   /** One parameter, by the schema the description gives it (app/http/api-schemas.ts). */
-  const field = <K extends 'limit' | 'kind' | 'state'>(key: K, message: string) => {
+  const field = <K extends 'limit' | 'kind' | 'provider' | 'state'>(key: K, message: string) => {
     const parsed = FeedParameters.shape[key].safeParse(raw[key]);
     if (!parsed.success || parsed.data === undefined) throw new BadQuery(key, message);
     return parsed.data as NonNullable<z.output<(typeof FeedParameters.shape)[K]>>;
@@ -270,6 +271,7 @@ function parseQuery(feed: ChangeFeedPort, raw: Record<string, string>, fields: s
     }
   }
   if (raw.kind !== undefined) filter.kind = field('kind', `kind must be one of ${OPERATION_KINDS.join(', ')}`);
+  if (raw.provider !== undefined) filter.provider = field('provider', `provider must be one of ${PROVIDERS.join(', ')}`);
   if (raw.state !== undefined) filter.state = field('state', `state must be one of ${OPERATION_STATES.join(', ')}`);
   return { after, waitMs, filter, limit };
 }

@@ -3,7 +3,7 @@
  * app/http/webhook.ts. Its signature is its credential (the front end's
  * guard lets it through). Another provider's webhook is a file beside it.
  */
-import { Hono } from 'hono';
+import { type Handler, Hono } from 'hono';
 import type { ContentfulStatusCode } from 'hono/utils/http-status';
 import { awsErrors, IN_APP, json } from '../describe.ts';
 import { MAX_WEBHOOK_BODY_BYTES, receiveWebhook, type WebhookDeps } from '../webhook.ts';
@@ -15,7 +15,7 @@ export interface GeminiWebhookDeps extends WebhookDeps {
 }
 
 /** The headers every delivery carries, whatever signs it. */
-const WEBHOOK_HEADERS = {
+export const WEBHOOK_HEADERS = {
   'webhook-id': "Standard Webhooks' `webhook-id`: the delivery's id, the same on each of its retries.",
   'webhook-timestamp': "Standard Webhooks' `webhook-timestamp`: unix seconds, within 300 s of now.",
   'webhook-signature':
@@ -64,15 +64,20 @@ export const GEMINI_WEBHOOK: Route = {
 
 export function geminiWebhookRoutes(deps: GeminiWebhookDeps): Hono {
   const app = new Hono();
-  const receive = deps.receive ?? receiveWebhook(deps);
-  serve(app, GEMINI_WEBHOOK, limit(MAX_WEBHOOK_BODY_BYTES), async (c) => {
+  serve(app, GEMINI_WEBHOOK, limit(MAX_WEBHOOK_BODY_BYTES), answerDeliveries(deps.receive ?? receiveWebhook(deps), deps.logger));
+  return app;
+}
+
+/** The handler of a webhook route: the raw body, as signed, to its receiver, and the receiver's answer back. */
+export function answerDeliveries(receive: ReturnType<typeof receiveWebhook>, logger: WebhookDeps['logger']): Handler {
+  return async (c) => {
     let raw: string;
     try {
       raw = await c.req.text();
     } catch (error) {
       // Inside an app: a body parser in front of the mount (express.json()) read the stream first.
       if (!(error instanceof TypeError)) throw error;
-      deps.logger.error('webhook body unreadable: read before Ratchet got it', { detail: error.message });
+      logger.error('webhook body unreadable: read before Ratchet got it', { detail: error.message });
       return fail(
         'internal',
         'the request body was read before Ratchet got it: something in front of Ratchet (a body parser such as express.json()) took it; mount Ratchet before any body parser',
@@ -81,6 +86,5 @@ export function geminiWebhookRoutes(deps: GeminiWebhookDeps): Hono {
     const answer = await receive(raw, c.req.raw.headers);
     if (answer.retryAfterSeconds !== undefined) c.header('retry-after', String(answer.retryAfterSeconds));
     return c.json(answer.body, answer.status as ContentfulStatusCode);
-  });
-  return app;
+  };
 }

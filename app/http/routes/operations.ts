@@ -7,7 +7,7 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type Context, Hono } from 'hono';
 import { LONG_POLL_HEADER } from '../../../core/change.ts';
-import { OPERATION_KINDS, OPERATION_STATES } from '../../../core/lifecycle.ts';
+import { OPERATION_KINDS, OPERATION_STATES, PROVIDERS, type ProviderName, providerOf } from '../../../core/lifecycle.ts';
 import { kindOfName, normalizeOperationName } from '../../../core/names.ts';
 import { type OperationRecord, trackedRecord } from '../../../core/reducer.ts';
 import { timeFromDate } from '../../../core/time.ts';
@@ -53,10 +53,11 @@ export interface OperationsDeps {
    */
   waitForVersion?: (name: string, afterVersion: number | undefined, waitMs: number, signal: AbortSignal) => Promise<boolean>;
   /**
-   * The labels of the Gemini API keys reconcile polls with (GEMINI_API_KEYS): a track naming another is refused.
-   * Undefined where this process does not know them (API Gateway: the keys are the reconcile function's).
+   * Per provider, the labels of the keys reconcile polls with (GEMINI_API_KEYS, OPENAI_API_KEYS…): a track naming
+   * another is refused. Undefined where this process does not know them (API Gateway: the keys are the reconcile
+   * function's).
    */
-  credentials?: string[];
+  credentials?: Partial<Record<ProviderName, string[]>>;
   /**
    * Whether a browser's Origin may send a state-changing request. Default: the
    * request's own origin (API Gateway, where the routes need SigV4 anyway);
@@ -181,6 +182,7 @@ export const OPERATIONS_ROUTES: Route[] = [TRACK, LIST, RECORD, HISTORY, DECISIO
 const LIST_PARAMETERS: Record<keyof typeof ListQuery.shape, string> = {
   state: `state must be one of ${OPERATION_STATES.join(', ')}`,
   kind: `kind must be one of ${OPERATION_KINDS.join(', ')}`,
+  provider: `provider must be one of ${PROVIDERS.join(', ')}`,
   effects: `effects must be one of ${EFFECTS_FILTERS.join(', ')}`,
   overdue: 'overdue must be true or false',
   limit: LIMIT_SAID,
@@ -209,17 +211,20 @@ export function operationsRoutes(deps: OperationsDeps): Hono {
     } catch (error) {
       return fail('malformed-request', (error as Error).message);
     }
-    const known = deps.credentials;
+    const kind = kindOfName(name);
+    const provider = providerOf(kind);
+    const known = deps.credentials && (deps.credentials[provider] ?? []);
+    const variable = `${provider === 'gemini' ? 'GEMINI' : provider.toUpperCase()}_API_KEYS`;
     if (credential !== undefined && known && !known.includes(credential)) {
       return fail(
         'malformed-request',
         known.length === 0
-          ? `credential ${JSON.stringify(credential)} names no key: this Ratchet polls with one key (GEMINI_API_KEYS is not set)`
-          : `credential ${JSON.stringify(credential)} names no key: GEMINI_API_KEYS has ${known.map((l) => JSON.stringify(l)).join(', ')}`,
+          ? `credential ${JSON.stringify(credential)} names no key: this Ratchet polls ${provider} with one key or none (${variable} is not set)`
+          : `credential ${JSON.stringify(credential)} names no key: ${variable} has ${known.map((l) => JSON.stringify(l)).join(', ')}`,
       );
     }
     // A job tracked with no label is polled with the first key: its record says so.
-    const record = trackedRecord(name, kindOfName(name), timeFromDate(clock()), metadata, credential ?? known?.[0]);
+    const record = trackedRecord(name, kind, timeFromDate(clock()), metadata, credential ?? known?.[0]);
     const written = await store.write(record, undefined);
     if (!written.ok) return c.json(written.current, 200);
     logger.info('operation tracked', { operation: name });
@@ -230,8 +235,9 @@ export function operationsRoutes(deps: OperationsDeps): Hono {
     serve(app, LIST, storeBound, async (c) => {
       const query = ListQuery.safeParse(c.req.query());
       if (!query.success) return refuseParameter(c, query.error, LIST_PARAMETERS);
-      const { state, kind, effects, overdue, limit, cursor } = query.data;
-      return c.json(await queries.list({ state, kind, effects, ...(overdue === 'true' && { overdue: true }), limit: limit ?? 50, cursor }));
+      const { state, kind, provider, effects, overdue, limit, cursor } = query.data;
+      const filter = { state, kind, provider, effects, ...(overdue === 'true' && { overdue: true }), limit: limit ?? 50, cursor };
+      return c.json(await queries.list(filter));
     });
   }
 
