@@ -165,8 +165,12 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
   let remove = '';
   // The open-operations indexes, as store.write keeps them: in while open, out once terminal. A job's age partition,
   // once it has one, stays as it is (marked overdue or not): only store.write marks.
-  if (isTerminal(event.state)) remove = ' REMOVE #bucket, #due, #age';
+  // A compiled write is never a result write, and never over a job waiting for one (compiled-apply.ts): a result
+  // write's mark goes with the version after it.
+  names['#resultWrite'] = 'resultWrite';
+  if (isTerminal(event.state)) remove = ' REMOVE #bucket, #due, #age, #resultWrite';
   else {
+    remove = ' REMOVE #resultWrite';
     values[':bucket'] = pollBucketOf(event.name);
     values[':age'] = ageBucketOf(event.name, event.kind);
     set.push('#bucket = :bucket', '#due = if_not_exists(#due, :now)', '#age = if_not_exists(#age, :age)');

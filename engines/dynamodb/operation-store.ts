@@ -134,6 +134,12 @@ export class DynamoDbOperationStore
       values[':age'] = ageBucketOf(next.name, next.kind, next.overdue !== undefined);
       assignments.push('#age = :age');
     }
+    // What a version may drop: the wait for an outcome once it came, the result write's mark on the version after.
+    for (const field of ['resultPending', 'resultWrite'] as const) {
+      if (next[field]) continue;
+      names[`#${field}`] = field;
+      removed.push(`#${field}`);
+    }
     const removals = removed.length > 0 ? ` REMOVE ${removed.join(', ')}` : '';
     // DynamoDB refuses names and values the expressions do not use.
     if (expectedVersion === undefined) names['#pk'] = PARTITION_KEY;

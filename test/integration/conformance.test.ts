@@ -168,6 +168,63 @@ describe.each(ENGINES)('the operation store on $label', (engine) => {
     expect(await subject.store.pollNow('batches/never-seen', now)).toBe(false);
   });
 
+  it('keeps a job ended without its outcome due until a poll brings it, as a write of its own (writeKind result), then stops polling it', async () => {
+    const name = 'openai/batches/batch_result_contract';
+    // Written now (each store stamps its own time): looked for an hour on, each claim for a millisecond.
+    const due = async () =>
+      (await subject.store.claimDue(timeFromDate(new Date(Date.now() + 3_600_000)), 10_000, 1)).some(
+        (candidate) => candidate.record.name === name,
+      );
+    const ended = await ingest(
+      {
+        name,
+        kind: 'openai-batch',
+        state: 'SUCCEEDED',
+        providerState: 'batch.completed',
+        updateTime: '2026-12-01T00:00:05.000000000Z',
+        source: 'webhook',
+        eventId: 'evt_contract',
+        resultPending: true,
+      },
+      { store: subject.store },
+    );
+    expect(ended).toMatchObject({ outcome: 'applied', record: { provider: 'openai', resultPending: true, version: 1 } });
+    expect(await due()).toBe(true);
+    // The poll's time is older than the webhook's: the outcome applies all the same.
+    const result = { requestCounts: { total: 2, succeeded: 2, failed: 0 }, outputFileId: 'file-x' };
+    const polled = await ingest(
+      {
+        name,
+        kind: 'openai-batch',
+        state: 'SUCCEEDED',
+        providerState: 'completed',
+        updateTime: '2026-12-01T00:00:01.000000000Z',
+        source: 'poll',
+        result,
+      },
+      { store: subject.store },
+    );
+    expect(polled).toMatchObject({ outcome: 'applied', record: { version: 2, stateChanged: false, resultWrite: true, result } });
+    const stored = await subject.store.get(name);
+    expect(stored).toMatchObject({ provider: 'openai', updateTime: '2026-12-01T00:00:05.000000000Z', result });
+    expect(stored?.resultPending).toBeUndefined();
+    expect(await due()).toBe(false);
+    const again = await ingest(
+      {
+        name,
+        kind: 'openai-batch',
+        state: 'SUCCEEDED',
+        providerState: 'completed',
+        updateTime: '2026-12-01T00:00:01.000000000Z',
+        source: 'poll',
+        result,
+      },
+      { store: subject.store },
+    );
+    expect(again.outcome).toBe('discarded');
+    expect((await subject.changes()).filter((change) => change.name === name).map((change) => change.version)).toEqual([1, 2]);
+  });
+
   it('finds the jobs open past their kind’s limit and not yet marked, polled or not, until each is marked or ends (fast-check)', async () => {
     // Ages are this machine's time minus a margin of minutes from the limit: the database's clock (PostgreSQL) is the same one.
     const limits: OverdueLimits = { ...DEFAULT_OVERDUE_AFTER, interaction: 3_600, video: 1_800, batch: null };

@@ -1,5 +1,6 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
+import { sendsEffect, writeKindOf } from '../../core/change.ts';
 import type { OperationState } from '../../core/lifecycle.ts';
 import { applyEvent, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { normalizeTime } from '../../core/time.ts';
@@ -87,6 +88,70 @@ describe('reducer properties', () => {
         expect(final?.state).toBe(first);
       }),
       { numRuns: 500 },
+    );
+  });
+
+  it('a job ended by a bare webhook gets its outcome once, from a poll, after its end: its last effect carries the outcome', () => {
+    // OpenAI's shape: polls carry the outcome, webhooks only the job's id (resultPending); any order, duplicates, and
+    // the webhook's time before, at or after the terminal poll's.
+    const at = (seconds: number) => formatTime(BigInt(1_780_000_000 + seconds) * 1_000_000_000n, 0, 0);
+    const outcome = { requestCounts: { total: 3, succeeded: 2, failed: 1 }, outputFileId: 'file-out' };
+    const poll = (state: OperationState, seconds: number, result?: typeof outcome): OperationEvent => ({
+      name: 'openai/batches/batch_p',
+      kind: 'openai-batch',
+      state,
+      providerState: state.toLowerCase(),
+      updateTime: at(seconds),
+      source: 'poll',
+      ...(result && { result }),
+    });
+    const webhook = (seconds: number, id: string): OperationEvent => ({
+      ...poll('SUCCEEDED', seconds),
+      providerState: 'batch.completed',
+      source: 'webhook',
+      eventId: id,
+      resultPending: true,
+    });
+    const events = fc.record({
+      webhookAt: fc.integer({ min: 0, max: 400 }),
+      secondWebhookAt: fc.option(fc.integer({ min: 0, max: 400 })),
+      refreshAt: fc.option(fc.integer({ min: 301, max: 400 })),
+    });
+    fc.assert(
+      fc.property(
+        events.chain(({ webhookAt, secondWebhookAt, refreshAt }) => {
+          const all = [
+            poll('PENDING', 100),
+            poll('RUNNING', 200),
+            poll('SUCCEEDED', 300, outcome),
+            webhook(webhookAt, 'evt_1'),
+            webhook(webhookAt, 'evt_1'),
+            ...(secondWebhookAt === null ? [] : [webhook(secondWebhookAt, 'evt_2')]),
+            ...(refreshAt === null ? [] : [poll('SUCCEEDED', refreshAt, outcome)]),
+          ];
+          return deliveryOrders(all);
+        }),
+        (order) => {
+          const { final, applied } = fold(order);
+          expect(final).toMatchObject({ state: 'SUCCEEDED', result: outcome });
+          expect(final?.resultPending).toBeUndefined();
+          const kinds = applied.map(writeKindOf);
+          const results = kinds.flatMap((kind, i) => (kind === 'result' ? [i] : []));
+          expect(results.length).toBeLessThanOrEqual(1);
+          const ended = applied.findIndex((record) => record.state === 'SUCCEEDED');
+          // A result write only ever follows the write that ended the job bare, with only refreshes (no effect) between.
+          const [result] = results;
+          if (result !== undefined) {
+            expect(result).toBeGreaterThan(ended);
+            expect(applied[result - 1]?.resultPending).toBe(true);
+            expect(kinds.slice(ended + 1, result).every((kind) => kind === 'refresh')).toBe(true);
+          }
+          const effects = applied.filter((record) => sendsEffect(writeKindOf(record)));
+          expect(effects.at(-1)?.result).toEqual(outcome);
+          expect(effects.filter((record) => record.state === 'SUCCEEDED' && record.stateChanged)).toHaveLength(1);
+        },
+      ),
+      { numRuns: 1000 },
     );
   });
 
