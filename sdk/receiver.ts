@@ -1,7 +1,9 @@
 /**
  * `ratchet/receiver`: for the service that receives Ratchet's outbound
  * effects (`EFFECTS_WEBHOOK_URL`). Verifies the Standard Webhooks signature
- * over the raw body and returns the typed `operation.state_changed` (or `operation.overdue`) event.
+ * over the raw body and returns the typed event: `operation.state_changed`,
+ * `operation.overdue`, or `operation.result` (a finished job's outcome, learnt
+ * after its state).
  *
  *   const event = verifyEffect(req.headers, rawBody, process.env.EFFECTS_SIGNING_SECRET);
  *   if (await alreadyDone(event.id)) return; // the same id on every retry: name#version
@@ -11,10 +13,14 @@
  */
 import { Webhook, WebhookVerificationError } from 'standardwebhooks';
 import * as z from 'zod/mini';
-import { OPERATION_STATES, type OperationKind, type OperationState } from '../core/lifecycle.ts';
+import { OPERATION_STATES, type OperationKind, type OperationState, type ProviderName, providerOf } from '../core/lifecycle.ts';
 import type { OperationResult } from '../core/reducer.ts';
 
-export type { OperationKind, OperationResult, OperationState };
+export type { OperationKind, OperationResult, OperationState, ProviderName };
+
+/** What Ratchet sends: a state change, a job found overdue, a finished job's outcome learnt after its state. */
+export const EFFECT_TYPES = ['operation.state_changed', 'operation.overdue', 'operation.result'] as const;
+export type EffectType = (typeof EFFECT_TYPES)[number];
 
 export type EffectErrorCode = 'missing-secret' | 'missing-headers' | 'bad-signature' | 'stale-timestamp' | 'malformed-body';
 
@@ -29,23 +35,29 @@ export class EffectVerificationError extends Error {
 }
 
 /**
- * One applied state change (`operation.state_changed`), or a job found open past its kind's limit
- * (`operation.overdue`, once per job, `data.overdue` set), as Ratchet sends it. Fields may be added; none is removed.
+ * One applied state change (`operation.state_changed`), a job found open past its kind's limit
+ * (`operation.overdue`, once per job, `data.overdue` set), or a finished job's outcome learnt after its state
+ * (`operation.result`: OpenAI's webhooks name the job alone, so its counts come by the poll after; once, after that
+ * state's `operation.state_changed`, the state unchanged), as Ratchet sends it. The last effect of a job always
+ * carries its outcome in `data.result`. Fields may be added; none is removed.
  */
 export interface StateChangedEvent {
   /** The `webhook-id`: `<name>#<version>`, the same on every retry. Do the work once per id. */
   id: string;
-  type: 'operation.state_changed' | 'operation.overdue';
+  type: EffectType;
   /** When Ratchet recorded the change (ISO 8601, UTC). */
   timestamp: string;
   data: {
     name: string;
     kind: OperationKind;
+    /** Who runs the job (`gemini`, `openai`, `anthropic`, `bedrock`, `azure-openai`): route by it. */
+    provider: ProviderName;
     state: OperationState;
     previousState: OperationState | null;
     version: number;
     updateTime: string | null;
     providerState: string | null;
+    /** The outcome of a finished job (`outputUri`, `requestCounts`, `usage`, `error`…), each field where the provider gave it. */
     result: OperationResult | null;
     /** The job's metadata, from `track(name, { metadata })` or Gemini's `user_metadata`. */
     userMetadata?: Record<string, unknown>;
@@ -56,12 +68,14 @@ export interface StateChangedEvent {
 
 const State = z.enum(OPERATION_STATES);
 const Body = z.object({
-  type: z.enum(['operation.state_changed', 'operation.overdue']),
+  type: z.enum(EFFECT_TYPES),
   timestamp: z.string(),
   data: z.looseObject({
     name: z.string(),
     // Any kind: a receiver keeps working when Ratchet learns a new one (OPERATION_KINDS are today's).
     kind: z.string().check(z.minLength(1)),
+    // Any provider, likewise; a Ratchet from before providers sent none: its kind says which (every one Gemini's).
+    provider: z.optional(z.string().check(z.minLength(1))),
     state: State,
     previousState: z.nullable(State),
     version: z.number(),
@@ -101,9 +115,14 @@ export function verifyEffect(headers: HeaderBag, rawBody: string | Buffer, secre
   if (!parsed.success)
     throw new EffectVerificationError(
       'malformed-body',
-      `not an operation.state_changed or operation.overdue event: ${z.prettifyError(parsed.error)}`,
+      `not one of Ratchet's events (${EFFECT_TYPES.join(', ')}): ${z.prettifyError(parsed.error)}`,
     );
-  return { id: plain['webhook-id'] as string, ...(parsed.data as Omit<StateChangedEvent, 'id'>) };
+  const event = parsed.data as Omit<StateChangedEvent, 'id'>;
+  return {
+    id: plain['webhook-id'] as string,
+    ...event,
+    data: { ...event.data, provider: event.data.provider ?? providerOf(event.data.kind) },
+  };
 }
 
 /** The verifier for `secret`, or `missing-secret` (an unset EFFECTS_SIGNING_SECRET is the usual cause), never the value. */

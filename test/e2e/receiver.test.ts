@@ -1,7 +1,9 @@
 /**
  * `ratchet/receiver` on real effects: the local runtime sends its signed
  * outbound webhooks to a plain Node server that verifies each with
- * verifyEffect; then every forgery of a real delivery is refused with its code.
+ * verifyEffect (a Gemini batch's state change; an OpenAI batch ended by a
+ * bare webhook, whose counts the poll after it brings as `operation.result`);
+ * then every forgery of a real delivery is refused with its code.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { createServer, type IncomingHttpHeaders, type Server } from 'node:http';
@@ -15,11 +17,14 @@ import { loadConfig } from '../../app/config.ts';
 import { type LocalRuntime, startLocalRuntime } from '../../local/runtime.ts';
 import { EffectVerificationError, type StateChangedEvent, verifyEffect } from '../../sdk/receiver.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { type FakeOpenAI, openaiBatch, openaiDelivery, startFakeOpenAI } from '../support/fake-openai.ts';
 import { apiOf } from '../support/ratchet-process.ts';
 import { eventually } from '../support/receiver.ts';
 
 const inbound = newSecret();
 const outbound = newSecret();
+const openaiSecret = newSecret();
+let openai: FakeOpenAI;
 const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-receiver-'));
 let runtime: LocalRuntime;
 let server: Server;
@@ -41,6 +46,7 @@ beforeAll(async () => {
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const effectsUrl = `http://127.0.0.1:${(server.address() as AddressInfo).port}/ratchet`;
+  openai = await startFakeOpenAI();
   runtime = await startLocalRuntime(
     loadConfig({
       DATA_DIR: dataDir,
@@ -48,12 +54,17 @@ beforeAll(async () => {
       WEBHOOK_SIGNING_SECRETS: inbound,
       EFFECTS_WEBHOOK_URL: effectsUrl,
       EFFECTS_SIGNING_SECRET: outbound,
+      OPENAI_API_KEY: 'sk-receiver',
+      OPENAI_BASE_URL: openai.url,
+      OPENAI_WEBHOOK_SECRET: openaiSecret,
+      RECONCILE_INTERVAL_SECONDS: '0.3',
     }),
   );
 });
 
 afterAll(async () => {
   await runtime?.stop();
+  await openai?.close();
   server?.closeAllConnections();
   await new Promise((resolve) => server?.close(resolve));
   rmSync(dataDir, { recursive: true, force: true });
@@ -87,6 +98,7 @@ describe('verifyEffect', () => {
       data: expect.objectContaining({
         name,
         kind: 'batch',
+        provider: 'gemini',
         state: 'SUCCEEDED',
         previousState: null,
         version: 2,
@@ -97,6 +109,32 @@ describe('verifyEffect', () => {
     const delivery = raw.find((r) => r.body.includes(name)) as { headers: IncomingHttpHeaders; body: string };
     const fetchHeaders = new Headers(delivery.headers as Record<string, string>);
     expect(verifyEffect(fetchHeaders, Buffer.from(delivery.body), outbound).id).toBe(`${name}#2`);
+  });
+
+  it("types an OpenAI batch's effects: its state from a bare webhook, then its outcome as operation.result, each with its provider", async () => {
+    const batch = openaiBatch({ status: 'in_progress' });
+    const id = batch.id as string;
+    const name = `openai/batches/${id}`;
+    openai.set('batch', batch);
+    const { body, headers } = openaiDelivery(openaiSecret, { type: 'batch.completed', id });
+    expect((await fetch(`${runtime.url}/webhooks/openai`, { method: 'POST', body, headers })).status).toBe(200);
+    // The provider catches up: the next poll brings the counts.
+    openai.set('batch', openaiBatch({ id, status: 'completed' }));
+    await eventually(() => events.filter((e) => e.data.name === name).length === 2, 20_000, 'both effects received');
+    const [ended, outcome] = events.filter((e) => e.data.name === name) as [StateChangedEvent, StateChangedEvent];
+    expect(ended).toMatchObject({
+      id: `${name}#1`,
+      type: 'operation.state_changed',
+      data: { kind: 'openai-batch', provider: 'openai', state: 'SUCCEEDED', result: null },
+    });
+    expect(outcome).toMatchObject({
+      id: `${name}#2`,
+      type: 'operation.result',
+      data: { kind: 'openai-batch', provider: 'openai', state: 'SUCCEEDED', previousState: 'SUCCEEDED', version: 2 },
+    });
+    const counts = outcome.data.result?.requestCounts;
+    expect(counts).toEqual({ total: expect.any(Number), succeeded: expect.any(Number), failed: expect.any(Number) });
+    expect(outcome.data.result?.outputFileId).toEqual(expect.any(String));
   });
 
   it('examples/receiver-lambda takes a real delivery through a function URL event and refuses a forged one', async () => {

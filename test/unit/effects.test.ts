@@ -1,6 +1,7 @@
 import type { EventBridgeClient, PutEventsCommand } from '@aws-sdk/client-eventbridge';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import type { DynamoDBRecord, SQSRecord } from 'aws-lambda';
+import { Webhook } from 'standardwebhooks';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import type { DeadLetter, DeadLetters, Undecodable } from '../../app/effects/dead-letters.ts';
 import type { EffectLedger } from '../../app/effects/ledger.ts';
@@ -343,6 +344,47 @@ describe('WebhookSink', () => {
     expect(effectEvent(transitionOf({ ...operation(4, 'SUCCEEDED'), overdue: { at: 'x', afterSeconds: 1 } } as OperationRecord)).type).toBe(
       'operation.state_changed',
     );
+  });
+
+  it('signs an outcome learnt after the state as operation.result, which verifyEffect types with its provider and counts', async () => {
+    const learnt = transitionOf({
+      ...operation(2, 'SUCCEEDED', false, 'openai/batches/batch_1'),
+      kind: 'openai-batch',
+      provider: 'openai',
+      previousState: 'SUCCEEDED',
+      resultWrite: true,
+      result: { requestCounts: { total: 3, succeeded: 2, failed: 1 }, outputFileId: 'file-out', errorFileId: 'file-err' },
+    } as OperationRecord);
+    let sent: { headers: Record<string, string>; body: string } | undefined;
+    await new WebhookSink('http://127.0.0.1:9/hook', secret, {
+      post: async (request) => {
+        sent = request;
+        return { status: 204 };
+      },
+    }).deliver(learnt);
+    const event = verifyEffect(sent?.headers as Record<string, string>, sent?.body as string, secret);
+    expect(event).toMatchObject({
+      id: 'openai/batches/batch_1#2',
+      type: 'operation.result',
+      data: { kind: 'openai-batch', provider: 'openai', state: 'SUCCEEDED', previousState: 'SUCCEEDED', version: 2 },
+    });
+    // Typed: a receiver reads the counts without a cast.
+    const succeeded: number | string | undefined = event.data.result?.requestCounts?.succeeded;
+    expect([succeeded, event.data.result?.outputFileId]).toEqual([2, 'file-out']);
+  });
+
+  it("gives the provider of an effect from a Ratchet that sent none (before providers): its kind's", async () => {
+    const { data, ...event } = effectEvent(transitionOf(operation(2, 'SUCCEEDED')));
+    const { provider: _none, ...before } = data;
+    const body = JSON.stringify({ ...event, data: before });
+    const now = new Date();
+    const headers = {
+      'webhook-id': 'batches/1#2',
+      'webhook-timestamp': String(Math.floor(now.getTime() / 1000)),
+      'webhook-signature': new Webhook(secret).sign('batches/1#2', now, body),
+    };
+    expect(body).not.toContain('"provider"');
+    expect(verifyEffect(headers, body, secret).data.provider).toBe('gemini');
   });
 
   let receiver: Receiver;

@@ -16,11 +16,17 @@ from ._types import Effect
 #: A delivery signed further than this from now is refused (a replay, or a clock far off): Standard Webhooks' 5 minutes.
 TOLERANCE_SECONDS = 5 * 60
 _SECRET = re.compile(r"^whsec_[A-Za-z0-9+/]+={0,2}$")
-_TYPES = ("operation.state_changed", "operation.overdue")
+#: A state change, a job found overdue, and a finished job's outcome learnt after its state (after that state's effect).
+_TYPES = ("operation.state_changed", "operation.overdue", "operation.result")
 
 
 def verify_effect(body: Union[bytes, str], headers: Mapping[str, Any], secret: str, now: Optional[float] = None) -> Effect:
     """Verifies one delivery of an effect and returns it as a dict, or raises EffectVerificationError (only that).
+
+    Its ``type``: ``operation.state_changed``, ``operation.overdue``, or ``operation.result`` (a finished job's outcome
+    learnt after its state: OpenAI's webhooks name the job alone, so its counts come by the poll after; once, after that
+    state's effect, the state unchanged). ``data["provider"]`` says who runs the job (``gemini``, ``openai``,
+    ``anthropic``, ``bedrock``, ``azure-openai``); ``data["result"]`` holds a finished job's outcome.
 
     Pass the body exactly as received (bytes or str), before any JSON parsing: the signature covers those bytes.
     ``headers`` is any mapping (Flask's ``request.headers``, FastAPI's ``request.headers``, a dict): its names are
@@ -52,8 +58,9 @@ def verify_effect(body: Union[bytes, str], headers: Mapping[str, Any], secret: s
         raise EffectVerificationError("malformed-body", f"body is not JSON: {error}") from None
     problem = _problem_of(event)
     if problem:
-        raise EffectVerificationError("malformed-body", f"not an operation.state_changed or operation.overdue event: {problem}")
-    return {"id": str(webhook_id), **event}
+        raise EffectVerificationError("malformed-body", f"not one of Ratchet's events ({', '.join(_TYPES)}): {problem}")
+    # A Ratchet from before providers sent none: every job it knew was Gemini's.
+    return {"id": str(webhook_id), **event, "data": {"provider": "gemini", **event["data"]}}
 
 
 def _key_of(secret: Any) -> bytes:
@@ -84,6 +91,8 @@ def _problem_of(event: Any) -> Optional[str]:
         return "data must be an object"
     if not isinstance(data.get("name"), str) or not isinstance(data.get("kind"), str) or not data.get("kind"):
         return "data.name and data.kind must be strings"
+    if "provider" in data and (not isinstance(data["provider"], str) or not data["provider"]):
+        return "data.provider must be a string"
     if data.get("state") not in STATES:
         return f"data.state must be one of {', '.join(STATES)}"
     if data.get("previousState") is not None and data.get("previousState") not in STATES:

@@ -1,6 +1,6 @@
 """The API's shapes as typed dicts: what docs/openapi.json describes, as Python sees it."""
 
-from typing import Any, Dict, List, Optional
+from typing import Any, Dict, List, Optional, Union
 
 try:  # Python 3.8+
     from typing import Literal, TypedDict
@@ -11,6 +11,9 @@ State = Literal["PENDING", "RUNNING", "REQUIRES_ACTION", "SUCCEEDED", "FAILED", 
 """A job's canonical state. ``None`` where a record holds one: tracked, nothing observed yet."""
 
 Source = Literal["webhook", "poll", "track", "overdue"]
+
+Provider = str
+"""Who runs a job: ``gemini``, ``openai``, ``anthropic``, ``bedrock``, ``azure-openai`` (more may come)."""
 
 
 class PollingStatus(TypedDict):
@@ -107,15 +110,48 @@ class ChangePage(TypedDict):
     """Pass it back as ``after``: past every change returned and everything scanned."""
 
 
+class RequestCounts(TypedDict, total=False):
+    """A batch's requests by outcome, one shape for every provider; a count past 2**53 is its text."""
+
+    total: Union[int, str]
+    succeeded: Union[int, str]
+    failed: Union[int, str]
+    canceled: Union[int, str]
+    expired: Union[int, str]
+
+
+class Result(TypedDict, total=False):
+    """A finished job's outcome: each field only where its provider gave it (more may be added)."""
+
+    outputUri: str
+    error: Dict[str, Any]
+    """``code``, ``message``, ``status``: the provider's error."""
+    filtered: Dict[str, Any]
+    batchStats: Dict[str, Union[int, str]]
+    """Gemini's batch counts: ``requestCount``, ``successfulRequestCount``, ``failedRequestCount``, ``pendingRequestCount``."""
+    usage: Dict[str, Union[int, str]]
+    """Tokens: ``inputTokens``, ``outputTokens``, ``totalTokens``…"""
+    response: Dict[str, Any]
+    tunedModel: Dict[str, str]
+    requestCounts: RequestCounts
+    """OpenAI's, Anthropic's and Bedrock's batch counts."""
+    outputFileId: str
+    errorFileId: str
+    """OpenAI: the batch's output and error files."""
+    fineTunedModel: str
+    """OpenAI: the model a fine-tuning job made."""
+
+
 class _EffectDataRequired(TypedDict):
     name: str
     kind: str
+    provider: Provider
     state: State
     previousState: Optional[State]
     version: int
     updateTime: Optional[str]
     providerState: Optional[str]
-    result: Optional[Dict[str, Any]]
+    result: Optional[Result]
 
 
 class EffectData(_EffectDataRequired, total=False):
@@ -124,9 +160,13 @@ class EffectData(_EffectDataRequired, total=False):
 
 
 class Effect(TypedDict):
-    """An outbound effect Ratchet signed: ``id`` is ``name#version``, the same on every retry."""
+    """An outbound effect Ratchet signed: ``id`` is ``name#version``, the same on every retry.
+
+    ``operation.result``: a finished job's outcome learnt after its state (``data["result"]``), once, after that state's
+    ``operation.state_changed``.
+    """
 
     id: str
-    type: Literal["operation.state_changed", "operation.overdue"]
+    type: Literal["operation.state_changed", "operation.overdue", "operation.result"]
     timestamp: str
     data: EffectData

@@ -1,5 +1,6 @@
 """verify_effect on real effects Ratchet signed and sent to the receiver here; and what it refuses."""
 
+import json
 import time
 
 import pytest
@@ -67,3 +68,39 @@ def test_refuses_a_signed_body_that_is_no_effect(ratchet):
         with pytest.raises(EffectVerificationError) as refused:
             verify_effect(body, headers, secret)
         assert refused.value.code == "malformed-body"
+
+
+def test_returns_an_outcome_learnt_after_the_state_as_operation_result_with_its_provider():
+    # As Ratchet sends it after a bare OpenAI batch.completed: the poll after it brought the counts.
+    secret = new_secret()
+    name = "openai/batches/batch_abc"
+    body = (
+        b'{"type":"operation.result","timestamp":"2026-12-01T10:00:05.000000000Z","data":{"name":"' + name.encode() + b'",'
+        b'"kind":"openai-batch","provider":"openai","state":"SUCCEEDED","previousState":"SUCCEEDED","version":2,'
+        b'"updateTime":"2026-12-01T10:00:04.000000000Z","providerState":"completed",'
+        b'"result":{"requestCounts":{"total":3,"succeeded":2,"failed":1},"outputFileId":"file-out","errorFileId":"file-err"}}}'
+    )
+    effect = verify_effect(body, signed(secret, body, f"{name}#2", int(time.time())), secret)
+    assert effect["type"] == "operation.result"
+    assert effect["data"]["provider"] == "openai" and effect["data"]["state"] == "SUCCEEDED"
+    result = effect["data"]["result"]
+    assert result is not None and result["requestCounts"] == {"total": 3, "succeeded": 2, "failed": 1}
+    assert result["outputFileId"] == "file-out"
+
+
+def test_names_gemini_the_provider_of_an_effect_from_a_ratchet_before_providers(ratchet, unique):
+    name = unique()
+    ratchet.webhook("batch.succeeded", name, "2026-12-01T10:00:00Z")
+    delivery = effect_of(ratchet, name, "SUCCEEDED")
+    assert verify_effect(delivery["body"], delivery["headers"], ratchet.effects_secret)["data"]["provider"] == "gemini"
+    # The same effect as a Ratchet before providers sent it: no provider; every job it knew was Gemini's.
+    secret = new_secret()
+    event = json.loads(delivery["body"])
+    del event["data"]["provider"]
+    body = json.dumps(event).encode()
+    effect = verify_effect(body, signed(secret, body, f"{name}#2", int(time.time())), secret)
+    assert effect["data"]["provider"] == "gemini"
+    unnamed = json.dumps({**event, "data": {**event["data"], "provider": ""}}).encode()
+    with pytest.raises(EffectVerificationError) as refused:
+        verify_effect(unnamed, signed(secret, unnamed, f"{name}#2", int(time.time())), secret)
+    assert refused.value.code == "malformed-body"
