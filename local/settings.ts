@@ -100,6 +100,20 @@ export interface RatchetOptions {
   geminiApiKey?: string;
   /** Several Gemini API keys by label (`GEMINI_API_KEYS`: `team-a=AIza…,team-b=AIza…`), instead of `geminiApiKey`. */
   geminiApiKeys?: string;
+  /** OpenAI: what reconcile polls with (`OPENAI_API_KEY`), or several keys by label (`OPENAI_API_KEYS`), and where (`OPENAI_BASE_URL`). */
+  openaiApiKey?: string;
+  openaiApiKeys?: string;
+  openaiBaseUrl?: string;
+  /** OpenAI's webhook signing secrets (`OPENAI_WEBHOOK_SECRET`, `whsec_…`): `POST /webhooks/openai`. */
+  openaiWebhookSecret?: string;
+  /** Anthropic: what reconcile polls with (`ANTHROPIC_API_KEY`, or `ANTHROPIC_API_KEYS` by label), and where (`ANTHROPIC_BASE_URL`). */
+  anthropicApiKey?: string;
+  anthropicApiKeys?: string;
+  anthropicBaseUrl?: string;
+  /** Azure OpenAI: the resource's endpoint, its key, its webhook's secrets (`AZURE_OPENAI_ENDPOINT`, `AZURE_OPENAI_API_KEY`, `AZURE_OPENAI_WEBHOOK_SECRET`). */
+  azureOpenaiEndpoint?: string;
+  azureOpenaiApiKey?: string;
+  azureOpenaiWebhookSecret?: string;
   /** How long each kind of job may stay open before it is overdue (`OVERDUE_AFTER`: `batch=26h,interaction=2h`). */
   overdueAfter?: string;
   /** The signed outbound webhook (`EFFECTS_WEBHOOK_URL`, `EFFECTS_SIGNING_SECRET`), beside or instead of `onChange`. */
@@ -123,6 +137,16 @@ const OPTION_VARIABLES = {
   apiToken: 'RATCHET_API_TOKEN',
   geminiApiKey: 'GEMINI_API_KEY',
   geminiApiKeys: 'GEMINI_API_KEYS',
+  openaiApiKey: 'OPENAI_API_KEY',
+  openaiApiKeys: 'OPENAI_API_KEYS',
+  openaiBaseUrl: 'OPENAI_BASE_URL',
+  openaiWebhookSecret: 'OPENAI_WEBHOOK_SECRET',
+  anthropicApiKey: 'ANTHROPIC_API_KEY',
+  anthropicApiKeys: 'ANTHROPIC_API_KEYS',
+  anthropicBaseUrl: 'ANTHROPIC_BASE_URL',
+  azureOpenaiEndpoint: 'AZURE_OPENAI_ENDPOINT',
+  azureOpenaiApiKey: 'AZURE_OPENAI_API_KEY',
+  azureOpenaiWebhookSecret: 'AZURE_OPENAI_WEBHOOK_SECRET',
   overdueAfter: 'OVERDUE_AFTER',
   effectsWebhookUrl: 'EFFECTS_WEBHOOK_URL',
   effectsSigningSecret: 'EFFECTS_SIGNING_SECRET',

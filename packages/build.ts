@@ -92,6 +92,10 @@ export const PACKAGES: Record<string, PackageSpec> = {
     bundled: [
       'zod',
       '@google/genai',
+      // Each provider's SDK, a chunk of its own loaded only where that provider has a credential (app/reconcile/providers.ts).
+      'openai',
+      '@anthropic-ai/sdk',
+      '@aws-sdk/client-bedrock',
       'prom-client',
       '@opentelemetry/api',
       '@opentelemetry/core',

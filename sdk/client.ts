@@ -20,7 +20,7 @@
  * signing, client/errors.ts the errors, client/waiting.ts what waitFor decides.
  */
 import { changeOf, LONG_POLL_HEADER, type OperationChange } from '../core/change.ts';
-import { isTerminal, type OperationKind, type OperationState } from '../core/lifecycle.ts';
+import { isTerminal, type OperationKind, type OperationState, type ProviderName, providerOf } from '../core/lifecycle.ts';
 import type { OperationRecord, OperationResult } from '../core/reducer.ts';
 import type { HistoryEntry, OperationView } from '../core/views.ts';
 import { RatchetError } from './client/errors.ts';
@@ -30,7 +30,7 @@ import { checkWaitOptions, pollingStopped, reached } from './client/waiting.ts';
 
 export { RatchetError, type RatchetErrorCode } from './client/errors.ts';
 export { type AwsCredentials, type RequestSigner, SIGV4_PACKAGES, sigV4Signer } from './client/sigv4.ts';
-export type { HistoryEntry, OperationChange, OperationKind, OperationRecord, OperationResult, OperationState, OperationView };
+export type { HistoryEntry, OperationChange, OperationKind, OperationRecord, OperationResult, OperationState, OperationView, ProviderName };
 
 export interface RatchetClientOptions {
   /** The API's base URL: `http://127.0.0.1:3000` locally, the stack's `ApiUrl` output when deployed. */
@@ -74,10 +74,12 @@ export interface WaitOptions {
   longPoll?: boolean;
 }
 
-/** What `watch` follows: one operation, a kind, a state (the state a change wrote), or everything. */
+/** What `watch` follows: one operation, a kind, a provider's jobs, a state (the state a change wrote), or everything. */
 export interface WatchOptions {
   name?: string;
   kind?: OperationKind;
+  /** Only this provider's jobs. */
+  provider?: ProviderName;
   state?: OperationState;
   /**
    * A cursor a change gave: go on after it. Without it `watch` first yields
@@ -150,7 +152,14 @@ export class RatchetClient {
 
   /** One page, most recently recorded first; pass `nextCursor` back for the next. `overdue`: only open jobs past their kind's limit. */
   async list(
-    filter: { state?: OperationState; kind?: OperationKind; overdue?: boolean; limit?: number; cursor?: string } = {},
+    filter: {
+      state?: OperationState;
+      kind?: OperationKind;
+      provider?: ProviderName;
+      overdue?: boolean;
+      limit?: number;
+      cursor?: string;
+    } = {},
   ): Promise<{ operations: OperationView[]; nextCursor?: string }> {
     return (await this.request('GET', withQuery('/operations', filter))).body as { operations: OperationView[]; nextCursor?: string };
   }
@@ -236,7 +245,15 @@ export class RatchetClient {
    * rejects with code `cursor-expired`.
    */
   async changes(
-    options: { after?: string; wait?: number; name?: string; kind?: OperationKind; state?: OperationState; limit?: number } = {},
+    options: {
+      after?: string;
+      wait?: number;
+      name?: string;
+      kind?: OperationKind;
+      provider?: ProviderName;
+      state?: OperationState;
+      limit?: number;
+    } = {},
     signal?: AbortSignal,
   ): Promise<ChangePage> {
     return (await this.request('GET', withQuery('/changes', options), undefined, signal)).body as ChangePage;
@@ -260,6 +277,7 @@ export class RatchetClient {
     const filter = {
       ...(options.name !== undefined && { name: options.name }),
       ...(options.kind && { kind: options.kind }),
+      ...(options.provider && { provider: options.provider }),
       ...(options.state && { state: options.state }),
     };
     let cursor = options.after;
@@ -301,7 +319,7 @@ export class RatchetClient {
    * going on after it neither repeats nor misses a change.
    */
   private async snapshot(
-    filter: { name?: string; kind?: OperationKind; state?: OperationState },
+    filter: { name?: string; kind?: OperationKind; provider?: ProviderName; state?: OperationState },
     signal?: AbortSignal,
   ): Promise<{ changes: OperationChange[]; cursor: string }> {
     let cursor = (await this.changes({}, signal)).cursor;
@@ -329,7 +347,12 @@ export class RatchetClient {
       cursor = page.cursor;
     }
     const changes = [...latest.values()]
-      .filter((change) => (!filter.kind || change.kind === filter.kind) && (!state || change.state === state))
+      .filter(
+        (change) =>
+          (!filter.kind || change.kind === filter.kind) &&
+          (!filter.provider || providerOf(change.kind) === filter.provider) &&
+          (!state || change.state === state),
+      )
       .map((change) => ({ ...change, cursor }));
     return { changes, cursor };
   }

@@ -15,8 +15,8 @@ export interface ProviderPollerSettings {
   openai?: { keys: LabelledKey[]; baseUrl?: string };
   anthropic?: { keys: LabelledKey[]; baseUrl?: string };
   'azure-openai'?: { endpoint: string; apiKey: string; resource: string };
-  /** Bedrock: the AWS default credential chain, in each job's region. */
-  bedrock?: { endpoint?: string };
+  /** Bedrock: the AWS default credential chain, the jobs of this region (AWS_REGION). */
+  bedrock?: { region: string; endpoint?: string };
 }
 
 /** Where each provider's credential is set: said in the one line that names the providers not polled. */
@@ -48,8 +48,8 @@ export function providerPollerSettingsOf(config: Config): ProviderPollerSettings
         resource: azureResourceOf(config.AZURE_OPENAI_ENDPOINT as string),
       },
     }),
-    ...((config.AWS_REGION || config.AWS_ENDPOINT_URL_BEDROCK) && {
-      bedrock: { ...(config.AWS_ENDPOINT_URL_BEDROCK && { endpoint: config.AWS_ENDPOINT_URL_BEDROCK }) },
+    ...(config.AWS_REGION && {
+      bedrock: { region: config.AWS_REGION, ...(config.AWS_ENDPOINT_URL_BEDROCK && { endpoint: config.AWS_ENDPOINT_URL_BEDROCK }) },
     }),
   };
 }
@@ -71,6 +71,10 @@ export async function openProviderPollers(
   if (settings.anthropic) {
     const { AnthropicPoller } = await import('../../providers/anthropic/poller.ts');
     pollers.anthropic = new AnthropicPoller({ ...settings.anthropic, ...common('anthropic') });
+  }
+  if (settings.bedrock) {
+    const { BedrockPoller } = await import('../../providers/bedrock/poller.ts');
+    pollers.bedrock = new BedrockPoller({ ...settings.bedrock, ...common('bedrock') });
   }
   return pollers;
 }

@@ -61,11 +61,15 @@ function startInputs(entry: string): string[] {
 }
 
 describe('ratchet start compiles at its start only what every start needs', () => {
-  it("not the SQLite engine's derived work (its own process loads it), OpenTelemetry's SDK (only with an endpoint) or the Gemini poller", () => {
+  it("not the SQLite engine's derived work (its own process loads it), OpenTelemetry's SDK (only with an endpoint) or any provider's poller", () => {
     const init = startInputs('local/runtime.ts');
-    expect(init.filter((input) => /^(local\/(runtime|open|settings)|app\/instance)\.ts$/.test(input))).toHaveLength(4);
     expect(
-      init.filter((input) => /(engines\/sqlite\/derived-work|local\/telemetry\/otel|app\/reconcile\/gemini-poller)\.ts$/.test(input)),
+      init.filter((input) => /^(local\/(runtime|open|settings)|app\/instance|app\/reconcile\/providers)\.ts$/.test(input)),
+    ).toHaveLength(5);
+    expect(
+      init.filter((input) =>
+        /(engines\/sqlite\/derived-work|local\/telemetry\/otel|app\/reconcile\/gemini-poller|providers\/[a-z-]+\/poller)\.ts$/.test(input),
+      ),
     ).toEqual([]);
   });
 });
