@@ -2,7 +2,8 @@
  * The first hour's friction, each fixed and held here through `npm start` and
  * `npm run webhook` as processes: the development secret survives a restart,
  * the webhook CLI says what happened (exit code, one line when Ratchet is not
- * there, --id, --update-time, --data), a port in use is one line with nothing
+ * there, --id, --update-time, --data; OpenAI's and Azure OpenAI's shape with
+ * --provider), a port in use is one line with nothing
  * left running, the logs carry no idle
  * reconcile lines and no empty sampling field, the sink's first start says
  * how much backlog it delivers (and nothing on a fresh folder, which has none).
@@ -19,6 +20,8 @@ import { PROJECT_ROOT, type RatchetProcess, runToExit, startRatchet } from '../s
 import { eventually, Receiver } from '../support/receiver.ts';
 
 const outbound = newSecret();
+const openaiSecret = newSecret();
+const azureSecret = newSecret();
 
 const dataDir = mkdtempSync(join(tmpdir(), 'ratchet-first-hour-'));
 let gemini: FakeGemini;
@@ -30,6 +33,9 @@ const env = () => ({
   GEMINI_BASE_URL: gemini.baseUrl,
   RECONCILE_INTERVAL_SECONDS: '0.2',
   POWERTOOLS_LOG_LEVEL: 'INFO',
+  OPENAI_WEBHOOK_SECRET: openaiSecret,
+  AZURE_OPENAI_ENDPOINT: 'https://tour.openai.azure.com',
+  AZURE_OPENAI_WEBHOOK_SECRET: azureSecret,
 });
 
 beforeAll(async () => {
@@ -134,6 +140,62 @@ describe('the first hour', () => {
       output: expect.stringMatching(/^ratchet webhook: WEBHOOK_SIGNING_SECRETS: its secret is not of the form whsec_<base64>/),
     });
     expect(badSecret.output).not.toContain('whsec_abc');
+  });
+
+  it('npm run webhook --provider openai: an OpenAI event signed with OPENAI_WEBHOOK_SECRET to /webhooks/openai (azure-openai: its own), --id repeating it', async () => {
+    const openai = { OPENAI_WEBHOOK_SECRET: openaiSecret };
+    const args = ['--provider', 'openai', 'batch.completed', 'batch_tour', '--id', 'evt_tour', '--update-time', '2026-11-30T10:00:00Z'];
+    const applied = await webhook(args, openai);
+    expect({ code: applied.code, output: applied.output }).toEqual({ code: 0, output: expect.stringMatching(/^200 .*"applied":true/) });
+    expect(await (await ratchet.api('/operations/openai/batches/batch_tour')).json()).toMatchObject({
+      kind: 'openai-batch',
+      provider: 'openai',
+      state: 'SUCCEEDED',
+      providerState: 'batch.completed',
+      updateTime: '2026-11-30T10:00:00.000000000Z',
+      resultPending: true,
+    });
+    expect((await webhook(args, openai)).output).toContain('"reason":"duplicate"');
+    // The job's Ratchet name, as the console shows it, names the same job.
+    const byName = await webhook(['--provider', 'openai', 'fine_tuning.job.failed', 'openai/fine_tuning/jobs/ftjob_tour'], openai);
+    expect(byName.output).toMatch(/^200 .*"applied":true.*"name":"openai\/fine_tuning\/jobs\/ftjob_tour"/);
+    const azure = await webhook(['--provider', 'azure-openai', 'batch.cancelled', 'batch_az'], {
+      AZURE_OPENAI_WEBHOOK_SECRET: azureSecret,
+    });
+    expect(azure.code).toBe(0);
+    expect(await (await ratchet.api('/operations/azure-openai/tour/batches/batch_az')).json()).toMatchObject({
+      provider: 'azure-openai',
+      state: 'CANCELLED',
+    });
+    const refused = await webhook(['--provider', 'openai', 'batch.completed', 'batch_tour_2'], { OPENAI_WEBHOOK_SECRET: newSecret() });
+    expect(refused.code).toBe(1);
+    expect(refused.output).toContain(
+      `ratchet webhook: ${ratchet.url}/webhooks/openai refused the signature: it was signed with OPENAI_WEBHOOK_SECRET`,
+    );
+  });
+
+  it('npm run webhook --provider: a provider, a type or an option not its own, and no secret, are bad usage (exit 2), each in one line', async () => {
+    const openai = { OPENAI_WEBHOOK_SECRET: openaiSecret };
+    for (const [args, extra, why] of [
+      [['--provider', 'gemeni', 'batch.succeeded', 'batches/1'], {}, 'unknown provider "gemeni": one of gemini, openai, azure-openai'],
+      [
+        ['--provider', 'openai', 'batch.succeeded', 'batch_1'],
+        openai,
+        'unknown event type "batch.succeeded" for openai: one of batch.completed',
+      ],
+      [['--provider', 'azure-openai', 'response.completed', 'resp_1'], {}, 'unknown event type "response.completed" for azure-openai'],
+      [['batch.completed', 'batch_1'], {}, "(batch.completed is OpenAI's: --provider openai)"],
+      [['--provider', 'openai', 'batch.completed', 'batch_1'], { OPENAI_WEBHOOK_SECRET: '' }, 'OPENAI_WEBHOOK_SECRET is not set'],
+      [['--provider', 'openai', 'batch.completed', 'batch_1', '--timestamp', '2026-11-30T10:00:00Z'], openai, '--timestamp is Gemini'],
+      [['--provider', 'openai', 'batch.completed', 'batch_1', '--update-time', 'yesterday'], openai, 'is not an RFC 3339 time'],
+    ] as const) {
+      const bad = await webhook([...args], extra);
+      expect({ args, code: bad.code }).toEqual({ args, code: 2 });
+      expect(bad.output.trim().split('\n')).toEqual([expect.stringContaining(why)]);
+    }
+    const help = await webhook(['--help']);
+    expect(help.output).toContain('--provider <provider>');
+    expect(help.output).toContain('fine_tuning.job.succeeded');
   });
 
   it('ratchet --version and -v say which Ratchet and which Node', async () => {
