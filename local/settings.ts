@@ -123,7 +123,7 @@ export interface RatchetOptions {
   publicUrl?: string;
   /** Where `fetch` is mounted: `/api/ratchet` serves `/api/ratchet/webhooks/gemini`, `/api/ratchet/operations`… */
   basePath?: string;
-  /** The application's function for each applied state change, and each job found overdue (`type: operation.overdue`). */
+  /** The application's function for each applied state change, each outcome learnt after its job ended (`type: operation.result`) and each job found overdue (`type: operation.overdue`). */
   onChange?: OnChange;
   /** Every other documented variable (docs/contract.md), and these when not given above; default `process.env`. */
   env?: Record<string, string | undefined>;
