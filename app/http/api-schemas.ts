@@ -267,6 +267,13 @@ export const Health = z.union([
         refused: z.array(z.strictObject({ label: z.optional(z.string()), status: z.number(), at: Time })),
       }),
     ),
+    /** Every other provider's refused keys, by provider (`openai`, `anthropic`…). */
+    providerKeys: z.optional(
+      z.partialRecord(
+        Provider,
+        z.strictObject({ refused: z.array(z.strictObject({ label: z.optional(z.string()), status: z.number(), at: Time })) }),
+      ),
+    ),
   }),
   z.strictObject({ status: z.literal('degraded'), store: z.literal('unavailable'), reason: z.string() }),
 ]);

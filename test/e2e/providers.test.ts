@@ -159,6 +159,26 @@ describe.each(HOMES)('providers on $label', (home) => {
       expect((await post('/operations', { name: 'anthropic/messages/batches/msgbatch_x', credential: 'team-c' })).status).toBe(400);
     });
 
+    it('names a key Anthropic refuses in /healthz, by provider and label, never the key; the other key polls on', async () => {
+      anthropic.refuse('sk-ant-a');
+      const batch = anthropicBatch({ processing_status: 'in_progress' });
+      const name = `anthropic/messages/batches/${batch.id as string}`;
+      anthropic.set(batch);
+      expect((await post('/operations', { name, credential: 'team-a' })).status).toBe(201);
+      await eventually(
+        async () => ((await (await fetch(`${ratchet.url}/healthz`)).json()) as { providerKeys?: unknown }).providerKeys !== undefined,
+        20_000,
+        'the refusal',
+      );
+      const health = await (await fetch(`${ratchet.url}/healthz`)).text();
+      expect(JSON.parse(health)).toMatchObject({
+        status: 'ok',
+        providerKeys: { anthropic: { refused: [{ label: 'team-a', status: 401 }] } },
+      });
+      expect(health).not.toContain('sk-ant');
+      expect((await get(name)).state).toBeNull();
+    });
+
     it('lists by provider, in the API and the change feed', async () => {
       const listed = (await (await ratchet.api('/operations?provider=anthropic')).json()) as { operations: Operation[] };
       expect(listed.operations.length).toBeGreaterThan(0);
