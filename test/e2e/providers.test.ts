@@ -31,9 +31,15 @@ describe.each(HOMES)('providers on $label', (home) => {
   /** The feed's head before anything was written: the changes of every test are read after it. */
   let start: string;
 
+  const untrackedOpenAI = openaiBatch({ status: 'in_progress' });
+  const untrackedAnthropic = anthropicBatch({ processing_status: 'in_progress' });
+
   beforeAll(async () => {
     openai = await startFakeOpenAI();
     anthropic = await startFakeAnthropic();
+    // Batches the keys created that nobody tracked: discovery adopts them.
+    openai.set('batch', untrackedOpenAI);
+    anthropic.set(untrackedAnthropic);
     receiver = await new Receiver(outboundSecret).start();
     ratchet = await startRatchet({
       ...home.env(),
@@ -132,6 +138,15 @@ describe.each(HOMES)('providers on $label', (home) => {
   });
 
   const answerOf = (body: { reason?: string }) => ({ status: 200, reason: body.reason });
+
+  it('adopts the OpenAI and Anthropic batches its keys created that nobody tracked (discovery, per provider)', async () => {
+    const openaiName = `openai/batches/${untrackedOpenAI.id as string}`;
+    const anthropicName = `anthropic/messages/batches/${untrackedAnthropic.id as string}`;
+    await eventually(async () => (await ratchet.api(`/operations/${openaiName}`)).status === 200, 20_000, 'the OpenAI batch adopted');
+    await eventually(async () => (await ratchet.api(`/operations/${anthropicName}`)).status === 200, 20_000, 'the Anthropic batch adopted');
+    expect(await get(openaiName)).toMatchObject({ provider: 'openai', state: 'RUNNING', providerState: 'in_progress' });
+    expect(await get(anthropicName)).toMatchObject({ provider: 'anthropic', state: 'RUNNING', providerState: 'in_progress' });
+  });
 
   describe('Anthropic batches through npm start', () => {
     it('follows a batch by polling with the key its credential names, its ended outcome read from the counts', async () => {
