@@ -174,6 +174,17 @@ describe('operations API', () => {
     expect(store.writes).toBe(1);
   });
 
+  it('keeps the metadata a track brings to a job a webhook or discovery recorded first (its create and track raced them), once', async () => {
+    await deliver(envelope('batch.succeeded', { id: 'batches/raced' }));
+    const tracked = await track({ name: 'batches/raced', metadata: { order: 'A-17' } });
+    expect(tracked.status).toBe(200);
+    expect(await tracked.json()).toMatchObject({ state: 'SUCCEEDED', version: 2, source: 'track', userMetadata: { order: 'A-17' } });
+    expect(await store.get('batches/raced')).toMatchObject({ version: 2, userMetadata: { order: 'A-17' }, stateChanged: false });
+    // What the record has stays: a second track's metadata writes nothing.
+    const again = await track({ name: 'batches/raced', metadata: { order: 'B-2' } });
+    expect(await again.json()).toMatchObject({ version: 2, userMetadata: { order: 'A-17' } });
+  });
+
   it('rejects a body without a valid name with 400', async () => {
     expect((await track({})).status).toBe(400);
     expect((await track({ name: 'two words' })).status).toBe(400);

@@ -226,7 +226,25 @@ export function operationsRoutes(deps: OperationsDeps): Hono {
     // A job tracked with no label is polled with the first key: its record says so.
     const record = trackedRecord(name, kind, timeFromDate(clock()), metadata, credential ?? known?.[0]);
     const written = await store.write(record, undefined);
-    if (!written.ok) return c.json(written.current, 200);
+    if (!written.ok) {
+      // Known already: a webhook or discovery got there first (a create and its track race them). The metadata the
+      // track brings is kept where the record has none, as a write of its own; what the record has stays.
+      const current = written.current;
+      if (!current || !metadata || current.userMetadata) return c.json(current, 200);
+      const { resultWrite: _, ...kept } = current;
+      const next: OperationRecord = {
+        ...kept,
+        userMetadata: metadata,
+        version: current.version + 1,
+        previousState: current.state,
+        stateChanged: false,
+        source: 'track',
+        eventId: null,
+        recordedAt: timeFromDate(clock()),
+      };
+      const merged = await store.write(next, current.version);
+      return c.json(merged.ok ? next : (merged.current ?? current), 200);
+    }
     logger.info('operation tracked', { operation: name });
     return c.json(record, 201);
   });
