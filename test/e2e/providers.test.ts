@@ -23,6 +23,7 @@ const HOMES = [
 describe.each(HOMES)('providers on $label', (home) => {
   const outboundSecret = newSecret();
   const openaiSecret = newSecret();
+  const azureSecret = newSecret();
   let openai: FakeOpenAI;
   let anthropic: FakeAnthropic;
   let receiver: Receiver;
@@ -47,6 +48,10 @@ describe.each(HOMES)('providers on $label', (home) => {
       OPENAI_API_KEY: 'sk-e2e',
       OPENAI_BASE_URL: openai.url,
       OPENAI_WEBHOOK_SECRET: openaiSecret,
+      // Azure OpenAI's webhook (its resource named by the endpoint; nothing there answers a poll).
+      AZURE_OPENAI_ENDPOINT: 'http://myresource.invalid',
+      AZURE_OPENAI_API_KEY: 'azure-key',
+      AZURE_OPENAI_WEBHOOK_SECRET: azureSecret,
       ANTHROPIC_API_KEYS: 'team-a=sk-ant-a,team-b=sk-ant-b',
       ANTHROPIC_BASE_URL: anthropic.url,
       RECONCILE_INTERVAL_SECONDS: '0.3',
@@ -126,6 +131,20 @@ describe.each(HOMES)('providers on $label', (home) => {
       const answer = await (await deliver(openaiDelivery(openaiSecret, { type: 'batch.cancelled', id: batch.id as string }))).json();
       expect(answer).toMatchObject({ applied: false, reason: 'terminal-conflict', operation: { state: 'SUCCEEDED' } });
       expect((await get(name)).result?.outputFileId).toEqual(expect.any(String));
+    });
+
+    it("takes Azure OpenAI deliveries on their own route and secret, naming the batch by the endpoint's resource", async () => {
+      const azure = (delivery: { body: string; headers: { [name: string]: string } }) =>
+        fetch(`${ratchet.url}/webhooks/azure-openai`, { method: 'POST', body: delivery.body, headers: delivery.headers });
+      const answer = await azure(openaiDelivery(azureSecret, { type: 'batch.completed', id: 'batch_azure1' }));
+      expect(answer.status).toBe(200);
+      expect(await answer.json()).toMatchObject({
+        applied: true,
+        operation: { name: 'azure-openai/myresource/batches/batch_azure1', kind: 'azure-openai-batch', provider: 'azure-openai' },
+      });
+      // OpenAI's secret is not Azure's, and the other way round.
+      expect((await azure(openaiDelivery(openaiSecret, { type: 'batch.completed', id: 'batch_azure2' }))).status).toBe(401);
+      expect((await deliver(openaiDelivery(azureSecret, { type: 'batch.completed', id: 'batch_azure3' }))).status).toBe(401);
     });
 
     it('refuses a delivery not signed with OPENAI_WEBHOOK_SECRET, and answers an unknown type 200 without a write', async () => {
