@@ -11,13 +11,27 @@ import { getSecret } from '@aws-lambda-powertools/parameters/secrets';
 import type { Config } from '../app/config.ts';
 import { configuredValue } from '../app/not-configured.ts';
 
-type SecretSetting =
+/** The settings the shared Config names a `<variable>_ARN` for. */
+type ConfigSecret =
   | 'WEBHOOK_SIGNING_SECRETS'
   | 'EFFECTS_SIGNING_SECRET'
   | 'EFFECTS_WEBHOOK_URL'
   | 'GEMINI_API_KEY'
   | 'AGENT_PLATFORM_API_KEY'
   | 'AGENT_PLATFORM_CREDENTIALS';
+/**
+ * The other providers' secrets (lib/ratchet.ts binds each one a prop names): an API key secret holds one key or
+ * label=key pairs, as GEMINI_API_KEY's does. Their `_ARN` variables are the Lambda's alone, read here.
+ */
+const PROVIDER_SECRETS = [
+  'OPENAI_API_KEY',
+  'OPENAI_WEBHOOK_SECRET',
+  'ANTHROPIC_API_KEY',
+  'AZURE_OPENAI_API_KEY',
+  'AZURE_OPENAI_WEBHOOK_SECRET',
+] as const;
+type ProviderSecret = (typeof PROVIDER_SECRETS)[number];
+type SecretSetting = ConfigSecret | ProviderSecret;
 
 const CACHE_SECONDS = 300;
 const NOT_CONFIGURED_RECHECK_MS = 10_000;
@@ -35,7 +49,7 @@ export async function secretSetting(
 ): Promise<string | undefined> {
   const direct = config[variable];
   if (direct !== undefined) return configuredValue(direct);
-  const arn = config[`${variable}_ARN`];
+  const arn = arnOf(config, variable);
   if (!arn) return undefined;
   const due = recheckAt.get(arn);
   const refresh = options.refresh === true && Date.now() - (fetchedAt.get(arn) ?? 0) >= REFRESH_INTERVAL_MS;
@@ -45,4 +59,10 @@ export async function secretSetting(
   if (value !== undefined) recheckAt.delete(arn);
   else if (due === undefined || forceFetch) recheckAt.set(arn, Date.now() + NOT_CONFIGURED_RECHECK_MS);
   return value;
+}
+
+/** The secret's ARN: the Config's `<variable>_ARN`, or for a provider's secret the function's own variable. */
+function arnOf(config: Config, variable: SecretSetting): string | undefined {
+  const isProviders = (PROVIDER_SECRETS as readonly string[]).includes(variable);
+  return (isProviders ? process.env[`${variable}_ARN`] : config[`${variable as ConfigSecret}_ARN`]) || undefined;
 }
