@@ -16,7 +16,7 @@ import { CredentialHealth } from './credentials.ts';
 import { BatchDiscovery, type Discovery, geminiBatches } from './discovery.ts';
 import type { GenAiPoller, PollerOptions } from './gemini-poller.ts';
 import { CREDENTIAL_VARIABLES, openProviderPollers, type ProviderPollerSettings, ProviderRouter } from './providers.ts';
-import { type ReconcileStats, reconcile } from './reconcile.ts';
+import { type ReconcileDeps, type ReconcileStats, reconcile } from './reconcile.ts';
 import { WebhookHealth } from './webhook-health.ts';
 
 export interface ReconcileSettings {
@@ -41,7 +41,8 @@ const OFF =
 /** Reconcile on `engine`; undefined (and said once) where there is nothing to poll. */
 export async function openReconciler(
   settings: ReconcileSettings | undefined,
-  engine: Pick<Engine, 'store' | 'claimJob' | 'clock'>,
+  // What reconcile reads and writes of an engine (the AWS function opens its table alone, no Engine around it).
+  engine: { store: ReconcileDeps['store'] } & Pick<Engine, 'claimJob' | 'clock'>,
   deps: { logger: Logger; credentials: CredentialHealth; keyHealth?: (provider: ProviderName) => KeyHealth; telemetry?: Telemetry },
 ): Promise<Reconciler | undefined> {
   const { logger } = deps;
