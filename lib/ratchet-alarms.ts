@@ -27,7 +27,7 @@ import { METRIC, type WebhookDecision } from '../app/telemetry.ts';
 
 export interface RatchetAlarmsProps {
   api: HttpApi;
-  functions: Record<'Api' | 'Effects' | 'Reconcile' | 'History', IFunction & { timeout?: Duration }>;
+  functions: Record<'Api' | 'Effects' | 'Reconcile' | 'History' | 'BedrockEvents', IFunction & { timeout?: Duration }>;
   effectsQueue: IQueue;
   effectsDeadLetterQueue: IQueue;
   pipeFailures: IQueue;
@@ -191,6 +191,12 @@ export class RatchetAlarms extends Construct {
       ratchet('RefusedGeminiKeys', 'Maximum'),
       1,
       'Gemini refuses one of the API keys (401 or 403): its jobs are not polled. The reconcile log names the label; replace the key in the GeminiApiKey secret.',
+    );
+    alarm(
+      'ProviderKeyRefused',
+      ratchet('RefusedProviderKeys', 'Maximum'),
+      1,
+      'OpenAI, Anthropic or Azure OpenAI refuses one of the API keys (401 or 403): its jobs are not polled. The reconcile log names the provider and the label; replace the key in the secret the construct names.',
     );
     alarm(
       'WebhookUnprocessable',

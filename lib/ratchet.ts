@@ -1,13 +1,15 @@
 /**
  * Ratchet as a construct any CDK app adds (`new Ratchet(this, 'Ratchet')`):
- * the operations table (stream on); the HTTP API whose Lambda verifies Gemini
- * webhooks and ingests them through the reducer; the effects Lambda fed, per
- * operation in order, by a FIFO queue that an EventBridge Pipe fills from the
- * table's stream; the scheduled reconcile Lambda. An app reacts to changes
- * with `onStateChange` (a rule on Ratchet's bus) and lets its own code track
- * and read jobs with `grantTrack` / `grantRead`.
+ * the operations table (stream on); the HTTP API whose Lambda verifies
+ * Gemini's and OpenAI's (and Azure OpenAI's) webhooks and ingests them through
+ * the reducer; a rule taking Bedrock's batch job events from the default bus
+ * into the same ingest; the effects Lambda fed, per operation in order, by a
+ * FIFO queue that an EventBridge Pipe fills from the table's stream; the
+ * scheduled reconcile Lambda, polling every provider it has a credential for.
+ * An app reacts to changes with `onStateChange` (a rule on Ratchet's bus) and
+ * lets its own code track and read jobs with `grantTrack` / `grantRead`.
  */
-import { CfnOutput, Duration, RemovalPolicy, SecretValue, Validations } from 'aws-cdk-lib';
+import { Aws, CfnOutput, Duration, RemovalPolicy, SecretValue, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
 import { type CfnStage, HttpApi, HttpMethod, HttpNoneAuthorizer, HttpStage, LogGroupLogDestination } from 'aws-cdk-lib/aws-apigatewayv2';
 import { HttpIamAuthorizer } from 'aws-cdk-lib/aws-apigatewayv2-authorizers';
@@ -20,7 +22,7 @@ import { FilterCriteria, type IEventSourceDlq, StartingPosition } from 'aws-cdk-
 import { DynamoEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { CfnPipe } from 'aws-cdk-lib/aws-pipes';
-import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
+import { type ISecret, Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { type IQueue, Queue, QueueEncryption } from 'aws-cdk-lib/aws-sqs';
 import { Construct } from 'constructs';
 import { DEFAULT_HISTORY_RETENTION_DAYS } from '../app/history.ts';
@@ -49,6 +51,7 @@ import {
   PARTITION_KEY,
   TTL_ATTRIBUTE,
 } from '../engines/dynamodb/tables.ts';
+import { BEDROCK_EVENT_DETAIL_TYPE, BEDROCK_EVENT_SOURCE } from '../lambda/bedrock-settings.ts';
 import { STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import {
   EFFECTS_PIPE,
@@ -101,6 +104,9 @@ const DEFAULT_THROTTLING = {
   healthz: { rateLimit: 5, burstLimit: 10 },
 };
 
+/** The open routes deliveries come to, each verified by its signature in the API function. */
+const WEBHOOK_PATHS = ['/webhooks/gemini', '/webhooks/openai', '/webhooks/azure-openai'];
+
 /** How often reconcile runs; also its base poll interval per operation. */
 const RECONCILE_INTERVAL = Duration.minutes(1);
 
@@ -123,7 +129,7 @@ export interface RatchetProps {
   geminiWebhookSchemes?: Array<'hmac' | 'v1a' | 'jwt'>;
   /**
    * Throttling per route, so a flood on one cannot 429 the others (API
-   * Gateway's route settings; default: the webhook 150/s with bursts of 300,
+   * Gateway's route settings; default: each webhook route 150/s with bursts of 300,
    * the IAM routes together 50/s and 100, /healthz 5/s and 10).
    */
   throttling?: { webhook?: RouteThrottle; operations?: RouteThrottle; healthz?: RouteThrottle };
@@ -138,6 +144,24 @@ export interface RatchetProps {
    * Unset: only the Gemini API is polled.
    */
   agentPlatform?: { project: string; location: string };
+  /**
+   * OpenAI (`openai/…` jobs): the secrets, of your own, that hold what
+   * reconcile polls with (`apiKeys`: one key, or label=key pairs as
+   * OPENAI_API_KEYS) and what `POST /webhooks/openai` checks deliveries
+   * against (`webhookSecret`: the endpoint's `whsec_…`, space-separated while
+   * rotating). Each function may read only the secret it uses. Without
+   * `apiKeys` OpenAI's jobs are not polled; without `webhookSecret` the route
+   * answers 503 `not-configured` (OpenAI retries for 72 hours).
+   */
+  openai?: { apiKeys?: ISecret; webhookSecret?: ISecret; baseUrl?: string };
+  /** Anthropic (`anthropic/…` batches, which send no webhooks): the secret of the key(s) reconcile polls with. */
+  anthropic?: { apiKeys?: ISecret; baseUrl?: string };
+  /**
+   * Azure OpenAI batches (`azure-openai/{resource}/batches/…`): the resource's
+   * endpoint (`https://{resource}.openai.azure.com`), the secret of its key
+   * (reconcile) and of its webhook's signing secret (`POST /webhooks/azure-openai`).
+   */
+  azureOpenAI?: { endpoint: string; apiKey?: ISecret; webhookSecret?: ISecret };
 }
 
 /** Requests per second (steady) and burst of one route. */
@@ -166,6 +190,8 @@ export class Ratchet extends Construct {
   readonly effectsQueue: Queue;
   readonly reconcileFunction: RatchetFunction;
   readonly historyFunction: RatchetFunction;
+  /** Takes Bedrock's batch job events from the default bus into the ingest. */
+  readonly bedrockEventsFunction: RatchetFunction;
   readonly bus: EventBus;
   readonly alarms: RatchetAlarms;
 
@@ -221,7 +247,7 @@ export class Ratchet extends Construct {
 
     this.apiFunction = new RatchetFunction(this, 'Api', {
       entry: 'lambda/handlers/api.ts',
-      description: 'Gemini webhook and operations API',
+      description: 'Gemini and OpenAI webhooks and the operations API',
       // The webhook route is open: a flood must not take every concurrent execution of the account.
       ...(props.apiReservedConcurrency !== 0 && { reservedConcurrentExecutions: props.apiReservedConcurrency ?? 20 }),
       environment: {
@@ -232,6 +258,13 @@ export class Ratchet extends Construct {
       .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
       .bindIndex(this.table, LIST_INDEX, ['Query'])
       .bindSecret('WEBHOOK_SIGNING_SECRETS', signingSecrets);
+    // OpenAI's and Azure OpenAI's webhooks, each checked against the secret the app named (none: 503 not-configured).
+    if (props.openai?.webhookSecret) this.apiFunction.bindSecret('OPENAI_WEBHOOK_SECRET', props.openai.webhookSecret);
+    if (props.azureOpenAI) {
+      // The resource's name is in the jobs' names (azure-openai/{resource}/batches/{id}).
+      this.apiFunction.addEnvironment('AZURE_OPENAI_ENDPOINT', props.azureOpenAI.endpoint);
+      if (props.azureOpenAI.webhookSecret) this.apiFunction.bindSecret('AZURE_OPENAI_WEBHOOK_SECRET', props.azureOpenAI.webhookSecret);
+    }
 
     const accessLogs = new LogGroup(this, 'ApiAccessLogs', { retention: RetentionDays.ONE_MONTH, removalPolicy: RemovalPolicy.RETAIN });
     this.api = new HttpApi(this, 'HttpApi', { description: 'Ratchet', createDefaultStage: false });
@@ -244,16 +277,18 @@ export class Ratchet extends Construct {
     });
     const integration = new HttpLambdaIntegration('ApiIntegration', this.apiFunction, { timeout: Duration.seconds(10) });
     const iam = new HttpIamAuthorizer();
-    // The webhook is authenticated by its Standard Webhooks signature, checked in the function.
+    // Each webhook is authenticated by its Standard Webhooks signature, checked in the function.
     const open = [
-      ...this.api.addRoutes({ path: '/webhooks/gemini', methods: [HttpMethod.POST], integration, authorizer: new HttpNoneAuthorizer() }),
+      ...WEBHOOK_PATHS.flatMap((path) =>
+        this.api.addRoutes({ path, methods: [HttpMethod.POST], integration, authorizer: new HttpNoneAuthorizer() }),
+      ),
       ...this.api.addRoutes({ path: '/healthz', methods: [HttpMethod.GET], integration, authorizer: new HttpNoneAuthorizer() }),
     ];
     for (const route of open) {
       Validations.of(route).acknowledge({
         id: 'AwsSolutions-APIG4',
         reason:
-          'Gemini cannot sign requests with IAM: the webhook is authenticated by its Standard Webhooks signature; healthz reveals nothing.',
+          'Gemini and OpenAI cannot sign requests with IAM: each webhook is authenticated by its Standard Webhooks signature; healthz reveals nothing.',
       });
     }
     const guarded = [
@@ -264,8 +299,9 @@ export class Ratchet extends Construct {
     // Each route its own throttle: anonymous webhook traffic cannot use up what the IAM routes need, nor the reverse.
     const throttle = { ...DEFAULT_THROTTLING, ...props.throttling };
     const settings = (limit: RouteThrottle) => ({ ThrottlingRateLimit: limit.rateLimit, ThrottlingBurstLimit: limit.burstLimit });
+    // Every webhook route the webhook's throttle, each its own: a flood of forged OpenAI deliveries leaves Gemini's room.
     const routeSettings: Record<string, unknown> = {
-      'POST /webhooks/gemini': settings(throttle.webhook),
+      ...Object.fromEntries(WEBHOOK_PATHS.map((path) => [`POST ${path}`, settings(throttle.webhook)])),
       'GET /healthz': settings(throttle.healthz),
     };
     for (const key of ['POST /operations', 'GET /operations', 'GET /operations/{name+}', 'GET /decisions'])
@@ -436,7 +472,7 @@ export class Ratchet extends Construct {
     );
     this.apiFunction.bindTable('HISTORY_TABLE', historyTable, ['Query']);
 
-    // Reconcile: a schedule polls Gemini for open operations through the same ingest.
+    // Reconcile: a schedule polls every provider with a credential for open operations, through the same ingest.
     const geminiApiKey = new Secret(this, 'GeminiApiKey', {
       description: 'Gemini API key used by reconcile to poll operations',
       ...notConfiguredYet,
@@ -447,7 +483,7 @@ export class Ratchet extends Construct {
     });
     this.reconcileFunction = new RatchetFunction(this, 'Reconcile', {
       entry: 'lambda/handlers/reconcile.ts',
-      description: 'Polls Gemini for open operations and ingests what it learns',
+      description: 'Polls the providers for open operations and ingests what it learns',
       // One run at a time, each done before the next is due, never retried: two runs never poll the same operation.
       timeout: RECONCILE_INTERVAL.minus(Duration.seconds(5)),
       reservedConcurrentExecutions: 1,
@@ -480,6 +516,34 @@ export class Ratchet extends Construct {
         .addEnvironment('GOOGLE_CLOUD_PROJECT', props.agentPlatform.project)
         .addEnvironment('GOOGLE_CLOUD_LOCATION', props.agentPlatform.location);
     }
+    // The other providers: each polled with the key(s) in the secret the app named, none without.
+    if (props.openai?.apiKeys) this.reconcileFunction.bindSecret('OPENAI_API_KEY', props.openai.apiKeys);
+    if (props.openai?.baseUrl) this.reconcileFunction.addEnvironment('OPENAI_BASE_URL', props.openai.baseUrl);
+    if (props.anthropic?.apiKeys) this.reconcileFunction.bindSecret('ANTHROPIC_API_KEY', props.anthropic.apiKeys);
+    if (props.anthropic?.baseUrl) this.reconcileFunction.addEnvironment('ANTHROPIC_BASE_URL', props.anthropic.baseUrl);
+    if (props.azureOpenAI?.apiKey)
+      this.reconcileFunction
+        .addEnvironment('AZURE_OPENAI_ENDPOINT', props.azureOpenAI.endpoint)
+        .bindSecret('AZURE_OPENAI_API_KEY', props.azureOpenAI.apiKey);
+    // Bedrock with the function's own role: read one batch inference job of this account and region, nothing else
+    // (no listing: nothing adopts Bedrock's jobs by listing them; no other account's or region's job).
+    const bedrockJobs = `arn:${Aws.PARTITION}:bedrock:${Aws.REGION}:${Aws.ACCOUNT_ID}:model-invocation-job/*`;
+    this.reconcileFunction.addToRolePolicy(new PolicyStatement({ actions: ['bedrock:GetModelInvocationJob'], resources: [bedrockJobs] }));
+    Validations.of(this.reconcileFunction.role as Role).acknowledge({
+      id: 'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:model-invocation-job/*]',
+      reason: "Bedrock's batch jobs are created by the app at run time: any job of this account and region, read only.",
+    });
+    this.bedrockEventsFunction = new RatchetFunction(this, 'BedrockEvents', {
+      entry: 'lambda/handlers/bedrock-events.ts',
+      description: "Bedrock's batch inference job state changes -> the same ingest (a nudge: the poll after it decides)",
+    }).bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem']);
+    // Bedrock sends these to the default bus (best effort, unordered); only its batch jobs' state changes.
+    new Rule(this, 'BedrockJobStateChanges', {
+      description: "Bedrock's batch inference job state changes -> Ratchet",
+      eventPattern: { source: [BEDROCK_EVENT_SOURCE], detailType: [BEDROCK_EVENT_DETAIL_TYPE] },
+      targets: [new LambdaFunction(this.bedrockEventsFunction)],
+    });
+
     // A JWT-signed delivery is verified by polling: the API wakes reconcile at once (an asynchronous invocation).
     this.apiFunction.addEnvironment('RECONCILE_FUNCTION_NAME', this.reconcileFunction.functionName);
     this.apiFunction.addToRolePolicy(
@@ -493,7 +557,13 @@ export class Ratchet extends Construct {
 
     this.alarms = new RatchetAlarms(this, 'Monitoring', {
       api: this.api,
-      functions: { Api: this.apiFunction, Effects: this.effectsFunction, Reconcile: this.reconcileFunction, History: this.historyFunction },
+      functions: {
+        Api: this.apiFunction,
+        Effects: this.effectsFunction,
+        Reconcile: this.reconcileFunction,
+        History: this.historyFunction,
+        BedrockEvents: this.bedrockEventsFunction,
+      },
       historyFailures,
       effectsQueue: this.effectsQueue,
       effectsDeadLetterQueue: effectsDlq,

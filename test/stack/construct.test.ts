@@ -11,6 +11,7 @@ import { Match, Template } from 'aws-cdk-lib/assertions';
 import { LambdaFunction, SqsQueue } from 'aws-cdk-lib/aws-events-targets';
 import { Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
 import { Code, Function as LambdaFn, Runtime } from 'aws-cdk-lib/aws-lambda';
+import { Secret } from 'aws-cdk-lib/aws-secretsmanager';
 import { Queue } from 'aws-cdk-lib/aws-sqs';
 import { AwsSolutionsChecks } from 'cdk-nag';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -70,8 +71,18 @@ function resolve(value: unknown): unknown {
       if (ref === 'AWS::Partition') return 'aws';
       if (ref === 'AWS::Region') return REGION;
       if (ref === 'AWS::AccountId') return ACCOUNT;
-      if (template.toJSON().Resources[ref]?.Type === 'AWS::ApiGatewayV2::Api') return API_ID;
+      const type = template.toJSON().Resources[ref]?.Type;
+      if (type === 'AWS::ApiGatewayV2::Api') return API_ID;
+      if (type === 'AWS::SecretsManager::Secret') return `arn:aws:secretsmanager:${REGION}:${ACCOUNT}:secret:${ref}-AbCdEf`;
       throw new Error(`no physical id for ${ref}`);
+    }
+    if ('Fn::GetAtt' in object) {
+      const [id, attribute] = object['Fn::GetAtt'] as [string, string];
+      const type = template.toJSON().Resources[id]?.Type;
+      if (type === 'AWS::DynamoDB::Table' && attribute === 'Arn') return `arn:aws:dynamodb:${REGION}:${ACCOUNT}:table/${id}`;
+      if (type === 'AWS::Lambda::Function' && attribute === 'Arn') return `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${id}`;
+      if (type === 'AWS::Logs::LogGroup' && attribute === 'Arn') return `arn:aws:logs:${REGION}:${ACCOUNT}:log-group:${id}:*`;
+      throw new Error(`no value for ${id}.${attribute}`);
     }
     if ('Fn::Join' in object) {
       const [separator, parts] = object['Fn::Join'] as [string, unknown[]];
@@ -80,6 +91,26 @@ function resolve(value: unknown): unknown {
     return Object.fromEntries(Object.entries(object).map(([key, inner]) => [key, resolve(inner)]));
   }
   return value;
+}
+
+/** Whether the role whose logical id starts with `prefix` may do `action` on `resource`, as IAM would judge it. */
+async function allowed(prefix: string, action: string, resource: string): Promise<boolean> {
+  const result = await runSimulation(
+    {
+      identityPolicies: policyOf(prefix),
+      serviceControlPolicies: [],
+      resourceControlPolicies: [],
+      request: {
+        principal: `arn:aws:iam::${ACCOUNT}:role/${prefix}`,
+        action,
+        resource: { resource, accountId: ACCOUNT },
+        contextVariables: {},
+      },
+    },
+    {},
+  );
+  if (result.resultType !== 'single') throw new Error(`simulation: ${JSON.stringify(result)}`);
+  return result.overallResult === 'Allowed';
 }
 
 async function invokeAllowed(prefix: string, method: string, path: string): Promise<boolean> {
@@ -229,7 +260,9 @@ describe('the Ratchet construct in an application’s own stack', () => {
     const platform = Template.fromStack(stack);
     const functions = Object.entries(platform.findResources('AWS::Lambda::Function'));
     const withProject = functions.filter(([, f]) => f.Properties.Environment?.Variables?.GOOGLE_CLOUD_PROJECT);
-    expect(withProject.map(([, f]) => f.Properties.Description)).toEqual(['Polls Gemini for open operations and ingests what it learns']);
+    expect(withProject.map(([, f]) => f.Properties.Description)).toEqual([
+      'Polls the providers for open operations and ingests what it learns',
+    ]);
     expect(withProject[0]?.[1].Properties.Environment.Variables).toMatchObject({
       GOOGLE_CLOUD_PROJECT: 'my-project',
       GOOGLE_CLOUD_LOCATION: 'us-central1',
@@ -242,6 +275,65 @@ describe('the Ratchet construct in an application’s own stack', () => {
     platform.hasOutput('AgentPlatformCredentialsSecretArn', {});
     // Without it, no secret and no variable.
     expect(JSON.stringify(template.toJSON())).not.toContain('AgentPlatformCredentials');
+  });
+
+  it('polls OpenAI, Anthropic and Azure OpenAI and checks their webhooks with the secrets the app names, each readable only where it is used', () => {
+    const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
+    const stack = new Stack(app, 'WithProviders', { env: { account: ACCOUNT, region: REGION } });
+    const own = (id: string) => new Secret(stack, id);
+    new Ratchet(stack, 'Ratchet', {
+      openai: { apiKeys: own('OpenAIKeys'), webhookSecret: own('OpenAIWebhook'), baseUrl: 'https://openai.example/v1' },
+      anthropic: { apiKeys: Secret.fromSecretNameV2(stack, 'AnthropicKeys', 'team/anthropic') },
+      azureOpenAI: { endpoint: 'https://my-resource.openai.azure.com', apiKey: own('AzureKey'), webhookSecret: own('AzureWebhook') },
+    });
+    const providers = Template.fromStack(stack);
+    const fn = (description: RegExp) =>
+      Object.values(providers.findResources('AWS::Lambda::Function')).find((f) => description.test(f.Properties.Description))?.Properties
+        .Environment.Variables;
+    const ref = (id: string) => ({ Ref: expect.stringMatching(new RegExp(`^${id}`)) });
+    expect(fn(/^Polls the providers/)).toMatchObject({
+      OPENAI_API_KEY_ARN: ref('OpenAIKeys'),
+      OPENAI_BASE_URL: 'https://openai.example/v1',
+      ANTHROPIC_API_KEY_ARN: expect.objectContaining({ 'Fn::Join': expect.anything() }),
+      AZURE_OPENAI_ENDPOINT: 'https://my-resource.openai.azure.com',
+      AZURE_OPENAI_API_KEY_ARN: ref('AzureKey'),
+    });
+    expect(fn(/webhooks and the operations API$/)).toMatchObject({
+      OPENAI_WEBHOOK_SECRET_ARN: ref('OpenAIWebhook'),
+      AZURE_OPENAI_ENDPOINT: 'https://my-resource.openai.azure.com',
+      AZURE_OPENAI_WEBHOOK_SECRET_ARN: ref('AzureWebhook'),
+    });
+    // Each secret: GetSecretValue for the one function that uses it, and nothing else for anyone.
+    const readersOf = (secret: string) =>
+      Object.values(providers.findResources('AWS::IAM::Policy'))
+        .filter((p) =>
+          p.Properties.PolicyDocument.Statement.some((st: { Resource: unknown }) => JSON.stringify(st.Resource).includes(secret)),
+        )
+        .map((p) => [
+          p.Properties.Roles[0].Ref.replace(/[0-9A-F]{8}$/, ''),
+          p.Properties.PolicyDocument.Statement.filter((st: { Resource: unknown }) => JSON.stringify(st.Resource).includes(secret)).map(
+            (st: { Action: unknown }) => st.Action,
+          ),
+        ]);
+    expect(readersOf('OpenAIKeys')).toEqual([['RatchetReconcileRole', ['secretsmanager:GetSecretValue']]]);
+    expect(readersOf('secret:team/anthropic')).toEqual([['RatchetReconcileRole', ['secretsmanager:GetSecretValue']]]);
+    expect(readersOf('AzureKey')).toEqual([['RatchetReconcileRole', ['secretsmanager:GetSecretValue']]]);
+    expect(readersOf('OpenAIWebhook')).toEqual([['RatchetApiRole', ['secretsmanager:GetSecretValue']]]);
+    expect(readersOf('AzureWebhook')).toEqual([['RatchetApiRole', ['secretsmanager:GetSecretValue']]]);
+    // Without the props: none of their variables (the routes answer 503 not-configured, the providers are not polled).
+    const variables = JSON.stringify(template.findResources('AWS::Lambda::Function'));
+    for (const variable of ['OPENAI_', 'ANTHROPIC_', 'AZURE_OPENAI_']) expect(variables).not.toContain(variable);
+  });
+
+  it('lets reconcile read Bedrock batch jobs of its own account and region only, and list none', async () => {
+    const reconcile = (action: string, resource: string) => allowed('RatchetReconcile', action, resource);
+    const job = (region: string, account: string) => `arn:aws:bedrock:${region}:${account}:model-invocation-job/abc123`;
+    expect(await reconcile('bedrock:GetModelInvocationJob', job(REGION, ACCOUNT))).toBe(true);
+    expect(await reconcile('bedrock:GetModelInvocationJob', job('us-east-1', ACCOUNT))).toBe(false);
+    expect(await reconcile('bedrock:GetModelInvocationJob', job(REGION, '210987654321'))).toBe(false);
+    expect(await reconcile('bedrock:StopModelInvocationJob', job(REGION, ACCOUNT))).toBe(false);
+    expect(await reconcile('bedrock:ListModelInvocationJobs', '*')).toBe(false);
+    expect(await allowed('RatchetApi', 'bedrock:GetModelInvocationJob', job(REGION, ACCOUNT))).toBe(false);
   });
 
   it('the role a consumer grants may be any IGrantable, e.g. a role of its own', () => {

@@ -17,6 +17,16 @@ function synthStack(app: App) {
 
 /** Active tracing: the one statement X-Ray needs, on `*` (it has no resource-level permissions). */
 const XRAY = [['xray:PutTelemetryRecords', 'xray:PutTraceSegments'], '"*"'];
+/** Reading one Bedrock batch inference job of the stack's own account and region (in whatever partition it is). */
+const BEDROCK_READ = [
+  ['bedrock:GetModelInvocationJob'],
+  JSON.stringify({
+    'Fn::Join': [
+      '',
+      ['arn:', { Ref: 'AWS::Partition' }, ':bedrock:', { Ref: 'AWS::Region' }, ':', { Ref: 'AWS::AccountId' }, ':model-invocation-job/*'],
+    ],
+  }),
+];
 
 /** Every IAM statement attached to the role whose logical id starts with `rolePrefix`: [actions, resource]. */
 function permissionsOf(rolePrefix: string): Array<[string[], string]> {
@@ -78,7 +88,7 @@ describe('RatchetStack', () => {
       [['lambda:InvokeFunction'], expect.stringMatching(/^\{"Fn::GetAtt":\["Reconcile[0-9A-F]+","Arn"\]\}$/)],
     ]);
     const api = Object.values(template.findResources('AWS::Lambda::Function')).find((fn) =>
-      String(fn.Properties.Description).startsWith('Gemini webhook'),
+      String(fn.Properties.Description).startsWith('Gemini and OpenAI webhooks'),
     );
     expect(Object.keys(api?.Properties.Environment.Variables)).toContain('RECONCILE_FUNCTION_NAME');
     expect(Object.keys(api?.Properties.Environment.Variables)).not.toContain('GEMINI_WEBHOOK_AUDIENCE');
@@ -219,7 +229,46 @@ describe('RatchetStack', () => {
       [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due"/)],
       [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-age"/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
+      BEDROCK_READ,
     ]);
+  });
+
+  it("polls Bedrock with reconcile's own role: one job of this account and region at a time, never a listing", () => {
+    const statements = permissionsOf('ReconcileRole').filter(([actions]) => actions.some((action) => action.startsWith('bedrock:')));
+    expect(statements).toEqual([BEDROCK_READ]);
+    // No other function may touch Bedrock.
+    for (const role of ['ApiRole', 'EffectsRole', 'HistoryWriterRole', 'BedrockEventsRole'])
+      expect(
+        permissionsOf(role)
+          .flatMap(([actions]) => actions)
+          .filter((action) => action.startsWith('bedrock:')),
+      ).toEqual([]);
+  });
+
+  it("takes Bedrock's batch job state changes from the default bus to a function that may only read and write the operations table", () => {
+    const rules = Object.entries(template.findResources('AWS::Events::Rule')).filter(
+      ([, rule]) => rule.Properties.EventPattern?.source?.[0] === 'aws.bedrock',
+    );
+    expect(rules).toHaveLength(1);
+    const [ruleId, rule] = rules[0] as [string, { Properties: Record<string, unknown> }];
+    // The default bus: no EventBusName.
+    expect(rule.Properties.EventBusName).toBeUndefined();
+    expect(rule.Properties.EventPattern).toEqual({ source: ['aws.bedrock'], 'detail-type': ['Batch Inference Job State Change'] });
+    expect(rule.Properties.Targets).toEqual([
+      expect.objectContaining({ Arn: { 'Fn::GetAtt': [expect.stringMatching(/^BedrockEvents[0-9A-F]+$/), 'Arn'] } }),
+    ]);
+    template.hasResourceProperties('AWS::Lambda::Permission', {
+      FunctionName: { 'Fn::GetAtt': [Match.stringLikeRegexp('^BedrockEvents'), 'Arn'] },
+      Principal: 'events.amazonaws.com',
+      SourceArn: { 'Fn::GetAtt': [ruleId, 'Arn'] },
+    });
+    expect(permissionsOf('BedrockEventsRole')).toEqual([
+      [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('BedrockEventsLogs')],
+      XRAY,
+      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
+    ]);
+    const fn = Object.entries(template.findResources('AWS::Lambda::Function')).find(([id]) => id.startsWith('BedrockEvents'))?.[1];
+    expect(Object.keys(fn?.Properties.Environment.Variables).sort()).toEqual(['POWERTOOLS_SERVICE_NAME', 'TABLE_NAME']);
   });
 
   it('routes the webhook without authorizer (signature-checked) and the operations routes through IAM', () => {
@@ -227,6 +276,8 @@ describe('RatchetStack', () => {
     const byKey = Object.fromEntries(Object.values(routes).map((r) => [r.Properties.RouteKey, r.Properties.AuthorizationType]));
     expect(byKey).toEqual({
       'POST /webhooks/gemini': 'NONE',
+      'POST /webhooks/openai': 'NONE',
+      'POST /webhooks/azure-openai': 'NONE',
       'GET /healthz': 'NONE',
       'POST /operations': 'AWS_IAM',
       'GET /operations': 'AWS_IAM',
@@ -247,17 +298,22 @@ describe('RatchetStack', () => {
     expect(routes.map((r) => r.RouteKey)).not.toContain('$default');
     expect(routes.every((r) => /^(GET|POST) \//.test(r.RouteKey))).toBe(true);
     const open = routes.filter((r) => r.AuthorizationType !== 'AWS_IAM').map((r) => r.RouteKey);
-    expect(open.sort()).toEqual(['GET /healthz', 'POST /webhooks/gemini']);
-    // The open webhook route reaches the API function, whose app verifies every delivery's signature.
+    expect(open.sort()).toEqual(['GET /healthz', 'POST /webhooks/azure-openai', 'POST /webhooks/gemini', 'POST /webhooks/openai']);
+    // Each open webhook route reaches the API function, whose app verifies every delivery's signature.
     const integrations = template.findResources('AWS::ApiGatewayV2::Integration');
-    const webhook = routes.find((r) => r.RouteKey === 'POST /webhooks/gemini');
-    const target = (webhook.Target['Fn::Join'][1] as unknown[])[1] as { Ref: string };
-    const functionId = integrations[target.Ref]?.Properties.IntegrationUri['Fn::GetAtt'][0] as string;
-    expect(template.findResources('AWS::Lambda::Function')[functionId]?.Properties.Description).toBe('Gemini webhook and operations API');
+    for (const key of ['POST /webhooks/gemini', 'POST /webhooks/openai', 'POST /webhooks/azure-openai']) {
+      const webhook = routes.find((r) => r.RouteKey === key);
+      const target = (webhook.Target['Fn::Join'][1] as unknown[])[1] as { Ref: string };
+      const functionId = integrations[target.Ref]?.Properties.IntegrationUri['Fn::GetAtt'][0] as string;
+      expect(template.findResources('AWS::Lambda::Function')[functionId]?.Properties.Description).toBe(
+        'Gemini and OpenAI webhooks and the operations API',
+      );
+    }
     const stage = Object.values(template.findResources('AWS::ApiGatewayV2::Stage'))[0];
     const settings = stage?.Properties.RouteSettings as Record<string, { ThrottlingRateLimit: number; ThrottlingBurstLimit: number }>;
     expect(Object.keys(settings).sort()).toEqual(routes.map((r) => r.RouteKey).sort());
-    expect(settings['POST /webhooks/gemini']).toEqual({ ThrottlingRateLimit: 150, ThrottlingBurstLimit: 300 });
+    for (const key of ['POST /webhooks/gemini', 'POST /webhooks/openai', 'POST /webhooks/azure-openai'])
+      expect(settings[key]).toEqual({ ThrottlingRateLimit: 150, ThrottlingBurstLimit: 300 });
     for (const key of ['POST /operations', 'GET /operations', 'GET /operations/{name+}', 'GET /decisions'])
       expect(settings[key]).toEqual({ ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 });
     // Route settings name routes: the stage is deployed after them.
@@ -274,11 +330,12 @@ describe('RatchetStack', () => {
     });
     const tuned = Template.fromStack(stack);
     tuned.hasResourceProperties('AWS::Lambda::Function', {
-      Description: 'Gemini webhook and operations API',
+      Description: 'Gemini and OpenAI webhooks and the operations API',
       Environment: { Variables: Match.objectLike({ GEMINI_WEBHOOK_SCHEMES: 'hmac' }) },
     });
     const settings = Object.values(tuned.findResources('AWS::ApiGatewayV2::Stage'))[0]?.Properties.RouteSettings;
     expect(settings['POST /webhooks/gemini']).toEqual({ ThrottlingRateLimit: 40, ThrottlingBurstLimit: 80 });
+    expect(settings['POST /webhooks/openai']).toEqual({ ThrottlingRateLimit: 40, ThrottlingBurstLimit: 80 });
     expect(settings['GET /operations']).toEqual({ ThrottlingRateLimit: 50, ThrottlingBurstLimit: 100 });
     // Left out, the API function carries no scheme setting: all three are accepted.
     expect(JSON.stringify(template.findResources('AWS::Lambda::Function'))).not.toContain('GEMINI_WEBHOOK_SCHEMES');
@@ -339,7 +396,7 @@ describe('RatchetStack', () => {
 
   it('reserves concurrency for the open webhook route, and writes JSON access logs with latencies and integration errors', () => {
     template.hasResourceProperties('AWS::Lambda::Function', {
-      Description: 'Gemini webhook and operations API',
+      Description: 'Gemini and OpenAI webhooks and the operations API',
       ReservedConcurrentExecutions: 20,
     });
     const [stage] = Object.values(template.findResources('AWS::ApiGatewayV2::Stage'));
@@ -361,7 +418,7 @@ describe('RatchetStack', () => {
       [
         'Api5xx',
         'ApiLatency',
-        ...['Api', 'Effects', 'Reconcile', 'History'].flatMap((fn) => [`${fn}Errors`, `${fn}Throttles`, `${fn}Duration`]),
+        ...['Api', 'Effects', 'Reconcile', 'History', 'BedrockEvents'].flatMap((fn) => [`${fn}Errors`, `${fn}Throttles`, `${fn}Duration`]),
         'EffectsBacklogAge',
         'EffectsBacklogDepth',
         'EffectsQueueDeadLetters',
@@ -376,6 +433,7 @@ describe('RatchetStack', () => {
         'WebhookKeysUnavailable',
         'GeminiWebhookDisabled',
         'GeminiKeyRefused',
+        'ProviderKeyRefused',
         'TerminalConflicts',
         'ReconcileFailures',
         'StuckOperations',
@@ -389,6 +447,7 @@ describe('RatchetStack', () => {
     }
     expect(byName['Ratchet-GeminiWebhookDisabled']).toMatchObject({ MetricName: 'ReconcileWebhooksDisabled', Threshold: 1 });
     expect(byName['Ratchet-GeminiKeyRefused']).toMatchObject({ MetricName: 'RefusedGeminiKeys', Threshold: 1 });
+    expect(byName['Ratchet-ProviderKeyRefused']).toMatchObject({ MetricName: 'RefusedProviderKeys', Threshold: 1 });
     expect(byName['Ratchet-JobsNotFound']).toMatchObject({ MetricName: 'ReconcileNotFoundStopped', Threshold: 1 });
     expect(byName['Ratchet-StuckOperations']).toMatchObject({ MetricName: 'ReconcileOldestOpenAgeSeconds', Threshold: 48 * 3600 });
     expect(byName['Ratchet-EffectsBacklogAge']).toMatchObject({ MetricName: 'ApproximateAgeOfOldestMessage', Threshold: 3600 });
@@ -458,7 +517,7 @@ describe('RatchetStack', () => {
     const withEmail = Template.fromStack(stack);
     withEmail.hasResourceProperties('AWS::SNS::Subscription', { Protocol: 'email', Endpoint: 'ops@example.com' });
     const api = Object.values(withEmail.findResources('AWS::Lambda::Function')).find(
-      (f) => f.Properties.Description === 'Gemini webhook and operations API',
+      (f) => f.Properties.Description === 'Gemini and OpenAI webhooks and the operations API',
     );
     expect(api?.Properties.ReservedConcurrentExecutions).toBeUndefined();
   });
