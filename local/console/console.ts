@@ -6,7 +6,7 @@
  * change stream from the moment it was rendered and updates its rows in
  * place (view.ts); `?refresh=N` reloads the whole page every N seconds.
  *
- *   GET /                           operations, open first, with counts per state and kind as filter links
+ *   GET /                           operations, open first, with counts per state, provider and kind as filter links
  *   GET /console/operations/{name}  one operation: every event it received (applied or refused, and why),
  *                                   each effect beside the write it came from, its polling status
  *   GET /console/unprocessable      authentic deliveries that could never be used (answered 200 all the same), newest first
@@ -15,12 +15,22 @@ import type { Context, Hono } from 'hono';
 import { APP_SINK } from '../../app/effects/app-sink.ts';
 import type { DeadLetter } from '../../app/effects/dead-letters.ts';
 import { type DeliveryAttempts, LEDGER_RETENTION_SECONDS } from '../../app/effects/ledger.ts';
-import type { ConsoleEffects, ConsoleStore, PendingEffectView } from '../../app/engine.ts';
+import type { ConsoleEffects, ConsoleStore, OperationCounts, PendingEffectView } from '../../app/engine.ts';
 import type { ChangeFeedPort } from '../../app/feed.ts';
 import type { HistoryEntry, HistoryLog } from '../../app/history.ts';
 import { type Decision, EFFECTS_FILTERS, type EffectsFilter, type OperationView, type UnprocessableLog } from '../../app/ports.ts';
 import type { CredentialStatus } from '../../app/reconcile/credentials.ts';
-import { isTerminal, OPERATION_KINDS, OPERATION_STATES, type OperationKind, type OperationState } from '../../core/lifecycle.ts';
+import {
+  isTerminal,
+  OPERATION_KINDS,
+  OPERATION_STATES,
+  type OperationKind,
+  type OperationState,
+  PROVIDER_KINDS,
+  PROVIDERS,
+  type ProviderName,
+  providerOf,
+} from '../../core/lifecycle.ts';
 import { normalizeOperationName } from '../../core/names.ts';
 import { escapeHtml, live, page, pollingInWords, reasonInWords, shortTime, when } from './view.ts';
 
@@ -54,6 +64,8 @@ interface Filter {
   /** The mount's path, which every link of the list starts with (not part of the query). */
   base: string;
   state?: OperationState | 'open' | 'tracked';
+  /** Only this provider's jobs (its kinds). */
+  provider?: ProviderName;
   kind?: OperationKind;
   effects?: EffectsFilter;
   /** Only open jobs past their kind's limit (OVERDUE_AFTER). */
@@ -68,6 +80,7 @@ function filterOf(c: Context, base: string): Filter {
   return {
     base,
     state: state === 'open' || state === 'tracked' ? state : OPERATION_STATES.find((s) => s === state),
+    provider: PROVIDERS.find((p) => p === c.req.query('provider')),
     kind: OPERATION_KINDS.find((k) => k === c.req.query('kind')),
     effects: EFFECTS_FILTERS.find((f) => f === c.req.query('effects')),
     ...(c.req.query('overdue') === 'true' && { overdue: true }),
@@ -80,6 +93,7 @@ function linkTo(filter: Filter, change: Partial<Filter>): string {
   const next = { ...filter, page: 0, ...change };
   const query = new URLSearchParams({
     ...(next.state && { state: next.state }),
+    ...(next.provider && { provider: next.provider }),
     ...(next.kind && { kind: next.kind }),
     ...(next.effects && { effects: next.effects }),
     ...(next.overdue && { overdue: 'true' }),
@@ -110,9 +124,9 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     const deadLetters = effects ? await effects.deadLetters.list() : [];
     const deadNames = new Set(deadLetters.filter((letter) => letter.status !== 'redriving').map((letter) => letter.name));
     const retrying = new Set((await effects?.retrying()) ?? []);
-    const operations = await deps.store.consoleList({
+    const counts = await deps.store.counts();
+    const operations = await listOf(deps.store, counts, filter, {
       ...(filter.state === 'open' ? { open: true } : filter.state === 'tracked' ? { state: null } : { state: filter.state }),
-      kind: filter.kind,
       ...(filter.effects && { names: [...(filter.effects === 'dead-lettered' ? deadNames : retrying)] }),
       ...(filter.overdue && { overdue: true }),
       limit: PAGE_SIZE + 1,
@@ -121,9 +135,9 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
     const effectOf = (name: string) => (deadNames.has(name) ? 'dead-lettered' : retrying.has(name) ? 'retrying' : undefined);
     const rows = operations.slice(0, PAGE_SIZE).map((o) => operationRow(o, now, deps.reconcileOn, effectOf(o.name), base));
     const table = rows.length
-      ? `<div class="scroll"><table id="operations"><thead><tr><th>operation</th><th class="wide">kind</th><th>state</th><th class="wide">version</th>
-<th>last write</th><th>polling</th><th>effects</th></tr></thead><tbody>${rows.join('')}</tbody></table></div>`
-      : (await deps.store.counts()).length
+      ? `<div class="scroll"><table id="operations"><thead><tr><th>operation</th><th class="wide">provider</th><th class="wide">kind</th><th>state</th>
+<th class="wide">version</th><th>last write</th><th>polling</th><th>effects</th></tr></thead><tbody>${rows.join('')}</tbody></table></div>`
+      : counts.length
         ? '<p>No operation matches this filter.</p>'
         : '<p>No operations yet: send a webhook (<code>npm run webhook</code>) or track one (<code>POST /operations</code>).</p>';
     const pages = [
@@ -138,10 +152,7 @@ export function consoleRoutes(app: Hono, deps: ConsoleDeps): void {
         c,
         'operations',
         unusable +
-          live(
-            streamFrom(base, head),
-            (await countsNav(deps, filter, { 'dead-lettered': deadNames.size, retrying: retrying.size })) + table,
-          ) +
+          live(streamFrom(base, head), countsNav(counts, filter, { 'dead-lettered': deadNames.size, retrying: retrying.size }) + table) +
           footer,
         filter.refresh,
       ),
@@ -181,7 +192,7 @@ As JSON: <a href="${base}/decisions?outcome=unprocessable">${base}/decisions?out
     const now = Date.now();
     const { refresh } = filterOf(c, base);
     const here = (r: number | undefined) => `${base}/console/operations/${escapeHtml(name)}${r ? `?refresh=${r}` : ''}`;
-    const summary = `<p><strong class="${escapeHtml(view.state)}">${escapeHtml(view.state ?? 'tracked')}</strong>${overdueFlag(view, now)} · ${view.kind} · version ${view.version}
+    const summary = `<p><strong class="${escapeHtml(view.state)}">${escapeHtml(view.state ?? 'tracked')}</strong>${overdueFlag(view, now)} · ${providerOf(view.kind)} · ${view.kind} · version ${view.version}
 · last write ${when(view.recordedAt, now)} · first seen ${when(view.createdAt, now)}</p>
 <p id="polling">Polling: ${pollingInWords(view, now, deps.reconcileOn)}</p>${
       view.userMetadata ? `\n<p id="metadata">Metadata: <code>${escapeHtml(JSON.stringify(view.userMetadata))}</code></p>` : ''
@@ -207,7 +218,7 @@ function refusedKeysNote(deps: ConsoleDeps, now: number): string {
 ${keys.join(', ')}: the jobs polled with ${refused.length > 1 ? 'them' : 'it'} are not followed until it is replaced (GEMINI_API_KEYS).</p>`;
 }
 
-/** What the job came to and what it cost: its output, its request counts or tokens, a File Search response, a tuned model. */
+/** What the job came to and what it cost: its output (or files), its request counts or tokens, a File Search response, a tuned model. */
 function resultInWords(view: OperationView): string {
   const result = view.result;
   if (!result) return '';
@@ -233,6 +244,16 @@ function resultInWords(view: OperationView): string {
     ].filter(Boolean);
     lines.push(`<span id="cost">Cost: ${escapeHtml(parts.join(', '))}</span>`);
   }
+  if (result.requestCounts) {
+    const c = result.requestCounts;
+    const parts = (['total', 'succeeded', 'failed', 'canceled', 'expired'] as const).flatMap((count) =>
+      c[count] === undefined ? [] : [count === 'total' ? `${c[count]} requests` : `${c[count]} ${count}`],
+    );
+    lines.push(`<span id="cost">Cost: ${escapeHtml(parts.join(', '))}</span>`);
+  }
+  if (result.outputFileId) lines.push(`Output file: <code>${escapeHtml(result.outputFileId)}</code>`);
+  if (result.errorFileId) lines.push(`Error file: <code>${escapeHtml(result.errorFileId)}</code>`);
+  if (result.fineTunedModel) lines.push(`Fine-tuned model: <code>${escapeHtml(result.fineTunedModel)}</code>`);
   if (result.response) lines.push(`Response: <code>${escapeHtml(JSON.stringify(result.response))}</code>`);
   if (result.error) lines.push(`Error: ${escapeHtml([result.error.status, result.error.message].filter(Boolean).join(': '))}`);
   return lines.length ? `\n<p id="result">${lines.join('<br>')}</p>` : '';
@@ -263,7 +284,7 @@ function renderPage(c: Context, basePath: string, title: string, body: string, r
 function operationRow(o: OperationView, now: number, reconcileOn: boolean, effects: EffectsFilter | undefined, base: string): string {
   const status = isTerminal(o.state) ? 'done' : 'open';
   return `<tr data-name="${escapeHtml(o.name)}" class="${status}"><td><a href="${base}/console/operations/${escapeHtml(o.name)}">${escapeHtml(o.name)}</a></td>
-<td class="wide">${o.kind}</td><td class="${escapeHtml(o.state)}">${escapeHtml(o.state ?? 'tracked')}${overdueFlag(o, now)}</td><td class="wide">${o.version}</td>
+<td class="wide provider">${providerOf(o.kind)}</td><td class="wide">${o.kind}</td><td class="${escapeHtml(o.state)}">${escapeHtml(o.state ?? 'tracked')}${overdueFlag(o, now)}</td><td class="wide">${o.version}</td>
 <td>${when(o.recordedAt, now)}</td><td>${pollingInWords(o, now, reconcileOn)}</td>
 <td>${effects ? `<span class="${effects}">${effects}</span>` : ''}</td></tr>`;
 }
@@ -282,12 +303,35 @@ function duration(seconds: number): string {
   return `${Math.round(seconds / 86_400)} d`;
 }
 
-/** Counts per state and per kind, each a link that filters the list (the other filter kept). */
-async function countsNav(deps: ConsoleDeps, filter: Filter, troubled: Record<EffectsFilter, number>): Promise<string> {
-  const counts = await deps.store.counts();
+/**
+ * The list's page: the store's list, and for a provider with no kind chosen the lists of its kinds that have jobs
+ * (the store filters by one kind) merged in the store's order (open first, then the newest), this page cut from them.
+ */
+export async function listOf(
+  store: ConsoleStore,
+  counts: OperationCounts[],
+  filter: Pick<Filter, 'provider' | 'kind'>,
+  query: Omit<Parameters<ConsoleStore['consoleList']>[0], 'kind'>,
+): Promise<OperationView[]> {
+  if (filter.kind && filter.provider && providerOf(filter.kind) !== filter.provider) return [];
+  if (filter.kind || !filter.provider) return store.consoleList({ ...query, kind: filter.kind });
+  const kinds = PROVIDER_KINDS[filter.provider].filter((kind) => counts.some((row) => row.kind === kind));
+  const lists = await Promise.all(kinds.map((kind) => store.consoleList({ ...query, kind, limit: query.offset + query.limit, offset: 0 })));
+  const rank = (o: OperationView) => (isTerminal(o.state) ? 1 : 0);
+  return lists
+    .flat()
+    .sort((a, b) => rank(a) - rank(b) || compare(b.recordedAt, a.recordedAt) || compare(b.name, a.name))
+    .slice(query.offset, query.offset + query.limit);
+}
+
+const compare = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** Counts per state, per provider and per kind, each a link that filters the list (the other filters kept). */
+function countsNav(counts: OperationCounts[], filter: Filter, troubled: Record<EffectsFilter, number>): string {
   const overdueCount = counts.reduce((total, row) => total + row.overdue, 0);
   const sum = (rows: typeof counts) => rows.reduce((total, row) => total + row.count, 0);
-  const inKind = counts.filter((row) => !filter.kind || row.kind === filter.kind);
+  const ofProvider = (row: OperationCounts) => !filter.provider || providerOf(row.kind) === filter.provider;
+  const inKind = counts.filter((row) => ofProvider(row) && (!filter.kind || row.kind === filter.kind));
   const inState = counts.filter((row) =>
     filter.state === 'open'
       ? !isTerminal(row.state)
@@ -306,10 +350,20 @@ async function countsNav(deps: ConsoleDeps, filter: Filter, troubled: Record<Eff
       return count ? [chip(label, count, linkTo(filter, { state: label as Filter['state'] }), filter.state === label, state ?? '')] : [];
     }),
   ];
+  // A kind chosen is kept when its provider is chosen, and let go for another provider (it would match nothing).
+  const providers = [
+    chip('any provider', sum(inState), linkTo(filter, { provider: undefined }), !filter.provider),
+    ...PROVIDERS.flatMap((provider) => {
+      const count = sum(inState.filter((row) => providerOf(row.kind) === provider));
+      const kind = filter.kind && providerOf(filter.kind) === provider ? filter.kind : undefined;
+      return count ? [chip(provider, count, linkTo(filter, { provider, kind }), filter.provider === provider)] : [];
+    }),
+  ];
+  const inProvider = inState.filter(ofProvider);
   const kinds = [
-    chip('any kind', sum(inState), linkTo(filter, { kind: undefined }), !filter.kind),
+    chip('any kind', sum(inProvider), linkTo(filter, { kind: undefined }), !filter.kind),
     ...OPERATION_KINDS.flatMap((kind) => {
-      const count = sum(inState.filter((row) => row.kind === kind));
+      const count = sum(inProvider.filter((row) => row.kind === kind));
       return count ? [chip(kind, count, linkTo(filter, { kind }), filter.kind === kind)] : [];
     }),
   ];
@@ -329,7 +383,7 @@ async function countsNav(deps: ConsoleDeps, filter: Filter, troubled: Record<Eff
     overdueCount > 0 || filter.overdue
       ? `<p>late: ${chip('overdue', overdueCount, linkTo(filter, { overdue: !filter.overdue }), Boolean(filter.overdue), 'retrying')}</p>`
       : '';
-  return `<nav id="counts"><p>state: ${states.join('')}</p><p>kind: ${kinds.join('')}</p>${effects}${overdue}</nav>`;
+  return `<nav id="counts"><p>state: ${states.join('')}</p><p>provider: ${providers.join('')}</p><p>kind: ${kinds.join('')}</p>${effects}${overdue}</nav>`;
 }
 
 type TimelineItem = { at: string; write?: HistoryEntry; decision?: Decision };

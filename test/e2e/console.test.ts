@@ -102,6 +102,63 @@ describe('the console', () => {
     await page.close();
   });
 
+  it("filters by provider beside the kind (?provider=), its kinds alone listed, and shows each row's provider", async () => {
+    for (const name of ['openai/batches/batch_c8', 'openai/responses/resp_c8', 'anthropic/messages/batches/msgbatch_c9'])
+      expect(
+        (
+          await ratchet.api('/operations', {
+            method: 'POST',
+            body: JSON.stringify({ name }),
+            headers: { 'content-type': 'application/json' },
+          })
+        ).status,
+      ).toBe(201);
+    const page = await open('/');
+    const counts = async (filters: string[]) =>
+      Object.fromEntries(await Promise.all(filters.map(async (f) => [f, await countOf(page, f)])));
+    expect(await counts(['any provider', 'gemini', 'openai', 'anthropic'])).toEqual({
+      'any provider': 6,
+      gemini: 3,
+      openai: 2,
+      anthropic: 1,
+    });
+    expect(await page.locator('#counts a[data-filter="bedrock"]').count()).toBe(0); // none of its jobs
+    expect(await page.locator('tr[data-name="openai/batches/batch_c8"] td.provider').textContent()).toBe('openai');
+    expect(await page.locator('tr[data-name="batches/c2"] td.provider').textContent()).toBe('gemini');
+
+    // Gemini's jobs are of several kinds: in the order of the whole list, open first.
+    await page.click('#counts a[data-filter="gemini"]');
+    await page.waitForURL(/\?provider=gemini$/);
+    expect(await rowNames(page)).toEqual(['batches/c0', 'batches/c2', 'interactions/c1']);
+    await page.click('#counts a[data-filter="openai"]');
+    await page.waitForURL(/\?provider=openai$/);
+    expect(await rowNames(page)).toEqual(['openai/responses/resp_c8', 'openai/batches/batch_c8']);
+    // Its kinds alone, and the states within it.
+    expect(await page.locator('#counts a[data-filter="batch"]').count()).toBe(0);
+    expect(await counts(['all', 'tracked', 'any kind', 'openai-batch', 'openai-response'])).toEqual({
+      all: 2,
+      tracked: 2,
+      'any kind': 2,
+      'openai-batch': 1,
+      'openai-response': 1,
+    });
+    await page.click('#counts a[data-filter="openai-batch"]');
+    await page.waitForURL(/\?provider=openai&kind=openai-batch$/);
+    expect(await rowNames(page)).toEqual(['openai/batches/batch_c8']);
+    // Another provider lets the kind go.
+    await page.click('#counts a[data-filter="anthropic"]');
+    await page.waitForURL(/\?provider=anthropic$/);
+    expect(await rowNames(page)).toEqual(['anthropic/messages/batches/msgbatch_c9']);
+    await page.click('#counts a[data-filter="any provider"]');
+    await page.waitForURL(/\/$/);
+    expect((await rowNames(page)).length).toBe(6);
+    await page.goto(`${ratchet.url}/?provider=openai&kind=batch`);
+    expect(await page.locator('body').textContent()).toContain('No operation matches this filter.');
+    await page.goto(`${ratchet.url}/console/operations/openai/batches/batch_c8`);
+    expect(await page.locator('#live p').first().textContent()).toMatch(/^tracked · openai · openai-batch · version 1/);
+    await page.close();
+  });
+
   it("shows an operation's every event: applied writes with their effect beside them, refused ones greyed with the reason", async () => {
     await deliver('interaction.requires_action', 'interactions/c1', '2026-11-30T10:00:00Z'); // after the end
     const page = await open('/');

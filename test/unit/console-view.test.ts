@@ -1,8 +1,9 @@
-/** How the console words times, reasons and polling (pure). */
+/** How the console words times, reasons and polling (pure), and how it pages a provider's jobs of several kinds. */
 import { describe, expect, it } from 'vitest';
 import type { DeadLetter } from '../../app/effects/dead-letters.ts';
+import type { ConsoleStore } from '../../app/engine.ts';
 import type { OperationView } from '../../app/ports.ts';
-import { type EffectFacts, effectStatus } from '../../local/console/console.ts';
+import { type EffectFacts, effectStatus, listOf } from '../../local/console/console.ts';
 import { pollingInWords, reasonInWords, shortTime, when } from '../../local/console/view.ts';
 
 const NOW = Date.parse('2026-12-03T12:00:00Z');
@@ -76,5 +77,46 @@ describe('the console view', () => {
     expect(status(6)).not.toContain('effect-pending'); // two hours old and held nowhere
     expect(text(status(6))).toBe('–');
     expect(status(6)).toContain('kept 30 days');
+  });
+});
+
+describe("the console's list by provider", () => {
+  // A stand-in store in the engines' order (open first, then the newest, then by name), filtering by one kind.
+  const at = (second: number) => `2026-12-03T11:59:${String(second).padStart(2, '0')}.000000000Z`;
+  const jobs = [
+    ['batches/1', 'batch', 'SUCCEEDED', 1],
+    ['interactions/2', 'interaction', 'RUNNING', 2],
+    ['openai/batches/batch_3', 'openai-batch', null, 3],
+    ['batches/4', 'batch', null, 4],
+    ['models/m/operations/5', 'operation', 'FAILED', 5],
+    ['interactions/6', 'interaction', 'SUCCEEDED', 5],
+    ['batches/7', 'batch', 'SUCCEEDED', 7],
+  ].map(([name, kind, state, second]) => ({ name, kind, state, recordedAt: at(second as number) }) as OperationView);
+  const terminal = (o: OperationView) => (o.state === null || o.state === 'RUNNING' ? 0 : 1);
+  const ordered = [...jobs].sort(
+    (a, b) => terminal(a) - terminal(b) || b.recordedAt.localeCompare(a.recordedAt) || b.name.localeCompare(a.name),
+  );
+  const store = {
+    consoleList: ({ kind, limit, offset }: { kind?: string; limit: number; offset: number }) =>
+      ordered.filter((o) => !kind || o.kind === kind).slice(offset, offset + limit),
+  } as unknown as ConsoleStore;
+  const counts = jobs.map((o) => ({ state: o.state, kind: o.kind, count: 1, overdue: 0, oldestOpenSince: null }));
+  const names = (views: OperationView[]) => views.map((o) => o.name);
+
+  it("pages a provider's jobs of several kinds in the store's order, as the whole list filtered by provider", async () => {
+    const gemini = names(ordered.filter((o) => !o.kind.startsWith('openai-')));
+    expect(gemini).toHaveLength(6);
+    for (const offset of [0, 2, 4, 6])
+      expect(names(await listOf(store, counts, { provider: 'gemini' }, { limit: 2, offset })), `offset ${offset}`).toEqual(
+        gemini.slice(offset, offset + 2),
+      );
+    expect(names(await listOf(store, counts, { provider: 'openai' }, { limit: 10, offset: 0 }))).toEqual(['openai/batches/batch_3']);
+    expect(names(await listOf(store, counts, { provider: 'anthropic' }, { limit: 10, offset: 0 }))).toEqual([]);
+    // A kind chosen is the store's own filter; one of another provider matches nothing.
+    expect(names(await listOf(store, counts, { provider: 'gemini', kind: 'interaction' }, { limit: 10, offset: 0 }))).toEqual([
+      'interactions/2',
+      'interactions/6',
+    ]);
+    expect(await listOf(store, counts, { provider: 'openai', kind: 'batch' }, { limit: 10, offset: 0 })).toEqual([]);
   });
 });
