@@ -5,7 +5,7 @@
  * observes at each export.
  */
 
-import { isTerminal, OPERATION_KINDS } from '../core/lifecycle.ts';
+import { isTerminal, OPERATION_KINDS, providerOf } from '../core/lifecycle.ts';
 import type { EffectsRecords, EngineStore } from './engine.ts';
 import { METRIC } from './telemetry.ts';
 
@@ -16,9 +16,9 @@ export interface MetricsSource {
 }
 
 export const GAUGES = {
-  [METRIC.operations]: 'Stored operations by kind and state (tracked: nothing observed yet).',
-  [METRIC.oldestOpen]: 'Age in seconds of the oldest open operation of each kind (0: none open).',
-  [METRIC.overdue]: 'Open operations marked overdue (past OVERDUE_AFTER), by kind.',
+  [METRIC.operations]: 'Stored operations by provider, kind and state (tracked: nothing observed yet).',
+  [METRIC.oldestOpen]: 'Age in seconds of the oldest open operation of each kind (0: none open), with its provider.',
+  [METRIC.overdue]: 'Open operations marked overdue (past OVERDUE_AFTER), by provider and kind.',
   [METRIC.effectsPending]: 'Effects the sink has not taken yet (retrying ones included).',
   [METRIC.effectsRetrying]: 'Effects waiting for the sink whose last attempt failed.',
   [METRIC.effectsDead]: 'Dead-lettered effects the sink never took.',
@@ -32,7 +32,10 @@ export interface GaugeValue {
   value: number;
 }
 
-/** Every gauge's values now: each kind's oldest-open age and overdue count (0 where none), each stored kind and state, each sink. */
+/**
+ * Every gauge's values now: each kind's oldest-open age and overdue count (0 where none), each stored kind and state,
+ * each sink. A kind's provider is a label beside it.
+ */
 export async function readGauges(source: MetricsSource, nowMs = Date.now()): Promise<GaugeValue[]> {
   const [counts, backlog] = await Promise.all([source.store.counts(), source.effects?.backlog() ?? []]);
   const values: GaugeValue[] = [];
@@ -40,13 +43,18 @@ export async function readGauges(source: MetricsSource, nowMs = Date.now()): Pro
     const rows = counts.filter((row) => row.kind === kind);
     const since = rows.flatMap((row) => (row.oldestOpenSince === null || isTerminal(row.state) ? [] : [Date.parse(row.oldestOpenSince)]));
     const oldest = Math.min(...since.filter(Number.isFinite));
+    const labels = { provider: providerOf(kind), kind };
     values.push(
-      { name: METRIC.oldestOpen, labels: { kind }, value: Number.isFinite(oldest) ? Math.max(0, Math.round((nowMs - oldest) / 1000)) : 0 },
-      { name: METRIC.overdue, labels: { kind }, value: rows.reduce((sum, row) => sum + row.overdue, 0) },
+      { name: METRIC.oldestOpen, labels, value: Number.isFinite(oldest) ? Math.max(0, Math.round((nowMs - oldest) / 1000)) : 0 },
+      { name: METRIC.overdue, labels, value: rows.reduce((sum, row) => sum + row.overdue, 0) },
     );
   }
   for (const row of counts)
-    values.push({ name: METRIC.operations, labels: { kind: row.kind, state: row.state ?? 'tracked' }, value: row.count });
+    values.push({
+      name: METRIC.operations,
+      labels: { provider: providerOf(row.kind), kind: row.kind, state: row.state ?? 'tracked' },
+      value: row.count,
+    });
   for (const { sink, pending, retrying, deadLettered } of backlog)
     values.push(
       { name: METRIC.effectsPending, labels: { sink }, value: pending },

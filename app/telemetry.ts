@@ -9,9 +9,10 @@
  * every home, so one dashboard reads them all.
  *
  * No label carries an operation's name or anything else unbounded: decisions,
- * reasons, kinds, states, sinks and outcomes are closed sets.
+ * reasons, providers, kinds, states, sinks and outcomes are closed sets. Where
+ * a kind is a label, its provider is one beside it (a dashboard filters by it).
  */
-import type { OperationKind } from '../core/lifecycle.ts';
+import { type OperationKind, type ProviderName, providerOf } from '../core/lifecycle.ts';
 import { ConfigError } from './config.ts';
 
 /** What became of a webhook delivery, in the decisions log's words (`unauthenticated`: its signature refused, a 401). */
@@ -48,6 +49,7 @@ export interface Telemetry {
   webhook(outcome: WebhookOutcome, seconds: number): void;
   /** An effect `sink` accepted, `lagSeconds` after its change was committed. */
   effect(sink: string, lagSeconds: number): void;
+  /** One poll of a job of `kind` (its provider's, labelled `provider` beside it: pollLabels). */
   poll(kind: OperationKind, outcome: PollOutcome): void;
   /**
    * A span (OpenTelemetry on): `parent` a step of this process or a stored
@@ -70,6 +72,14 @@ export const METRIC = {
   effectLag: 'ratchet_effect_lag_seconds',
   polls: 'ratchet_reconcile_polls_total',
 } as const;
+
+/** A poll's labels in every home: its provider, its kind and its outcome. */
+export function pollLabels(
+  kind: OperationKind,
+  outcome: PollOutcome,
+): { provider: ProviderName; kind: OperationKind; outcome: PollOutcome } {
+  return { provider: providerOf(kind), kind, outcome };
+}
 
 /** Seconds from receipt to answer: a write on a local file is a few milliseconds, across a network tens. */
 export const WEBHOOK_SECONDS_BUCKETS = [0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];

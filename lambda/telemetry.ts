@@ -6,7 +6,7 @@
  * these metrics by the names and dimensions written here.
  */
 import { Metrics, MetricUnit } from '@aws-lambda-powertools/metrics';
-import { METRIC, type Telemetry } from '../app/telemetry.ts';
+import { METRIC, pollLabels, type Telemetry } from '../app/telemetry.ts';
 
 /** Namespace `Ratchet`; Powertools adds `service` to every dimension set. */
 export function createMetrics(serviceName = 'ratchet'): Metrics {
@@ -36,6 +36,6 @@ export function emfTelemetry(metrics: Metrics): Telemetry {
         [METRIC.webhookSeconds, MetricUnit.Seconds, seconds],
       ]),
     effect: (sink, lagSeconds) => emit({ sink }, [[METRIC.effectLag, MetricUnit.Seconds, lagSeconds]]),
-    poll: (kind, outcome) => emit({ kind, outcome }, [[METRIC.polls, MetricUnit.Count, 1]]),
+    poll: (kind, outcome) => emit(pollLabels(kind, outcome), [[METRIC.polls, MetricUnit.Count, 1]]),
   };
 }

@@ -41,6 +41,7 @@ import {
   EFFECT_LAG_BUCKETS,
   METRIC,
   openTelemetrySettings,
+  pollLabels,
   type StepSpan,
   type Telemetry,
   WEBHOOK_SECONDS_BUCKETS,
@@ -94,7 +95,9 @@ export function startOpenTelemetry(
     unit: 's',
     advice: { explicitBucketBoundaries: EFFECT_LAG_BUCKETS },
   });
-  const polls = meter.createCounter(METRIC.polls, { description: 'Reconcile polls of Gemini, by kind and outcome.' });
+  const polls = meter.createCounter(METRIC.polls, {
+    description: "Reconcile polls of each provider's jobs, by provider, kind and outcome.",
+  });
   const propagator = new W3CTraceContextPropagator();
 
   const step = (span: Span): StepSpan & { span: Span } => ({
@@ -120,7 +123,7 @@ export function startOpenTelemetry(
       webhookSeconds.record(seconds);
     },
     effect: (sink, lagSeconds) => effectLag.record(lagSeconds, { sink }),
-    poll: (kind, outcome) => polls.add(1, { kind, outcome }),
+    poll: (kind, outcome) => polls.add(1, pollLabels(kind, outcome)),
     span: (name, attributes, parent) => {
       const context =
         typeof parent === 'string'

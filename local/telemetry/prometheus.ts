@@ -5,7 +5,8 @@
  */
 import { Counter, Gauge, Histogram, Registry } from 'prom-client';
 import { GAUGES, type GaugeName, type MetricsSource, readGauges } from '../../app/gauges.ts';
-import { EFFECT_LAG_BUCKETS, METRIC, type Telemetry, WEBHOOK_SECONDS_BUCKETS } from '../../app/telemetry.ts';
+import { EFFECT_LAG_BUCKETS, METRIC, type PollOutcome, pollLabels, type Telemetry, WEBHOOK_SECONDS_BUCKETS } from '../../app/telemetry.ts';
+import type { OperationKind } from '../../core/lifecycle.ts';
 
 export class PrometheusMetrics implements Telemetry {
   readonly contentType: string;
@@ -31,14 +32,14 @@ export class PrometheusMetrics implements Telemetry {
   });
   private readonly polls = new Counter({
     name: METRIC.polls,
-    help: 'Reconcile polls of Gemini, by kind and outcome.',
-    labelNames: ['kind', 'outcome'] as const,
+    help: "Reconcile polls of each provider's jobs, by provider, kind and outcome.",
+    labelNames: ['provider', 'kind', 'outcome'] as const,
     registers: [this.registry],
   });
   private readonly gauges = Object.fromEntries(
     Object.entries(GAUGES).map(([name, help]) => [
       name,
-      new Gauge({ name, help, labelNames: ['kind', 'state', 'sink'], registers: [this.registry] }),
+      new Gauge({ name, help, labelNames: ['provider', 'kind', 'state', 'sink'], registers: [this.registry] }),
     ]),
   ) as Record<GaugeName, Gauge>;
 
@@ -56,8 +57,8 @@ export class PrometheusMetrics implements Telemetry {
     this.effectLag.observe({ sink }, lagSeconds);
   }
 
-  poll(kind: string, outcome: string): void {
-    this.polls.inc({ kind, outcome });
+  poll(kind: OperationKind, outcome: PollOutcome): void {
+    this.polls.inc(pollLabels(kind, outcome));
   }
 
   /**

@@ -100,7 +100,7 @@ describe('GET /metrics on one machine (SQLite)', () => {
     for (const name of NAMES) expect(text, name).toContain(`# TYPE ${name} `);
     expect(text).toContain('# TYPE ratchet_webhook_duration_seconds histogram');
     expect(text).toContain('# TYPE ratchet_effect_lag_seconds histogram');
-    expect(sample(text, 'ratchet_oldest_open_operation_age_seconds', { kind: 'batch' })).toBe(0);
+    expect(sample(text, 'ratchet_oldest_open_operation_age_seconds', { provider: 'gemini', kind: 'batch' })).toBe(0);
   });
 
   it('counts what was sent, each delivery timed, each effect’s lag, the operations and the effects waiting', async () => {
@@ -123,20 +123,22 @@ describe('GET /metrics on one machine (SQLite)', () => {
     expect(sample(text, 'ratchet_webhook_duration_seconds_count')).toBe(2 * count + 2);
     expect(sample(text, 'ratchet_webhook_duration_seconds_bucket', { le: '+Inf' })).toBe(2 * count + 2);
     expect(sample(text, 'ratchet_effect_lag_seconds_bucket', { sink: 'webhook', le: '+Inf' })).toBe(count);
-    expect(sample(text, 'ratchet_operations', { kind: 'batch', state: 'SUCCEEDED' })).toBe(count);
+    expect(sample(text, 'ratchet_operations', { provider: 'gemini', kind: 'batch', state: 'SUCCEEDED' })).toBe(count);
     expect(sample(text, 'ratchet_effects_pending', { sink: 'webhook' })).toBe(0);
     expect(sample(text, 'ratchet_effects_dead_lettered', { sink: 'webhook' })).toBe(0);
     // No label holds an operation's name.
     expect(text).not.toMatch(/metrics_sqlite/);
   });
 
-  it('shows an open job’s age, and effects waiting and retrying while the receiver refuses them', async () => {
-    const tracked = await ratchet.api('/operations', {
-      method: 'POST',
-      headers: { 'content-type': 'application/json' },
-      body: JSON.stringify({ name: 'batches/metrics_open' }),
-    });
-    expect(tracked.status).toBeLessThan(300);
+  it('shows an open job’s age by provider and kind, and effects waiting and retrying while the receiver refuses them', async () => {
+    for (const name of ['batches/metrics_open', 'openai/batches/batch_metrics_open']) {
+      const tracked = await ratchet.api('/operations', {
+        method: 'POST',
+        headers: { 'content-type': 'application/json' },
+        body: JSON.stringify({ name }),
+      });
+      expect(tracked.status).toBeLessThan(300);
+    }
     receiver.mode = 'fail';
     await traffic([ratchet], inbound, 'batches/metrics_refused', 1);
     let text = '';
@@ -149,10 +151,15 @@ describe('GET /metrics on one machine (SQLite)', () => {
       'the refused effect retrying',
     );
     expect(sample(text, 'ratchet_effects_pending', { sink: 'webhook' })).toBe(1);
-    expect(sample(text, 'ratchet_operations', { kind: 'batch', state: 'tracked' })).toBe(1);
+    expect(sample(text, 'ratchet_operations', { provider: 'gemini', kind: 'batch', state: 'tracked' })).toBe(1);
+    expect(sample(text, 'ratchet_operations', { provider: 'openai', kind: 'openai-batch', state: 'tracked' })).toBe(1);
     await new Promise((resolve) => setTimeout(resolve, 1_100));
     text = await metricsOf(ratchet);
-    expect(sample(text, 'ratchet_oldest_open_operation_age_seconds', { kind: 'batch' })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'ratchet_oldest_open_operation_age_seconds', { provider: 'gemini', kind: 'batch' })).toBeGreaterThanOrEqual(1);
+    expect(sample(text, 'ratchet_oldest_open_operation_age_seconds', { provider: 'openai', kind: 'openai-batch' })).toBeGreaterThanOrEqual(
+      1,
+    );
+    expect(sample(text, 'ratchet_oldest_open_operation_age_seconds', { provider: 'anthropic', kind: 'anthropic-batch' })).toBe(0);
     receiver.mode = 'ok';
     await eventually(
       async () => sample(await metricsOf(ratchet), 'ratchet_effects_pending', { sink: 'webhook' }) === 0,
@@ -216,7 +223,7 @@ describe('GET /metrics on two instances sharing PostgreSQL', () => {
     expect(sum('ratchet_effect_lag_seconds_count', { sink: 'webhook' })).toBeGreaterThanOrEqual(count);
     for (const text of texts) {
       for (const name of NAMES) expect(text, name).toContain(`# TYPE ${name} `);
-      expect(sample(text, 'ratchet_operations', { kind: 'batch', state: 'SUCCEEDED' })).toBe(count);
+      expect(sample(text, 'ratchet_operations', { provider: 'gemini', kind: 'batch', state: 'SUCCEEDED' })).toBe(count);
       expect(sample(text, 'ratchet_effects_dead_lettered', { sink: 'webhook' })).toBe(0);
     }
     for (const instance of instances) expect((await fetch(`${instance.url}/metrics`)).status).toBe(401);

@@ -3,7 +3,8 @@
  * (Debian's) scraping a real `ratchet start` with its API token: promtool
  * accepts the rules; after real traffic (applied, duplicates, a stranger's
  * signature, an effect the receiver refuses for good, a job left running and
- * polled) every panel's query answers with a number, every rule evaluates
+ * polled) every panel's query answers with a number (the provider variable
+ * offering the providers the data holds), every rule evaluates
  * without error, and the dead-letter alert fires: Prometheus evaluates a copy
  * of the rules whose `for:` is a second, so "firing" is reached within the
  * test and not only "pending".
@@ -134,7 +135,7 @@ describe('the dashboard and alert rules on a real Prometheus', () => {
       };
       for (const panel of dashboard.panels)
         for (const { expr } of panel.targets) {
-          const promql = expr.replaceAll('$instance', '.*').replaceAll('$__rate_interval', '20s');
+          const promql = expr.replaceAll('$instance', '.*').replaceAll('$provider', '.*').replaceAll('$__rate_interval', '20s');
           expect(await numbers(promql), `${panel.title}: ${promql}`).not.toEqual([]);
         }
     };
@@ -166,6 +167,9 @@ describe('the dashboard and alert rules on a real Prometheus', () => {
     try {
       await new Promise((resolve) => setTimeout(resolve, 3_000));
       await panelsAnswer();
+      // The dashboard's provider variable (label_values(ratchet_operations, provider)) has the providers to pick from.
+      const providers = await ask<string[]>(`/api/v1/label/provider/values?${new URLSearchParams({ 'match[]': 'ratchet_operations' })}`);
+      expect(providers).toEqual(['gemini']);
     } finally {
       live = false;
       await flowing;

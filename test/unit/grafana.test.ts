@@ -4,7 +4,8 @@
  * overlap), built on the names `/metrics` serves and no other, with a panel
  * for each thing the issue asks it to show, and the database's gauges taken
  * with `max` (every instance reports the same value: a `sum` would multiply
- * them by the number of instances).
+ * them by the number of instances), and every metric labelled by kind
+ * filtered by the provider chosen.
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -27,6 +28,7 @@ const dashboard = JSON.parse(readFileSync(join(PROJECT_ROOT, 'docs/grafana/ratch
   panels: Panel[];
   uid: string;
   schemaVersion: number;
+  templating: { list: Array<{ name: string; query: { query: string }; includeAll: boolean; allValue: string }> };
 };
 const exprs = dashboard.panels.flatMap((panel) => panel.targets.map((target) => target.expr));
 const HISTOGRAMS = new Set<string>([METRIC.webhookSeconds, METRIC.effectLag]);
@@ -80,6 +82,21 @@ describe('the Grafana dashboard', () => {
     expect(shows(/histogram_quantile\(0\.95, sum by \(le, sink\) \(rate\(ratchet_effect_lag_seconds_bucket/)).toBe(true);
     expect(shows(/ratchet_effects_retrying/) && shows(/ratchet_effects_dead_lettered/)).toBe(true);
     expect(shows(/sum by \(state\) .*ratchet_operations\{[^}]*state=~"tracked\|PENDING\|RUNNING\|REQUIRES_ACTION"/)).toBe(true);
-    expect(shows(/max by \(kind\) \(ratchet_oldest_open_operation_age_seconds/)).toBe(true);
+    expect(shows(/max by \(provider, kind\) \(ratchet_oldest_open_operation_age_seconds/)).toBe(true);
+    expect(shows(/sum by \(provider, outcome\) \(rate\(ratchet_reconcile_polls_total/)).toBe(true);
+  });
+
+  it('filters every metric labelled by kind by the provider chosen (all of them at first), its values the providers the data holds', () => {
+    const provider = dashboard.templating.list.find((variable) => variable.name === 'provider');
+    expect(provider).toMatchObject({ query: { query: 'label_values(ratchet_operations, provider)' }, includeAll: true, allValue: '.*' });
+    const byKind = [METRIC.operations, METRIC.oldestOpen, METRIC.overdue, METRIC.polls];
+    let filtered = 0;
+    for (const expr of exprs)
+      for (const name of byKind)
+        for (const [selector] of expr.matchAll(new RegExp(`${name}\\{[^}]*\\}`, 'g'))) {
+          expect(selector, expr).toContain('provider=~"$provider"');
+          filtered++;
+        }
+    expect(filtered).toBeGreaterThanOrEqual(byKind.length);
   });
 });

@@ -21,6 +21,7 @@ describe('on AWS (EMF)', () => {
     telemetry.webhook({ decision: 'applied', reason: '' }, 0.02);
     telemetry.effect('eventbridge', 2);
     telemetry.poll('batch', 'applied');
+    telemetry.poll('openai-fine-tuning', 'failed');
     const emitted = lines.map((line) => JSON.parse(line));
     const named = (name: string) => emitted.filter((one) => name in one);
     expect(named('ratchet_webhook_deliveries_total').map((one) => [one.decision, one.reason])).toEqual([
@@ -29,7 +30,13 @@ describe('on AWS (EMF)', () => {
     ]);
     expect(named('ratchet_webhook_duration_seconds')[0]).toMatchObject({ ratchet_webhook_duration_seconds: 0.012, decision: 'discarded' });
     expect(named('ratchet_effect_lag_seconds')[0]).toMatchObject({ ratchet_effect_lag_seconds: 2, sink: 'eventbridge' });
-    expect(named('ratchet_reconcile_polls_total')[0]).toMatchObject({ kind: 'batch', outcome: 'applied' });
+    expect(named('ratchet_reconcile_polls_total').map((one) => [one.provider, one.kind, one.outcome])).toEqual([
+      ['gemini', 'batch', 'applied'],
+      ['openai', 'openai-fine-tuning', 'failed'],
+    ]);
+    expect(named('ratchet_reconcile_polls_total')[0]._aws.CloudWatchMetrics[0].Dimensions).toEqual([
+      expect.arrayContaining(['provider', 'kind', 'outcome']),
+    ]);
     const [first] = named('ratchet_webhook_deliveries_total');
     expect(first._aws.CloudWatchMetrics[0]).toMatchObject({
       Namespace: 'Ratchet',

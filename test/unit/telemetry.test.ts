@@ -20,22 +20,28 @@ const source = {
       // A terminal row's own oldest is never an open job's.
       { state: 'SUCCEEDED' as const, kind: 'batch' as const, count: 40, overdue: 0, oldestOpenSince: '2026-12-01T00:00:00Z' },
       { state: 'SUCCEEDED' as const, kind: 'video' as const, count: 5, overdue: 0, oldestOpenSince: null },
+      { state: 'RUNNING' as const, kind: 'openai-batch' as const, count: 4, overdue: 2, oldestOpenSince: '2026-12-06T11:30:00Z' },
     ],
   },
   effects: { backlog: () => [{ sink: 'webhook', pending: 4, retrying: 2, deadLettered: 1 }] },
 };
 
 describe('the database gauges', () => {
-  it('give each kind its oldest open job’s age and overdue count (0 where none), each kind and state, each sink', async () => {
+  it('give each kind its oldest open job’s age and overdue count (0 where none), each kind and state, each sink; a kind’s provider beside it', async () => {
     const values = await readGauges(source, NOW);
     const value = (name: string, labels: Record<string, string>) =>
       values.find((v) => v.name === name && JSON.stringify(v.labels) === JSON.stringify(labels))?.value;
-    expect(value('ratchet_oldest_open_operation_age_seconds', { kind: 'batch' })).toBe(7200);
-    expect(value('ratchet_oldest_open_operation_age_seconds', { kind: 'video' })).toBe(0);
-    expect(value('ratchet_overdue_operations', { kind: 'batch' })).toBe(1);
-    expect(value('ratchet_overdue_operations', { kind: 'interaction' })).toBe(0);
-    expect(value('ratchet_operations', { kind: 'batch', state: 'tracked' })).toBe(2);
-    expect(value('ratchet_operations', { kind: 'batch', state: 'SUCCEEDED' })).toBe(40);
+    expect(value('ratchet_oldest_open_operation_age_seconds', { provider: 'gemini', kind: 'batch' })).toBe(7200);
+    expect(value('ratchet_oldest_open_operation_age_seconds', { provider: 'gemini', kind: 'video' })).toBe(0);
+    expect(value('ratchet_oldest_open_operation_age_seconds', { provider: 'openai', kind: 'openai-batch' })).toBe(1800);
+    expect(value('ratchet_oldest_open_operation_age_seconds', { provider: 'anthropic', kind: 'anthropic-batch' })).toBe(0);
+    expect(value('ratchet_overdue_operations', { provider: 'gemini', kind: 'batch' })).toBe(1);
+    expect(value('ratchet_overdue_operations', { provider: 'gemini', kind: 'interaction' })).toBe(0);
+    expect(value('ratchet_overdue_operations', { provider: 'openai', kind: 'openai-batch' })).toBe(2);
+    expect(value('ratchet_overdue_operations', { provider: 'azure-openai', kind: 'azure-openai-batch' })).toBe(0);
+    expect(value('ratchet_operations', { provider: 'gemini', kind: 'batch', state: 'tracked' })).toBe(2);
+    expect(value('ratchet_operations', { provider: 'gemini', kind: 'batch', state: 'SUCCEEDED' })).toBe(40);
+    expect(value('ratchet_operations', { provider: 'openai', kind: 'openai-batch', state: 'RUNNING' })).toBe(4);
     expect(value('ratchet_effects_pending', { sink: 'webhook' })).toBe(4);
     expect(value('ratchet_effects_retrying', { sink: 'webhook' })).toBe(2);
     expect(value('ratchet_effects_dead_lettered', { sink: 'webhook' })).toBe(1);
@@ -54,19 +60,23 @@ describe('the Prometheus exposition', () => {
     prometheus.webhook({ decision: 'discarded', reason: 'duplicate' }, 0.002);
     prometheus.effect('webhook', 1.5);
     prometheus.poll('batch', 'unchanged');
+    prometheus.poll('anthropic-batch', 'refused');
     let text = await prometheus.scrape(source);
     expect(text).toContain('ratchet_webhook_deliveries_total{decision="applied",reason=""} 1');
     expect(text).toContain('ratchet_webhook_deliveries_total{decision="discarded",reason="duplicate"} 1');
     expect(text).toContain('ratchet_webhook_duration_seconds_bucket{le="0.0025"} 1');
     expect(text).toContain('ratchet_webhook_duration_seconds_count 2');
     expect(text).toContain('ratchet_effect_lag_seconds_bucket{le="2.5",sink="webhook"} 1');
-    expect(text).toContain('ratchet_reconcile_polls_total{kind="batch",outcome="unchanged"} 1');
-    expect(text).toContain('ratchet_operations{kind="video",state="SUCCEEDED"} 5');
+    expect(text).toContain('ratchet_reconcile_polls_total{provider="gemini",kind="batch",outcome="unchanged"} 1');
+    expect(text).toContain('ratchet_reconcile_polls_total{provider="anthropic",kind="anthropic-batch",outcome="refused"} 1');
+    expect(text).toContain('ratchet_operations{provider="gemini",kind="video",state="SUCCEEDED"} 5');
+    expect(text).toContain('ratchet_operations{provider="openai",kind="openai-batch",state="RUNNING"} 4');
     expect(text).toContain('ratchet_effects_retrying{sink="webhook"} 2');
     text = await prometheus.scrape({ store: { counts: () => [] }, effects: undefined });
     expect(text).not.toContain('state="SUCCEEDED"');
     expect(text).not.toContain('sink="webhook"} 2');
-    expect(text).toContain('ratchet_overdue_operations{kind="batch"} 0');
+    expect(text).toContain('ratchet_overdue_operations{provider="gemini",kind="batch"} 0');
+    expect(text).toContain('ratchet_overdue_operations{provider="bedrock",kind="bedrock-batch"} 0');
     expect(prometheus.contentType).toMatch(/^text\/plain; version=0\.0\.4/);
   });
 
