@@ -44,7 +44,7 @@ afterAll(async () => {
 describe('npm start', () => {
   it('prints a development secret when none is configured, and serves healthz', async () => {
     expect(ratchet.devSecret).toMatch(/^whsec_[A-Za-z0-9+/=]+$/);
-    expect(ratchet.output()).toContain('reconcile off: neither GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT');
+    expect(ratchet.output()).toContain('reconcile off: no provider has a credential here');
     expect((await fetch(`${ratchet.url}/healthz`)).status).toBe(200);
   });
 
