@@ -15,7 +15,7 @@ import { createApp, withLocalRoutes } from '../app/http/app.ts';
 import { answerThrown, noSuchRoute } from '../app/http/routes/common.ts';
 import { openAIDeliveries } from '../app/http/routes/provider-webhooks.ts';
 import { receiveWebhook } from '../app/http/webhook.ts';
-import { dynamicWebhooks, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
+import { dynamicWebhooks, NotConfiguredError, WebhookSignatureVerifier } from '../app/http/webhook-signature.ts';
 import { type Instance, openInstance } from '../app/instance.ts';
 import { pollNow } from '../app/reconcile/poll-now.ts';
 import type { PoolLike } from '../engines/postgres/index.ts';
@@ -113,7 +113,13 @@ function http(settings: Settings, instance: Instance, telemetry: LocalTelemetry,
   const providerReceiver = (provider: 'openai' | 'azure-openai', azureResource?: string) =>
     receiveWebhook({
       ...webhookDeps,
-      verifier: new WebhookSignatureVerifier(async () => secrets.providerSecrets[provider]),
+      verifier: new WebhookSignatureVerifier(async () => {
+        const theirs = secrets.providerSecrets[provider];
+        // Without its secret a delivery is kept by the sender (503) until one is set, as Gemini's is.
+        if (theirs.length === 0)
+          throw new NotConfiguredError(`${provider === 'openai' ? 'OPENAI' : 'AZURE_OPENAI'}_WEBHOOK_SECRET is not set`);
+        return theirs;
+      }),
       map: openAIDeliveries({ queries: store, ...(azureResource && { azureResource }) }),
     });
   const azureResource = config.AZURE_OPENAI_ENDPOINT && azureResourceOf(config.AZURE_OPENAI_ENDPOINT);

@@ -13,7 +13,7 @@
  * - a poller made with its official SDK, loaded only when something is to be
  *   polled: one job by name, and for discovery the key's recent batches;
  * - optionally, its webhook's parsing (the route verifies the signature).
- * A fifth provider is those, its entry in providers/index.ts, and a run of
+ * A fifth provider is those, its entry in app/reconcile/providers.ts, and a run of
  * test/unit/provider-conformance.test.ts.
  */
 import type { OperationKind } from '../core/lifecycle.ts';

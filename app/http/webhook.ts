@@ -226,6 +226,17 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
         attempts: result.attempts,
       };
       if (result.outcome === 'applied') {
+        // Ended without its outcome (OpenAI's deliveries name the job alone): the poll that brings it is asked for now,
+        // not at the job's next poll (up to half an hour on). Best effort: the job is due all the same.
+        if (result.record.resultPending && deps.pollNow)
+          await deps
+            .pollNow({ name: event.name, kind: event.kind })
+            .catch((error: Error) =>
+              logger.warn('poll for the outcome not asked; the job is polled on its schedule', {
+                operation: event.name,
+                detail: error.message,
+              }),
+            );
         logger.info('webhook applied', {
           ...log,
           state: result.record.state,

@@ -391,8 +391,15 @@ export class DynamoDbOperationStore
           Key: { [PARTITION_KEY]: name },
           UpdateExpression:
             'SET #bucket = :bucket, #due = :due, writeKind = :writeKind, unchangedPolls = :zero, failedPolls = :zero, notFoundPolls = :zero REMOVE pollNote',
-          ConditionExpression: `attribute_exists(#pk) AND NOT (#state IN (${terminal.map((_, i) => `:t${i}`).join(', ')}))`,
-          ExpressionAttributeNames: { '#pk': PARTITION_KEY, '#state': 'state', '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
+          // Open, or ended with its outcome still to come.
+          ConditionExpression: `attribute_exists(#pk) AND (NOT (#state IN (${terminal.map((_, i) => `:t${i}`).join(', ')})) OR attribute_exists(#pending))`,
+          ExpressionAttributeNames: {
+            '#pk': PARTITION_KEY,
+            '#state': 'state',
+            '#pending': 'resultPending',
+            '#bucket': OPEN_INDEX_PARTITION,
+            '#due': OPEN_INDEX_SORT,
+          },
           ExpressionAttributeValues: values,
         }),
       );

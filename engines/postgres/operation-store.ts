@@ -428,7 +428,7 @@ export class PostgresOperationStore
     const terminal = OPERATION_STATES.filter(isTerminal);
     const changed = await this.db.run(
       `UPDATE {s}.operations SET next_poll_at = $2, unchanged_polls = 0, failed_polls = 0, not_found_polls = 0, poll_note = NULL
-       WHERE name = $1 AND (state IS NULL OR NOT (state = ANY($3)))`,
+       WHERE name = $1 AND (state IS NULL OR NOT (state = ANY($3)) OR record::jsonb ? 'resultPending')`,
       [name, now, terminal],
     );
     return changed > 0;

@@ -409,7 +409,7 @@ export class SqliteOperationStore
   async pollNow(name: string, now: string): Promise<boolean> {
     return this.db.write(() => {
       const row = this.row(name);
-      if (!row || isTerminal(storedRecord(JSON.parse(row.record) as OperationRecord).state)) return false;
+      if (!row || !isPolled(JSON.parse(row.record) as OperationRecord)) return false;
       this.db.run(
         'UPDATE operations SET next_poll_at = ?, unchanged_polls = 0, failed_polls = 0, not_found_polls = 0, poll_note = NULL WHERE name = ?',
         now,

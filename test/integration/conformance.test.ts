@@ -190,6 +190,8 @@ describe.each(ENGINES)('the operation store on $label', (engine) => {
     );
     expect(ended).toMatchObject({ outcome: 'applied', record: { provider: 'openai', resultPending: true, version: 1 } });
     expect(await due()).toBe(true);
+    // A webhook's ask for the poll that brings it is taken (an ended job's is not, once its outcome came).
+    expect(await subject.store.pollNow(name, timeFromDate(new Date()))).toBe(true);
     // The poll's time is older than the webhook's: the outcome applies all the same.
     const result = { requestCounts: { total: 2, succeeded: 2, failed: 0 }, outputFileId: 'file-x' };
     const polled = await ingest(
@@ -209,6 +211,7 @@ describe.each(ENGINES)('the operation store on $label', (engine) => {
     expect(stored).toMatchObject({ provider: 'openai', updateTime: '2026-12-01T00:00:05.000000000Z', result });
     expect(stored?.resultPending).toBeUndefined();
     expect(await due()).toBe(false);
+    expect(await subject.store.pollNow(name, timeFromDate(new Date()))).toBe(false);
     const again = await ingest(
       {
         name,

@@ -50,21 +50,41 @@ describe('createRatchet with provider credentials', () => {
     const id = batch.id as string;
     const name = `openai/batches/${id}`;
     openai.set('batch', batch);
+    // Tracked and polled once: its next poll is an interval away.
+    await ratchet.client.track(name);
+    expect((await ratchet.tick({ budgetMs: 5_000 })).reconcile).toMatchObject({ polled: 1, applied: 1 });
+    expect((await ratchet.tick({ budgetMs: 5_000 })).reconcile).toMatchObject({ polled: 0 });
     const { body, headers } = openaiDelivery(openaiSecret, { type: 'batch.completed', id });
     const answer = await ratchet.fetch(new Request('http://localhost/webhooks/openai', { method: 'POST', body, headers }));
     expect(answer.status).toBe(200);
     expect(await ratchet.client.get(name)).toMatchObject({ state: 'SUCCEEDED', resultPending: true, provider: 'openai' });
     openai.set('batch', openaiBatch({ id, status: 'completed' }));
+    // The bare end asked for the poll that brings its outcome: due at once, not at its schedule.
     const round = await ratchet.tick({ budgetMs: 5_000 });
     expect(round.reconcile).toMatchObject({ polled: 1, applied: 1 });
-    expect(await ratchet.client.get(name)).toMatchObject({ version: 2, result: { requestCounts: { total: expect.any(Number) } } });
+    expect(await ratchet.client.get(name)).toMatchObject({ version: 4, result: { requestCounts: { total: expect.any(Number) } } });
     // The effects go out from the engine's own work (on SQLite, its second process), in order.
     const mine = () => seen.filter((event) => event.data.name === name);
-    await eventually(() => mine().length === 2, 20_000, 'both effects');
+    await eventually(() => mine().length === 3, 20_000, 'every effect');
     expect(mine().map((event) => [event.type, event.data.provider, event.data.version])).toEqual([
-      ['operation.state_changed', 'openai', 1],
-      ['operation.result', 'openai', 2],
+      ['operation.state_changed', 'openai', 2],
+      ['operation.state_changed', 'openai', 3],
+      ['operation.result', 'openai', 4],
     ]);
+  });
+
+  it('answers an OpenAI delivery 503 while no OpenAI webhook secret is set (the sender keeps it), and records nothing', async () => {
+    const bare = createRatchet({ dataDir: ':memory:', webhookSigningSecrets: newSecret(), openaiApiKey: 'sk-app', env: {} });
+    try {
+      const { body, headers } = openaiDelivery(openaiSecret, { type: 'batch.completed', id: 'batch_unconfigured' });
+      const answer = await bare.fetch(new Request('http://localhost/webhooks/openai', { method: 'POST', body, headers }));
+      expect(answer.status).toBe(503);
+      expect(answer.headers.get('retry-after')).not.toBeNull();
+      expect(await answer.json()).toMatchObject({ error: 'not-configured' });
+      expect(await bare.client.get('openai/batches/batch_unconfigured')).toBeUndefined();
+    } finally {
+      await bare.close();
+    }
   });
 
   it('follows an Anthropic batch it tracks by tick alone', async () => {
