@@ -170,7 +170,9 @@ export class RatchetClient {
   }
 
   /**
-   * Resolves with the operation once it reaches `until`. The stored record is
+   * Resolves with the operation once it reaches `until` (and, once ended, has
+   * its outcome: a job a bare webhook ended is waited for until the poll that
+   * brings its `result`, while it is polled for it). The stored record is
    * read first, so a change that happened before the call is never missed.
    * Then, on Ratchet on one machine, the server holds each read until the job
    * changes (a long poll: resolved within milliseconds of the change); where
@@ -201,8 +203,11 @@ export class RatchetClient {
         seen = operation.version;
         onChange?.(operation);
       }
-      if (reached(operation.state, until)) return operation;
-      if (isTerminal(operation.state))
+      // Ended, its outcome still to come (a bare webhook): waited for too, while the job is polled for it.
+      const awaitingOutcome = operation.resultPending === true && operation.polling?.nextPollAt !== null;
+      const arrived = reached(operation.state, until);
+      if (arrived && !awaitingOutcome) return operation;
+      if (isTerminal(operation.state) && !arrived)
         throw new RatchetError('unreachable', `${name} ended ${operation.state}; it will never be ${until}`, undefined, operation);
       const stopped = pollingStopped(operation);
       if (stopped) throw stopped;

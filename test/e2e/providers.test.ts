@@ -9,6 +9,7 @@
  * and on PostgreSQL.
  */
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
+import { RatchetClient } from '../../sdk/client.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { anthropicBatch, type FakeAnthropic, startFakeAnthropic } from '../support/fake-anthropic.ts';
 import { type FakeOpenAI, openaiBatch, openaiDelivery, startFakeOpenAI } from '../support/fake-openai.ts';
@@ -101,9 +102,20 @@ describe.each(HOMES)('providers on $label', (home) => {
       });
       // The same delivery again: a duplicate, answered 200 and applied once.
       expect(await (await deliver(delivery)).json()).toMatchObject({ applied: false });
+      // Waiting for the job's end waits for its outcome too: the bare end alone does not resolve it.
+      const client = new RatchetClient({ url: ratchet.url, token: ratchet.apiToken as string });
+      const waited = client.waitFor(name, { timeoutMs: 20_000 });
+      let settled = false;
+      void waited.finally(() => {
+        settled = true;
+      });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(settled).toBe(false);
       // The provider's answer catches up: the poll brings the outcome.
       openai.set('batch', openaiBatch({ id, status: 'completed' }));
-      await eventually(async () => (await get(name)).result?.requestCounts !== undefined, 20_000, 'the counts polled');
+      const ended = await waited;
+      expect(ended).toMatchObject({ state: 'SUCCEEDED', result: { requestCounts: { total: expect.any(Number) } } });
+      expect(ended.resultPending).toBeUndefined();
       const record = await get(name);
       expect(record).toMatchObject({ kind: 'openai-batch', provider: 'openai', state: 'SUCCEEDED', version: 2 });
       expect(record.resultPending).toBeUndefined();

@@ -142,6 +142,13 @@ def verdict(operation: Dict[str, Any], until: Until, timeout: Optional[float], l
     return None
 
 
+def timed_out(operation: Dict[str, Any], until: Until, timeout: Optional[float], left: float) -> Optional[RatchetError]:
+    """A wait for an ended job's outcome ends only at its timeout."""
+    if left <= 0:
+        return RatchetError("timeout", f"{operation['name']} ended without its outcome yet after {timeout} s", None, operation)
+    return None
+
+
 def _said(until: Until) -> str:
     return until if isinstance(until, str) else " or ".join(until)
 

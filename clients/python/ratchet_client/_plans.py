@@ -49,9 +49,12 @@ def wait_for(name: str, until: common.Until, timeout: Optional[float], on_change
             seen = operation["version"]
             if on_change:
                 on_change(operation)
-        if common.reached(operation.get("state"), until):
+        # Ended, its outcome still to come (a bare webhook): waited for too, while the job is polled for it.
+        awaiting = operation.get("resultPending") is True and (operation.get("polling") or {}).get("nextPollAt", "") is not None
+        arrived = common.reached(operation.get("state"), until)
+        if arrived and not awaiting:
             return operation
-        stop = common.verdict(operation, until, timeout, left())
+        stop = common.timed_out(operation, until, timeout, left()) if arrived else common.verdict(operation, until, timeout, left())
         if stop:
             raise stop
         if not long_poll:

@@ -72,6 +72,17 @@ def test_wait_for_reads_with_pauses_where_the_server_holds_no_read():
     assert "wait=" in steps[0][2] and "wait=" not in steps[2][2]
 
 
+def test_wait_for_waits_for_the_outcome_of_a_job_a_bare_webhook_ended():
+    pending = dict(record("openai/batches/b", 1, "SUCCEEDED"), resultPending=True, polling={"nextPollAt": "t", "note": None})
+    outcome = dict(record("openai/batches/b", 2, "SUCCEEDED", source="poll"), result={"requestCounts": {"total": 2}})
+    steps, done = drive(plans.wait_for("openai/batches/b", "terminal", None, None), {"/operations/openai/batches/b": [pending, outcome]})
+    assert done["version"] == 2 and done["result"] == {"requestCounts": {"total": 2}}
+    # Asked for SUCCEEDED, it waits the same way; a pending end whose polling stopped is answered as it is.
+    stopped = dict(pending, polling={"nextPollAt": None, "note": "terminal-conflict"})
+    _, done = drive(plans.wait_for("openai/batches/b", "SUCCEEDED", None, None), {"/operations/openai/batches/b": [stopped]})
+    assert done["version"] == 1
+
+
 def test_wait_for_refuses_an_until_that_cannot_come():
     with pytest.raises(RatchetError) as wrong:
         next(plans.wait_for("batches/x", ["SUCCEEDED", "terminal"], None, None))
