@@ -105,9 +105,10 @@ class AsyncRatchetClient:
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
         overdue: Optional[bool] = None,
+        provider: Optional[str] = None,
     ) -> OperationPage:
         """As RatchetClient.list."""
-        query = {"state": state, "kind": kind, "limit": limit, "cursor": cursor, "overdue": overdue}
+        query = {"state": state, "kind": kind, "provider": provider, "limit": limit, "cursor": cursor, "overdue": overdue}
         return (await self._request("GET", common.with_query("/operations", query)))[0]
 
     async def history(self, name: str) -> List[HistoryEntry]:
@@ -122,9 +123,10 @@ class AsyncRatchetClient:
         kind: Optional[str] = None,
         state: Optional[str] = None,
         limit: Optional[int] = None,
+        provider: Optional[str] = None,
     ) -> ChangePage:
         """As RatchetClient.changes."""
-        query = {"after": after, "wait": wait or None, "name": name, "kind": kind, "state": state, "limit": limit}
+        query = {"after": after, "wait": wait or None, "name": name, "kind": kind, "provider": provider, "state": state, "limit": limit}
         return (await self._request("GET", common.with_query("/changes", query), wait=float(wait or 0)))[0]
 
     async def wait_for(
@@ -141,10 +143,15 @@ class AsyncRatchetClient:
         return returned[0]
 
     def watch(
-        self, name: Optional[str] = None, kind: Optional[str] = None, state: Optional[str] = None, after: Optional[str] = None
+        self,
+        name: Optional[str] = None,
+        kind: Optional[str] = None,
+        state: Optional[str] = None,
+        after: Optional[str] = None,
+        provider: Optional[str] = None,
     ) -> AsyncIterator[WatchedChange]:
         """As RatchetClient.watch: ``async for change in client.watch(...)``."""
-        return self._run(plans.watch(common.feed_filter(name, kind, state), after))
+        return self._run(plans.watch(common.feed_filter(name, kind, state, provider), after))
 
     async def _run(self, plan: plans.Plan, returned: Optional[List[Any]] = None) -> AsyncIterator[Any]:
         """As RatchetClient._run, awaiting each request and pause."""

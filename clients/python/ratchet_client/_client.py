@@ -62,7 +62,8 @@ class RatchetClient:
 
     def track(self, name: str, credential: Optional[str] = None, metadata: Optional[Dict[str, Any]] = None) -> Tracked:
         """Starts tracking a job (reconcile polls it before any webhook). ``created`` is False when Ratchet knew it.
-        ``credential``: the label of the Gemini API key that created it (the server's GEMINI_API_KEYS), which polls it."""
+        ``credential``: the label of the API key that created it (the server's GEMINI_API_KEYS, OPENAI_API_KEYS or
+        ANTHROPIC_API_KEYS), which polls it."""
         body: Dict[str, Any] = {"name": name}
         if metadata is not None:
             body["metadata"] = metadata
@@ -88,9 +89,11 @@ class RatchetClient:
         limit: Optional[int] = None,
         cursor: Optional[str] = None,
         overdue: Optional[bool] = None,
+        provider: Optional[str] = None,
     ) -> OperationPage:
-        """One page, most recently recorded first: ``operations``, and ``nextCursor`` to pass back (absent on the last)."""
-        query = {"state": state, "kind": kind, "limit": limit, "cursor": cursor, "overdue": overdue}
+        """One page, most recently recorded first: ``operations``, and ``nextCursor`` to pass back (absent on the last).
+        ``provider``: only that provider's jobs (``gemini``, ``openai``, ``anthropic``, ``bedrock``, ``azure-openai``)."""
+        query = {"state": state, "kind": kind, "provider": provider, "limit": limit, "cursor": cursor, "overdue": overdue}
         return self._request("GET", common.with_query("/operations", query))[0]
 
     def history(self, name: str) -> List[HistoryEntry]:
@@ -105,11 +108,13 @@ class RatchetClient:
         kind: Optional[str] = None,
         state: Optional[str] = None,
         limit: Optional[int] = None,
+        provider: Optional[str] = None,
     ) -> ChangePage:
-        """One page of the change feed: the changes after ``after`` that match, in commit order, at once when there
-        are some, else after ``wait`` seconds (0 to 60) with none. Without ``after``: the feed's head (what changes from
-        now on). A cursor the feed no longer holds raises RatchetError ``cursor-expired`` (its ``oldest_cursor`` set)."""
-        query = {"after": after, "wait": wait or None, "name": name, "kind": kind, "state": state, "limit": limit}
+        """One page of the change feed: the changes after ``after`` that match (``name``, ``kind``, ``provider``,
+        ``state``), in commit order, at once when there are some, else after ``wait`` seconds (0 to 60) with none.
+        Without ``after``: the feed's head (what changes from now on). A cursor the feed no longer holds raises
+        RatchetError ``cursor-expired`` (its ``oldest_cursor`` set)."""
+        query = {"after": after, "wait": wait or None, "name": name, "kind": kind, "provider": provider, "state": state, "limit": limit}
         return self._request("GET", common.with_query("/changes", query), wait=float(wait or 0))[0]
 
     def wait_for(
@@ -130,7 +135,12 @@ class RatchetClient:
         return returned[0]
 
     def watch(
-        self, name: Optional[str] = None, kind: Optional[str] = None, state: Optional[str] = None, after: Optional[str] = None
+        self,
+        name: Optional[str] = None,
+        kind: Optional[str] = None,
+        state: Optional[str] = None,
+        after: Optional[str] = None,
+        provider: Optional[str] = None,
     ) -> Iterator[WatchedChange]:
         """Every change that matches, as it happens: a generator that never ends on its own (break out of it).
 
@@ -139,7 +149,7 @@ class RatchetClient:
         missed. Keep the ``cursor`` of what you handled and pass it back as ``after`` to go on exactly where you stopped.
         A restart of the server, a dropped connection and a 503 are waited out and the feed read on from the cursor;
         a cursor older than the feed keeps (a day) begins again with a snapshot: nothing is skipped silently."""
-        return self._run(plans.watch(common.feed_filter(name, kind, state), after))
+        return self._run(plans.watch(common.feed_filter(name, kind, state, provider), after))
 
     def _run(self, plan: plans.Plan, returned: Optional[List[Any]] = None) -> Iterator[Any]:
         """Runs a plan: its requests sent, its pauses slept, its items yielded; what it returns put in ``returned``."""

@@ -162,7 +162,8 @@ def polling_stopped(operation: Dict[str, Any]) -> Optional[RatchetError]:
     if polling["note"] == "not-found":
         return RatchetError(
             "not-found",
-            f"{operation['name']}: Gemini no longer knows it (404 {polling.get('notFoundPolls')} times in a row); polling stopped with it {state}",
+            f"{operation['name']}: {operation.get('provider', 'gemini')} no longer knows it (404 {polling.get('notFoundPolls')} times "
+            f"in a row); polling stopped with it {state}",
             404,
             operation,
         )
@@ -176,18 +177,26 @@ def passes(error: RatchetError) -> bool:
     return error.code == "network" or error.status in (502, 503, 504)
 
 
-def feed_filter(name: Optional[str], kind: Optional[str], state: Optional[str]) -> Dict[str, str]:
-    return {key: value for key, value in (("name", name), ("kind", kind), ("state", state)) if value is not None}
+def feed_filter(name: Optional[str], kind: Optional[str], state: Optional[str], provider: Optional[str] = None) -> Dict[str, str]:
+    pairs = (("name", name), ("kind", kind), ("provider", provider), ("state", state))
+    return {key: value for key, value in pairs if value is not None}
 
 
 def change_of(operation: Dict[str, Any], cursor: str) -> Dict[str, Any]:
     """The change that made ``operation``'s version, at ``cursor`` (a snapshot's item)."""
     source = operation["source"]
-    write_kind = source if source in ("track", "overdue") else ("state-change" if operation["stateChanged"] else "refresh")
+    if source in ("track", "overdue"):
+        write_kind = source
+    elif operation.get("resultWrite"):
+        write_kind = "result"
+    else:
+        write_kind = "state-change" if operation["stateChanged"] else "refresh"
     change = {
         "cursor": cursor,
         "name": operation["name"],
         "kind": operation["kind"],
+        # A Ratchet from before providers sent none: every job it knew was Gemini's.
+        "provider": operation.get("provider", "gemini"),
         "version": operation["version"],
         "state": operation.get("state"),
         "previousState": operation.get("previousState"),
@@ -232,11 +241,13 @@ class Snapshot:
         return {key: value for key, value in self.scope.items() if key != "state"}
 
     def items(self) -> List[Dict[str, Any]]:
-        kind, state = self.scope.get("kind"), self.scope.get("state")
+        kind, provider, state = self.scope.get("kind"), self.scope.get("provider"), self.scope.get("state")
         return [
             dict(change, cursor=self.cursor, snapshot=True)
             for change in self._latest.values()
-            if (not kind or change["kind"] == kind) and (not state or change.get("state") == state)
+            if (not kind or change["kind"] == kind)
+            and (not provider or change.get("provider") == provider)
+            and (not state or change.get("state") == state)
         ]
 
 

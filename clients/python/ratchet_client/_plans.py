@@ -103,7 +103,7 @@ def _snapshot(scope: Dict[str, str]) -> Plan:
     else:
         page: Optional[str] = None
         while True:
-            query = {"kind": scope.get("kind"), "state": scope.get("state"), "limit": 100, "cursor": page}
+            query = {"kind": scope.get("kind"), "provider": scope.get("provider"), "state": scope.get("state"), "limit": 100, "cursor": page}
             listed, _ = yield request("GET", common.with_query("/operations", query))
             snapshot.keep_records(listed["operations"])
             page = listed.get("nextCursor")

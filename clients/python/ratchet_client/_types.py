@@ -16,6 +16,38 @@ Provider = str
 """Who runs a job: ``gemini``, ``openai``, ``anthropic``, ``bedrock``, ``azure-openai`` (more may come)."""
 
 
+class RequestCounts(TypedDict, total=False):
+    """A batch's requests by outcome, one shape for every provider; a count past 2**53 is its text."""
+
+    total: Union[int, str]
+    succeeded: Union[int, str]
+    failed: Union[int, str]
+    canceled: Union[int, str]
+    expired: Union[int, str]
+
+
+class Result(TypedDict, total=False):
+    """A finished job's outcome: each field only where its provider gave it (more may be added)."""
+
+    outputUri: str
+    error: Dict[str, Any]
+    """``code``, ``message``, ``status``: the provider's error."""
+    filtered: Dict[str, Any]
+    batchStats: Dict[str, Union[int, str]]
+    """Gemini's batch counts: ``requestCount``, ``successfulRequestCount``, ``failedRequestCount``, ``pendingRequestCount``."""
+    usage: Dict[str, Union[int, str]]
+    """Tokens: ``inputTokens``, ``outputTokens``, ``totalTokens``…"""
+    response: Dict[str, Any]
+    tunedModel: Dict[str, str]
+    requestCounts: RequestCounts
+    """OpenAI's, Anthropic's and Bedrock's batch counts."""
+    outputFileId: str
+    errorFileId: str
+    """OpenAI: the batch's output and error files."""
+    fineTunedModel: str
+    """OpenAI: the model a fine-tuning job made."""
+
+
 class PollingStatus(TypedDict):
     nextPollAt: Optional[str]
     failedPolls: int
@@ -26,6 +58,7 @@ class PollingStatus(TypedDict):
 class _OperationRequired(TypedDict):
     name: str
     kind: str
+    provider: Provider
     state: Optional[State]
     providerState: Optional[str]
     updateTime: Optional[str]
@@ -34,7 +67,7 @@ class _OperationRequired(TypedDict):
     stateChanged: bool
     source: Source
     eventId: Optional[str]
-    result: Optional[Dict[str, Any]]
+    result: Optional[Result]
     createdAt: str
     recordedAt: str
 
@@ -45,6 +78,10 @@ class Operation(_OperationRequired, total=False):
     userMetadata: Optional[Dict[str, Any]]
     credential: str
     overdue: Dict[str, Any]
+    resultPending: Literal[True]
+    """Ended, its outcome not known yet (a bare webhook): polled until the provider gives it."""
+    resultWrite: Literal[True]
+    """This version is the outcome of an ended job, written after its state (``writeKind`` ``result``)."""
     polling: PollingStatus
 
 
@@ -78,14 +115,16 @@ class _ChangeRequired(TypedDict):
     cursor: str
     name: str
     kind: str
+    provider: Provider
     version: int
     state: Optional[State]
     previousState: Optional[State]
     stateChanged: bool
-    writeKind: Literal["track", "state-change", "refresh", "overdue"]
+    writeKind: Literal["track", "state-change", "refresh", "result", "overdue"]
+    """``result``: an ended job's outcome learnt after its state (its effect ``operation.result``)."""
     providerState: Optional[str]
     updateTime: Optional[str]
-    result: Optional[Dict[str, Any]]
+    result: Optional[Result]
     source: Source
     createdAt: str
     recordedAt: str
@@ -108,38 +147,6 @@ class ChangePage(TypedDict):
     changes: List[Change]
     cursor: str
     """Pass it back as ``after``: past every change returned and everything scanned."""
-
-
-class RequestCounts(TypedDict, total=False):
-    """A batch's requests by outcome, one shape for every provider; a count past 2**53 is its text."""
-
-    total: Union[int, str]
-    succeeded: Union[int, str]
-    failed: Union[int, str]
-    canceled: Union[int, str]
-    expired: Union[int, str]
-
-
-class Result(TypedDict, total=False):
-    """A finished job's outcome: each field only where its provider gave it (more may be added)."""
-
-    outputUri: str
-    error: Dict[str, Any]
-    """``code``, ``message``, ``status``: the provider's error."""
-    filtered: Dict[str, Any]
-    batchStats: Dict[str, Union[int, str]]
-    """Gemini's batch counts: ``requestCount``, ``successfulRequestCount``, ``failedRequestCount``, ``pendingRequestCount``."""
-    usage: Dict[str, Union[int, str]]
-    """Tokens: ``inputTokens``, ``outputTokens``, ``totalTokens``…"""
-    response: Dict[str, Any]
-    tunedModel: Dict[str, str]
-    requestCounts: RequestCounts
-    """OpenAI's, Anthropic's and Bedrock's batch counts."""
-    outputFileId: str
-    errorFileId: str
-    """OpenAI: the batch's output and error files."""
-    fineTunedModel: str
-    """OpenAI: the model a fine-tuning job made."""
 
 
 class _EffectDataRequired(TypedDict):

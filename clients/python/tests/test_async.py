@@ -78,6 +78,24 @@ def test_watch_is_woken_by_webhooks_sent_meanwhile(ratchet, unique):
     run(scenario())
 
 
+def test_list_changes_and_watch_by_provider_awaited(ratchet, unique):
+    async def scenario():
+        async with AsyncRatchetClient(ratchet.url, token=TOKEN, timeout=10) as client:
+            openai_job, gemini_job = unique("openai/batches"), unique()
+            head = (await client.changes())["cursor"]
+            await client.track(gemini_job)
+            assert (await client.track(openai_job))["operation"]["provider"] == "openai"
+            listed = (await client.list(provider="openai", limit=100))["operations"]
+            assert openai_job in {op["name"] for op in listed} and gemini_job not in {op["name"] for op in listed}
+            feed = (await client.changes(after=head, wait=5, provider="openai"))["changes"]
+            assert [(c["name"], c["provider"]) for c in feed] == [(openai_job, "openai")]
+            async for change in client.watch(provider="openai", after=head):
+                assert (change["name"], change["provider"], change["snapshot"]) == (openai_job, "openai", False)
+                break
+
+    run(scenario())
+
+
 def test_without_httpx_a_clear_error_names_it(monkeypatch):
     real_import = builtins.__import__
 

@@ -96,6 +96,39 @@ def test_changes_pages_the_feed_and_long_polls(client, ratchet, unique):
     assert bad.value.code == "malformed-request"
 
 
+def test_list_changes_and_watch_by_provider(client, ratchet, unique):
+    """An OpenAI-named job is tracked without any OpenAI key; provider= keeps each provider's jobs apart."""
+    openai_job, gemini_job = unique("openai/batches"), unique()
+    head = client.changes()["cursor"]
+    tracked = client.track(openai_job)["operation"]
+    assert (tracked["provider"], tracked["kind"]) == ("openai", "openai-batch")
+    assert client.track(gemini_job)["operation"]["provider"] == "gemini"
+
+    listed = client.list(provider="openai", limit=100)["operations"]
+    assert openai_job in {op["name"] for op in listed} and {op["provider"] for op in listed} == {"openai"}
+    assert openai_job not in {op["name"] for op in client.list(provider="gemini", limit=100)["operations"]}
+    feed = client.changes(after=head, wait=5, provider="openai")["changes"]
+    assert [(c["name"], c["provider"], c["writeKind"]) for c in feed] == [(openai_job, "openai", "track")]
+    with pytest.raises(RatchetError) as wrong:
+        client.list(provider="OpenAI")
+    assert wrong.value.code == "malformed-request"
+
+    # The snapshot is read before its first item comes: what is tracked after it comes live, in commit order.
+    watched = client.watch(provider="openai")
+    seen = [next(watched)]
+    later_gemini, later_openai = unique(), unique("openai/batches")
+    client.track(later_gemini)
+    client.track(later_openai)
+    for change in watched:
+        seen.append(change)
+        if change["name"] == later_openai:
+            break
+    watched.close()
+    assert openai_job in {c["name"] for c in seen if c["snapshot"]}
+    assert {c["provider"] for c in seen} == {"openai"} and not {gemini_job, later_gemini} & {c["name"] for c in seen}
+    assert (seen[-1]["snapshot"], seen[-1]["version"], seen[-1]["writeKind"]) == (False, 1, "track")
+
+
 def test_wait_for_is_woken_by_webhooks_sent_meanwhile(client, ratchet, unique):
     name = unique("interactions")
     client.track(name)

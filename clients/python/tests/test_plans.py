@@ -61,6 +61,24 @@ def test_a_snapshot_keeps_each_operation_at_its_latest_version_in_the_state_aske
     assert [(i["name"], i["version"], i["cursor"], i["snapshot"]) for i in items] == [("batches/a", 3, "c2", True)]
 
 
+def test_a_snapshot_by_provider_lists_that_providers_jobs_and_keeps_each_write_as_the_feed_names_it():
+    outcome = dict(record("openai/batches/a", 3, "SUCCEEDED", source="poll"), kind="openai-batch", provider="openai", resultWrite=True)
+    gemini = dict(record("batches/b", 1, "RUNNING"), provider="gemini")
+    answers = {
+        "/changes?after=c1&limit": [{"changes": [], "cursor": "c1"}],
+        "/changes": [{"changes": [], "cursor": "c1"}],
+        # A server that ignored provider= would answer both: the snapshot keeps the provider's alone.
+        "/operations": {"operations": [outcome, gemini]},
+        "__items__": 1,
+    }
+    steps, _ = drive(plans.watch({"provider": "openai"}, None), answers)
+    listing = next(s[2] for s in steps if s[0] == "request" and s[2].startswith("/operations"))
+    assert "provider=openai" in listing
+    assert "provider=openai" in next(s[2] for s in steps if s[0] == "request" and s[2].startswith("/changes?after=c1"))
+    items = [s[1] for s in steps if s[0] == "item"]
+    assert [(i["name"], i["provider"], i["writeKind"]) for i in items] == [("openai/batches/a", "openai", "result")]
+
+
 def test_wait_for_reads_with_pauses_where_the_server_holds_no_read():
     answers = {"/operations/batches/x": [record("batches/x", 1, "RUNNING"), record("batches/x", 1, "RUNNING"), record("batches/x", 2, "SUCCEEDED")]}
     seen = []
@@ -81,6 +99,15 @@ def test_wait_for_waits_for_the_outcome_of_a_job_a_bare_webhook_ended():
     stopped = dict(pending, polling={"nextPollAt": None, "note": "terminal-conflict"})
     _, done = drive(plans.wait_for("openai/batches/b", "SUCCEEDED", None, None), {"/operations/openai/batches/b": [stopped]})
     assert done["version"] == 1
+
+
+def test_wait_for_ends_at_once_naming_the_provider_that_no_longer_knows_the_job():
+    gone = dict(record("openai/batches/g", 1, "RUNNING"), provider="openai")
+    gone["polling"] = {"nextPollAt": None, "failedPolls": 0, "notFoundPolls": 3, "note": "not-found"}
+    with pytest.raises(RatchetError) as stopped:
+        drive(plans.wait_for("openai/batches/g", "terminal", None, None), {"/operations/openai/batches/g": [gone]})
+    assert stopped.value.code == "not-found"
+    assert "openai/batches/g: openai no longer knows it (404 3 times in a row)" in str(stopped.value)
 
 
 def test_wait_for_refuses_an_until_that_cannot_come():
