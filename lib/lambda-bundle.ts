@@ -80,7 +80,15 @@ export function initChunksOf(metafile: Metafile): Set<string> {
     for (const imported of outputs[key]?.imports ?? [])
       if (imported.kind === 'import-statement' && outputs[imported.path]) visit(imported.path);
   };
-  visit(Object.keys(outputs).find((key) => outputs[key]?.entryPoint) as string);
+  // The entry's output: each chunk an import() loads names its module as `entryPoint` too, but only the entry's module
+  // is imported by no other module of the build.
+  const imported = new Set(Object.values(metafile.inputs).flatMap((input) => input.imports.map((i) => i.path)));
+  const entries = Object.keys(outputs).filter((key) => {
+    const module = outputs[key]?.entryPoint;
+    return module !== undefined && !imported.has(module);
+  });
+  if (entries.length !== 1) throw new Error(`expected one entry point in the build, found ${entries.length}: ${entries.join(', ')}`);
+  visit(entries[0] as string);
   return init;
 }
 

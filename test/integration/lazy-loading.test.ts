@@ -13,15 +13,25 @@ import { bundleLambda, initChunksOf } from '../../lib/lambda-bundle.ts';
 const outdir = mkdtempSync(join(tmpdir(), 'ratchet-lazy-'));
 afterAll(() => rmSync(outdir, { recursive: true, force: true }));
 
-const initOf = (handler: string) => bundleLambda(`lambda/handlers/${handler}.ts`, join(outdir, handler)).initInputs;
+const bundles = new Map<string, ReturnType<typeof bundleLambda>>();
+const bundleOf = (handler: string) => {
+  if (!bundles.has(handler)) bundles.set(handler, bundleLambda(`lambda/handlers/${handler}.ts`, join(outdir, handler)));
+  return bundles.get(handler) as ReturnType<typeof bundleLambda>;
+};
+const initOf = (handler: string) => bundleOf(handler).initInputs;
+/** The SDKs reconcile polls the providers with. */
+const PROVIDER_SDKS = ['@google/genai', 'openai', '@anthropic-ai/sdk', '@aws-sdk/client-bedrock'];
 const packagesIn = (inputs: string[], names: string[]) =>
   names.filter((name) => inputs.some((input) => input.includes(`node_modules/${name}/`)));
 
 describe('a cold start compiles only what every invocation needs', () => {
-  it('api: not the Lambda client (verify-by-poll), jose (JWT deliveries) or the Gemini SDK', () => {
+  it("api: not the Lambda client (verify-by-poll), jose (JWT deliveries) or any provider's SDK (a delivery names its job; reconcile polls it)", () => {
     const init = initOf('api');
     expect(packagesIn(init, ['@aws-sdk/client-dynamodb', 'hono'])).toEqual(['@aws-sdk/client-dynamodb', 'hono']);
-    expect(packagesIn(init, ['@aws-sdk/client-lambda', 'jose', '@google/genai'])).toEqual([]);
+    expect(init).toContain('providers/openai/events.ts');
+    expect(packagesIn(init, ['@aws-sdk/client-lambda', 'jose', ...PROVIDER_SDKS])).toEqual([]);
+    // Not even lazily: no path of the API function polls.
+    expect(packagesIn(bundleOf('api').inputs, PROVIDER_SDKS)).toEqual([]);
   });
 
   it("api: not the routes only the homes off AWS serve (the change feed's stream, the effects admin, /metrics)", () => {
@@ -36,10 +46,19 @@ describe('a cold start compiles only what every invocation needs', () => {
     expect(init.filter((input) => /lambda\/(effects\/webhook-sink|http\/webhook-signature)\.ts$/.test(input))).toEqual([]);
   });
 
-  it('reconcile: not the Gemini SDK (a run with nothing due never loads it)', () => {
+  it("reconcile: no provider's SDK (each loaded when its provider is opened, where it has a credential), though all are in its bundle", () => {
     const init = initOf('reconcile');
     expect(packagesIn(init, ['@aws-sdk/client-dynamodb'])).toEqual(['@aws-sdk/client-dynamodb']);
-    expect(packagesIn(init, ['@google/genai'])).toEqual([]);
+    expect(init).toContain('app/reconcile/open.ts');
+    expect(packagesIn(init, PROVIDER_SDKS)).toEqual([]);
+    expect(packagesIn(bundleOf('reconcile').inputs, PROVIDER_SDKS)).toEqual(PROVIDER_SDKS);
+  });
+
+  it("bedrock-events: the table and the mapping, no provider's SDK, no secrets, no HTTP framework", () => {
+    const { inputs } = bundleOf('bedrock-events');
+    expect(packagesIn(inputs, ['@aws-sdk/client-dynamodb'])).toEqual(['@aws-sdk/client-dynamodb']);
+    expect(inputs).toContain('providers/bedrock/events.ts');
+    expect(packagesIn(inputs, [...PROVIDER_SDKS, '@aws-sdk/client-secrets-manager', 'hono'])).toEqual([]);
   });
 });
 
