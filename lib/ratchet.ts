@@ -536,7 +536,9 @@ export class Ratchet extends Construct {
     this.bedrockEventsFunction = new RatchetFunction(this, 'BedrockEvents', {
       entry: 'lambda/handlers/bedrock-events.ts',
       description: "Bedrock's batch inference job state changes -> the same ingest (a nudge: the poll after it decides)",
-    }).bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem']);
+    })
+      // UpdateItem alone: the ingest's conditional write hands back the stored item when it refuses, it never reads first.
+      .bindTable('TABLE_NAME', this.table, ['UpdateItem']);
     // Bedrock sends these to the default bus (best effort, unordered); only its batch jobs' state changes.
     new Rule(this, 'BedrockJobStateChanges', {
       description: "Bedrock's batch inference job state changes -> Ratchet",

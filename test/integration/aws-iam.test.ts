@@ -26,6 +26,7 @@ import { toLambdaRecord } from '../support/aws/stream-mapping.ts';
 import { type Synthesized, synthesizeWithBundles } from '../support/aws/synth.ts';
 import { type PolicyDocument, type PolicyStatement, TemplateWorld } from '../support/aws/template.ts';
 import { envelope, newSecret, signedDelivery } from '../support/deliveries.ts';
+import { bedrockJob, startFakeBedrock } from '../support/fake-bedrock.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { jwtDelivery, KeyServer, rsaKey } from '../support/google-keys.ts';
 import { Receiver } from '../support/receiver.ts';
@@ -52,12 +53,16 @@ const recorded: Check[] = [];
 const client = <T>(Client: new (config: object) => T): T =>
   new Client({ endpoint: motoEndpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
 
+/** Every function of the stack: those the stack-on-moto tests host, and the one Bedrock's events reach. */
+const ALL_FUNCTIONS = [...FUNCTIONS, 'BedrockEvents'] as const;
+type AnyFunction = (typeof ALL_FUNCTIONS)[number];
+
 /** Runs a function's bundle as deployed (its template environment, credentials from the environment) and records its calls. */
-async function run(fn: FunctionName, events: unknown[], extra: Record<string, string> = {}): Promise<unknown[]> {
+async function run(fn: AnyFunction, events: unknown[], extra: Record<string, string> = {}): Promise<unknown[]> {
   proxy.reset();
   try {
     return await runBundle(synthesized.bundleOf(fn), events, {
-      ...deployedEnvironment(world, fn, motoEndpoint, proxy.endpoint),
+      ...deployedEnvironment(world, fn as FunctionName, motoEndpoint, proxy.endpoint),
       ...extra,
     });
   } finally {
@@ -231,6 +236,55 @@ describe('IAM, simulated against the synthesized template', () => {
     }
   });
 
+  it("the Bedrock events bundle and the reconcile bundle: a job's state change from the default bus, then its poll through the fake Bedrock", async () => {
+    const bedrock = await startFakeBedrock({ account: MOTO_ACCOUNT });
+    try {
+      const job = bedrockJob({ status: 'Completed' }, { region: MOTO_REGION, account: MOTO_ACCOUNT });
+      bedrock.set(job);
+      const jobArn = job.jobArn as string;
+      const event = {
+        version: '0',
+        id: `iam-${Date.now()}`,
+        'detail-type': 'Batch Inference Job State Change',
+        source: 'aws.bedrock',
+        account: MOTO_ACCOUNT,
+        time: new Date().toISOString(),
+        region: MOTO_REGION,
+        resources: [jobArn],
+        detail: { batchJobArn: jobArn, batchJobName: 'iam', status: 'Completed' },
+      };
+      expect(await run('BedrockEvents', [event])).toEqual([{ decision: 'applied', reason: '' }]);
+      const [stats] = await run('Reconcile', [{}], { AWS_ENDPOINT_URL_BEDROCK: bedrock.url });
+      // Bedrock's calls went to the fake, not through the proxy: recorded from its log, as IAM would authorize them.
+      const polls = bedrock.requests.filter((request) => request.method === 'GET');
+      expect({ stats, polls: polls.map((request) => decodeURIComponent(request.path)) }).toMatchObject({
+        stats: { failed: 0 },
+        polls: [`/model-invocation-job/${jobArn}`],
+      });
+      recorded.push(
+        ...polls.map((request) => ({
+          action: 'bedrock:GetModelInvocationJob',
+          resource: decodeURIComponent(request.path.replace('/model-invocation-job/', '')),
+          role: world.roleOf('Reconcile'),
+          why: 'Reconcile bundle (Bedrock)',
+        })),
+      );
+    } finally {
+      await bedrock.close();
+    }
+    expect(recorded.filter((call) => call.why === 'BedrockEvents bundle').map((call) => call.action)).toEqual(
+      expect.arrayContaining(['dynamodb:UpdateItem']),
+    );
+    // Reconcile's grant is this account's and region's jobs: another's job, or a list, is denied.
+    const reconcile = world.roleOf('Reconcile');
+    const asked = (action: string, resource: string) =>
+      simulate({ action, resource, role: reconcile, why: 'Bedrock bounds' }, world.rolePolicies(reconcile));
+    const other = (region: string, account: string) => `arn:aws:bedrock:${region}:${account}:model-invocation-job/abc`;
+    expect(await asked('bedrock:GetModelInvocationJob', other('eu-west-1', MOTO_ACCOUNT))).toBe('ImplicitlyDenied');
+    expect(await asked('bedrock:GetModelInvocationJob', other(MOTO_REGION, '210987654321'))).toBe('ImplicitlyDenied');
+    expect(await asked('bedrock:StopModelInvocationJob', other(MOTO_REGION, MOTO_ACCOUNT))).toBe('ImplicitlyDenied');
+  });
+
   it('every call, the bundles’ and those AWS makes for a role, is allowed by that role’s policies and the resource’s policy', async () => {
     const checks = [...recorded, ...onBehalfOfRoles()];
     expect(recorded.filter((call) => call.action.startsWith('unrecognized'))).toEqual([]);
@@ -245,7 +299,7 @@ describe('IAM, simulated against the synthesized template', () => {
   it('every grant is needed: deleting any one action on any one resource from a role denies a call', async () => {
     const checks = [...recorded, ...onBehalfOfRoles()];
     const roles = [...new Set(checks.flatMap((check) => check.role ?? []))];
-    expect(roles).toHaveLength(FUNCTIONS.length + 1); // the functions' roles and the Pipe's
+    expect(roles).toHaveLength(ALL_FUNCTIONS.length + 1); // the functions' roles and the Pipe's
     const unneeded = [];
     for (const role of roles) {
       const policies = world.rolePolicies(role);
@@ -288,6 +342,26 @@ describe('the service side, simulated against the template’s resource policies
     };
     for (const route of routes) expect({ route, result: await invoke(route) }).toEqual({ route, result: 'Allowed' });
     expect(await invoke('GET /admin')).toBe('ImplicitlyDenied');
+  });
+
+  it('the rule on the default bus may invoke the Bedrock events function; another rule may not', async () => {
+    const rule = world.logicalId('AWS::Events::Rule', 'BedrockJobStateChanges');
+    const fn = world.arnOf(world.logicalId('AWS::Lambda::Function', 'BedrockEvents'));
+    const targets = world.resource(rule).Properties.Targets as Array<{ Arn: unknown }>;
+    expect(targets.map((target) => world.resolve(target.Arn))).toEqual([fn]);
+    const invoke = (sourceArn: string) =>
+      simulate(
+        {
+          action: 'lambda:InvokeFunction',
+          resource: fn,
+          principal: 'events.amazonaws.com',
+          context: { 'aws:SourceArn': sourceArn },
+          why: rule,
+        },
+        [],
+      );
+    expect(await invoke(world.arnOf(rule))).toBe('Allowed');
+    expect(await invoke(world.arnOf(world.logicalId('AWS::Events::Rule', 'ReconcileSchedule')))).toBe('ImplicitlyDenied');
   });
 
   it('the schedule may invoke reconcile; another rule may not', async () => {
@@ -433,7 +507,7 @@ function onBehalfOfRoles(): Check[] {
     })),
     { role, action: 'dynamodb:ListStreams', resource: '*', why },
   ];
-  for (const fn of FUNCTIONS) {
+  for (const fn of ALL_FUNCTIONS) {
     const id = world.logicalId('AWS::Lambda::Function', fn);
     const role = world.roleOf(fn);
     const props = world.resource(id).Properties as {

@@ -245,7 +245,7 @@ describe('RatchetStack', () => {
       ).toEqual([]);
   });
 
-  it("takes Bedrock's batch job state changes from the default bus to a function that may only read and write the operations table", () => {
+  it("takes Bedrock's batch job state changes from the default bus to a function that may only write the operations table", () => {
     const rules = Object.entries(template.findResources('AWS::Events::Rule')).filter(
       ([, rule]) => rule.Properties.EventPattern?.source?.[0] === 'aws.bedrock',
     );
@@ -265,7 +265,7 @@ describe('RatchetStack', () => {
     expect(permissionsOf('BedrockEventsRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('BedrockEventsLogs')],
       XRAY,
-      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
+      [['dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
     ]);
     const fn = Object.entries(template.findResources('AWS::Lambda::Function')).find(([id]) => id.startsWith('BedrockEvents'))?.[1];
     expect(Object.keys(fn?.Properties.Environment.Variables).sort()).toEqual(['POWERTOOLS_SERVICE_NAME', 'TABLE_NAME']);
