@@ -33,7 +33,7 @@ import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { Receiver } from '../support/receiver.ts';
 
 let synthesized: Synthesized;
-let bundles: Record<'Api' | 'Effects' | 'Reconcile' | 'HistoryWriter', string>;
+let bundles: Record<'Api' | 'Effects' | 'Reconcile' | 'HistoryWriter' | 'BedrockEvents', string>;
 
 beforeAll(() => {
   synthesized = synthesizeWithBundles();
@@ -42,6 +42,7 @@ beforeAll(() => {
     Effects: synthesized.bundleOf('Effects'),
     Reconcile: synthesized.bundleOf('Reconcile'),
     HistoryWriter: synthesized.bundleOf('HistoryWriter'),
+    BedrockEvents: synthesized.bundleOf('BedrockEvents'),
   };
 });
 afterAll(() => synthesized.remove());
@@ -51,11 +52,11 @@ function runBundle(bundle: string, events: unknown[], env: Record<string, string
 }
 
 describe('bundled functions', () => {
-  it('are four bundles, one per function (CDK caches a bundling by its JSON, blind to the build function)', () => {
-    expect(new Set(Object.values(bundles).map(dirname)).size).toBe(4);
+  it('are five bundles, one per function (CDK caches a bundling by its JSON, blind to the build function)', () => {
+    expect(new Set(Object.values(bundles).map(dirname)).size).toBe(5);
   });
 
-  it('load every chunk as an ES module on this Node, the lazily imported ones too (Lambda client, SQS, jose, the Gemini SDK)', async () => {
+  it("load every chunk as an ES module on this Node, the lazily imported ones too (Lambda client, SQS, jose, the providers' SDKs)", async () => {
     // The entries run in the tests below; here every other chunk, which a test might never reach.
     for (const bundle of Object.values(bundles)) {
       const chunks = readdirSync(dirname(bundle)).filter((file) => file.endsWith('.mjs') && file !== 'index.mjs');
@@ -72,7 +73,7 @@ describe('bundled functions', () => {
     }
   });
 
-  it('hold only what the Lambdas use: no dev-only package (local runtime, CLI, tests, CDK), and of ours the core, the application, the DynamoDB engine and lambda/', () => {
+  it('hold only what the Lambdas use: no dev-only package (local runtime, CLI, tests, CDK), and of ours the core, the providers, the application, the DynamoDB engine and lambda/', () => {
     const lock = JSON.parse(readFileSync(join(PROJECT_ROOT, 'package-lock.json'), 'utf8')).packages as Record<string, { dev?: boolean }>;
     for (const bundle of Object.values(bundles)) {
       const maps = readdirSync(dirname(bundle)).filter((file) => file.endsWith('.mjs.map'));
@@ -89,13 +90,13 @@ describe('bundled functions', () => {
       expect(packages.size).toBeGreaterThan(5);
       expect([...packages].filter((path) => !lock[path] || lock[path].dev)).toEqual([]);
       expect([...packages].filter((path) => /\/(aws-cdk-lib|constructs)$/.test(path))).toEqual([]);
-      expect(ours.filter((source) => !/^(core|app|engines\/dynamodb|lambda)\//.test(source))).toEqual([]);
+      expect(ours.filter((source) => !/^(core|providers|app|engines\/dynamodb|lambda)\//.test(source))).toEqual([]);
       // Never another engine, nor the one-machine server.
       expect(ours.filter((source) => /^(engines\/(sqlite|postgres)|local)\//.test(source))).toEqual([]);
     }
   });
 
-  it('a fresh deploy is safe until configured: the API answers 503 not-configured, reconcile skips, effects wait', async () => {
+  it('a fresh deploy is safe until configured: the API answers 503 not-configured, reconcile polls nothing it has no key for, effects wait', async () => {
     const delivery = signedDelivery(newSecret(), envelope('batch.expired', { id: 'batches/not-configured' }));
     const [webhook] = (await runBundle(bundles.Api, [httpApiEvent('POST', '/webhooks/gemini', delivery.body, delivery.headers)], {
       TABLE_NAME: inject('tableName'),
@@ -105,8 +106,13 @@ describe('bundled functions', () => {
       status: 503,
       error: 'not-configured',
     });
-    expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: inject('tableName'), GEMINI_API_KEY: 'not-configured' })).toEqual([
-      { skipped: 'no-api-key' },
+    // Bedrock is polled with the function's own role wherever it runs: reconcile runs, and finds nothing to poll.
+    const fresh = `${inject('tableName')}-bundle-fresh`;
+    const { client } = openDynamoDb({ endpoint: inject('dynamodbEndpoint'), tables: {} });
+    await ensureTable(client, createTableInput(fresh));
+    client.destroy();
+    expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: fresh, GEMINI_API_KEY: 'not-configured' })).toEqual([
+      expect.objectContaining({ polled: 0, failed: 0 }),
     ]);
     // The invocation fails, so the queue keeps the message and offers it again later.
     const effects = runBundle(bundles.Effects, [{ Records: [] }], {
@@ -199,7 +205,7 @@ describe('bundled functions', () => {
 });
 
 describe('bundled reconcile function', () => {
-  it('skips without an API key, and polls the fake Gemini with one', async () => {
+  it("leaves a Gemini job unpolled without Gemini's key, and polls the fake Gemini once the key is set", async () => {
     expect(existsSync(bundles.Reconcile)).toBe(true);
     // A table of its own: reconcile polls every open operation it finds.
     const table = `${inject('tableName')}-bundle`;
@@ -214,7 +220,11 @@ describe('bundled reconcile function', () => {
     const gemini = await new FakeGemini('bundle-key').start();
     gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
     try {
-      expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: table })).toEqual([{ skipped: 'no-api-key' }]);
+      // No poller for Gemini here: the poll fails (backed off) and nothing is written.
+      expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: table })).toEqual([expect.objectContaining({ polled: 1, failed: 1 })]);
+      expect(await store.get(name)).toMatchObject({ state: null, version: 1 });
+      expect(gemini.requests).toEqual([]);
+      await store.pollNow(name, timeFromDate(new Date()));
       const [stats] = await runBundle(bundles.Reconcile, [{}], {
         TABLE_NAME: table,
         GEMINI_API_KEY: 'bundle-key',
@@ -224,6 +234,45 @@ describe('bundled reconcile function', () => {
       expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', providerState: 'JOB_STATE_SUCCEEDED' });
     } finally {
       await gemini.stop();
+      client.destroy();
+    }
+  });
+});
+
+describe('bundled Bedrock events function', () => {
+  it("applies a batch job's state change from the default bus to the job it names, once however often it comes", async () => {
+    expect(existsSync(bundles.BedrockEvents)).toBe(true);
+    const id = `bundle${Date.now().toString(36)}`;
+    const jobArn = `arn:aws:bedrock:${MOTO_REGION}:123456789012:model-invocation-job/${id}`;
+    const event = {
+      version: '0',
+      id: `evt-${id}`,
+      'detail-type': 'Batch Inference Job State Change',
+      source: 'aws.bedrock',
+      account: '123456789012',
+      time: new Date().toISOString(),
+      region: MOTO_REGION,
+      resources: [jobArn],
+      detail: { batchJobArn: jobArn, batchJobName: 'bundle', status: 'Stopped' },
+    };
+    const results = await runBundle(bundles.BedrockEvents, [event, event], { TABLE_NAME: inject('tableName') });
+    expect(results).toEqual([
+      { decision: 'applied', reason: '' },
+      { decision: 'discarded', reason: 'duplicate' },
+    ]);
+    const { client, operations: store } = openDynamoDb({
+      endpoint: inject('dynamodbEndpoint'),
+      tables: { operations: operationsTable(inject('tableName')) },
+    });
+    try {
+      expect(await store.get(`bedrock/${MOTO_REGION}/123456789012/model-invocation-jobs/${id}`)).toMatchObject({
+        kind: 'bedrock-batch',
+        state: 'CANCELLED',
+        providerState: 'Stopped',
+        resultPending: true,
+        version: 1,
+      });
+    } finally {
       client.destroy();
     }
   });
