@@ -12,7 +12,10 @@ await runProgram({
   commands: {
     start: { about: 'run Ratchet on this machine (the embedded engine in ./.ratchet-data or DATA_DIR)', load: () => import('../start.ts') },
     demo: { about: 'the whole system with a fake Gemini, playing an out-of-order story', load: () => import('./demo.ts') },
-    webhook: { about: 'send one signed Gemini-style delivery to a running Ratchet', load: () => import('./webhook.ts') },
+    webhook: {
+      about: "send one signed delivery to a running Ratchet, in Gemini's shape or (--provider openai|azure-openai) OpenAI's",
+      load: () => import('./webhook.ts'),
+    },
     redrive: { about: 'list or re-drive dead-lettered effects of the running Ratchet', load: () => import('./redrive.ts') },
     backup: { about: 'a consistent copy of the data folder while Ratchet runs', load: () => import('./backup.ts') },
     login: { about: 'a new one-time link that signs the console in', load: () => import('./login.ts') },

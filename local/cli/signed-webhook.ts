@@ -1,4 +1,7 @@
-/** One Gemini-style delivery, signed as Standard Webhooks `v1` with `secret`: what `npm run webhook` and the demo send. */
+/**
+ * One delivery, signed as Standard Webhooks `v1` with `secret`: what `npm run webhook` and the demo send. Gemini,
+ * OpenAI and Azure OpenAI all sign this way, so the body (in the provider's shape) is the caller's.
+ */
 import { Webhook } from 'standardwebhooks';
 
 export function postSignedWebhook(url: string, secret: string, webhookId: string, body: string): Promise<Response> {

@@ -5,7 +5,8 @@
  */
 
 import type { OperationView } from '../../app/ports.ts';
-import { isTerminal } from '../../core/lifecycle.ts';
+import { CREDENTIAL_VARIABLES } from '../../app/reconcile/providers.ts';
+import { isTerminal, type ProviderName } from '../../core/lifecycle.ts';
 import type { DiscardReason } from '../../core/reducer.ts';
 
 export const escapeHtml = (value: unknown) =>
@@ -136,27 +137,38 @@ const REASONS: Record<DiscardReason, string> = {
 
 export const reasonInWords = (reason: string | undefined) => REASONS[reason as DiscardReason] ?? reason ?? 'refused';
 
-function noteInWords(note: string): string {
-  if (note === 'not-found') return 'Gemini no longer knows it (404 three times); its state is left as it was, a webhook can still end it';
-  if (note === 'invalid-name') return 'not a name Gemini answers for';
+/** Reconcile's note on a job `provider` runs, in words (the provider by its name in Ratchet, as the console's filters show it). */
+function noteInWords(note: string, provider: ProviderName): string {
+  if (note === 'not-found')
+    return `${provider} no longer knows it (404 three times); its state is left as it was, a webhook can still end it`;
+  if (note === 'invalid-name') return `not a name ${provider} answers for`;
   if (note === 'other-project') return 'not in the Agent Platform project and location this Ratchet polls (GOOGLE_CLOUD_PROJECT)';
-  if (note === 'expired-unseen') return 'tracked, never seen at Gemini, for longer than TRACKED_EXPIRY_DAYS';
-  if (note === 'unstorable') return "Gemini's answer could not be stored";
-  if (note.startsWith('unknown-state:')) return `Gemini answered a state Ratchet does not know (${note.slice('unknown-state:'.length)})`;
+  if (note === 'expired-unseen') return `tracked, never seen at ${provider}, for longer than TRACKED_EXPIRY_DAYS`;
+  if (note === 'unstorable') return `${provider}'s answer could not be stored`;
+  if (note.startsWith('unknown-state:'))
+    return `${provider} answered a state Ratchet does not know (${note.slice('unknown-state:'.length)})`;
   return note;
 }
 
+/** Where `provider`'s credential is set, its variables as code. */
+const credentialInWords = (provider: ProviderName) =>
+  escapeHtml(CREDENTIAL_VARIABLES[provider]).replace(/\b[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+\b/g, '<code>$&</code>');
+
 /** Reconcile's side of an operation: when it polls next, what failed, or why it stopped. */
 export function pollingInWords(view: OperationView, now: number, reconcileOn: boolean): string {
-  if (isTerminal(view.state)) return 'done';
-  if (!reconcileOn) return 'not polled here (neither <code>GEMINI_API_KEY</code> nor <code>GOOGLE_CLOUD_PROJECT</code> is set)';
+  // An end a bare webhook brought is polled on for its outcome.
+  const outcomeToCome = isTerminal(view.state) && view.resultPending === true;
+  if (isTerminal(view.state) && !outcomeToCome) return 'done';
+  if (!reconcileOn) return `not polled here (no credential for ${view.provider}: ${credentialInWords(view.provider)})`;
   const { nextPollAt, failedPolls, notFoundPolls, note } = view.polling;
-  if (!nextPollAt) return `<span class="dead-lettered">stopped</span>: ${escapeHtml(noteInWords(note ?? 'unknown'))}`;
+  const words = (text: string) => escapeHtml(noteInWords(text, view.provider));
+  if (!nextPollAt) return `<span class="dead-lettered">stopped</span>: ${words(note ?? 'unknown')}`;
   const problems = [
-    failedPolls > 0 && `${failedPolls} failed in a row${note ? ` (${escapeHtml(noteInWords(note))})` : ''}`,
+    failedPolls > 0 && `${failedPolls} failed in a row${note ? ` (${words(note)})` : ''}`,
     notFoundPolls > 0 && `not found ${notFoundPolls}×`,
-    // Not a failure (polling goes on), but worth a look: a newer Gemini than this Ratchet.
-    failedPolls === 0 && note?.startsWith('unknown-state:') && escapeHtml(noteInWords(note)),
+    // Not a failure (polling goes on), but worth a look: the provider is newer than this Ratchet.
+    failedPolls === 0 && note?.startsWith('unknown-state:') && words(note),
   ].filter(Boolean);
-  return `next poll ${when(nextPollAt, now)}${problems.length ? `; <span class="retrying">${problems.join('; ')}</span>` : ''}`;
+  const next = `${outcomeToCome ? 'ended, its outcome to come: ' : ''}next poll ${when(nextPollAt, now)}`;
+  return `${next}${problems.length ? `; <span class="retrying">${problems.join('; ')}</span>` : ''}`;
 }

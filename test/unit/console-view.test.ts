@@ -30,19 +30,34 @@ describe('the console view', () => {
     expect(reasonInWords('something-new')).toBe('something-new');
   });
 
-  it('says when reconcile polls next, what failed, or why it stopped', () => {
-    const view = (state: OperationView['state'], polling: Partial<OperationView['polling']>) =>
-      ({ state, polling: { nextPollAt: null, failedPolls: 0, notFoundPolls: 0, note: null, ...polling } }) as OperationView;
+  it("says when reconcile polls next, what failed, or why it stopped, naming the job's provider", () => {
+    const view = (
+      state: OperationView['state'],
+      polling: Partial<OperationView['polling']>,
+      provider: OperationView['provider'] = 'gemini',
+    ) => ({ state, provider, polling: { nextPollAt: null, failedPolls: 0, notFoundPolls: 0, note: null, ...polling } }) as OperationView;
     expect(pollingInWords(view('SUCCEEDED', {}), NOW, true)).toBe('done');
     expect(text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z' }), NOW, false))).toBe(
-      'not polled here (neither GEMINI_API_KEY nor GOOGLE_CLOUD_PROJECT is set)',
+      'not polled here (no credential for gemini: GEMINI_API_KEY, GEMINI_API_KEYS or GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION)',
+    );
+    expect(pollingInWords(view('PENDING', { nextPollAt: '2026-12-03T12:01:00Z' }, 'openai'), NOW, false)).toBe(
+      'not polled here (no credential for openai: <code>OPENAI_API_KEY</code> or <code>OPENAI_API_KEYS</code>)',
+    );
+    expect(text(pollingInWords(view('RUNNING', {}, 'bedrock'), NOW, false))).toBe(
+      'not polled here (no credential for bedrock: AWS_REGION (the AWS default credential chain))',
+    );
+    // Ended by a bare webhook: polled on until the provider gives the outcome.
+    const bare = { ...view('SUCCEEDED', { nextPollAt: '2026-12-03T12:01:00Z' }, 'openai'), resultPending: true } as OperationView;
+    expect(text(pollingInWords(bare, NOW, true))).toBe('ended, its outcome to come: next poll in 1 min');
+    expect(text(pollingInWords(view(null, { note: 'not-found', notFoundPolls: 3 }, 'anthropic'), NOW, true))).toBe(
+      'stopped: anthropic no longer knows it (404 three times); its state is left as it was, a webhook can still end it',
     );
     expect(text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z' }), NOW, true))).toBe('next poll in 1 min');
     expect(
       text(pollingInWords(view('RUNNING', { nextPollAt: '2026-12-03T12:01:00Z', failedPolls: 2, note: 'Gemini answered 429' }), NOW, true)),
     ).toBe('next poll in 1 min; 2 failed in a row (Gemini answered 429)');
     expect(text(pollingInWords(view(null, { note: 'not-found', notFoundPolls: 3 }), NOW, true))).toBe(
-      'stopped: Gemini no longer knows it (404 three times); its state is left as it was, a webhook can still end it',
+      'stopped: gemini no longer knows it (404 three times); its state is left as it was, a webhook can still end it',
     );
     expect(text(pollingInWords(view(null, { note: 'other-project' }), NOW, true))).toContain(
       'not in the Agent Platform project and location this Ratchet polls',
