@@ -9,7 +9,7 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { EventBridgeEvent } from 'aws-lambda';
 import { ingest, NotRecordedError } from '../app/ingest.ts';
-import type { OperationStore, UnprocessableLog } from '../app/ports.ts';
+import type { OperationStore, PollRequests, UnprocessableLog } from '../app/ports.ts';
 import { StoreRejectedError } from '../app/ports.ts';
 import type { Telemetry, WebhookOutcome } from '../app/telemetry.ts';
 import { MalformedEventError } from '../core/gemini-webhook.ts';
@@ -21,7 +21,7 @@ import { BEDROCK_EVENT_DETAIL_TYPE, BEDROCK_EVENT_SOURCE } from './bedrock-setti
 export type BedrockJobEvent = EventBridgeEvent<typeof BEDROCK_EVENT_DETAIL_TYPE, BedrockStateChangeDetail>;
 
 export interface BedrockEventsDeps {
-  store: OperationStore;
+  store: OperationStore & PollRequests;
   unprocessable?: UnprocessableLog;
   logger: Pick<Logger, 'info' | 'warn' | 'error'>;
   telemetry?: Telemetry;
@@ -63,6 +63,14 @@ async function judge(event: BedrockJobEvent, deps: BedrockEventsDeps): Promise<W
     const at = { ...log, operation: mapped.name, eventState: mapped.state, version: result.record.version };
     if (result.outcome === 'applied') {
       logger.info('Bedrock event applied', { ...at, state: result.record.state, stateChanged: result.stateChanged });
+      // Ended, its outcome to come: due now, so the schedule's next run (within a minute) polls it rather than the
+      // job's own next poll, up to half an hour on. Best effort: the job is polled on its schedule all the same.
+      if (result.record.resultPending)
+        await store
+          .pollNow(mapped.name, timeFromDate(clock()))
+          .catch((error: Error) =>
+            logger.warn('poll for the outcome not asked; the job is polled on its schedule', { ...at, detail: error.message }),
+          );
       return { decision: 'applied', reason: '' };
     }
     logger[result.reason === 'terminal-conflict' ? 'warn' : 'info']('Bedrock event discarded', { ...at, reason: result.reason });

@@ -157,26 +157,31 @@ describe('Bedrock on the AWS home', () => {
     const jobArn = job.jobArn as string;
     const name = `bedrock/${MOTO_REGION}/${MOTO_ACCOUNT}/model-invocation-jobs/${jobArn.split('/').at(-1)}`;
     bedrock.set(job);
-    // Never tracked: the event adopts it.
+    // Never tracked: the event adopts it, and reconcile polls it (still running; its next poll a minute or more on).
     expect(await bedrockEvents(stateChange(jobArn, 'InProgress'))).toEqual({ decision: 'applied', reason: '' });
     expect(await get(name)).toMatchObject({ kind: 'bedrock-batch', provider: 'bedrock', state: 'RUNNING', source: 'webhook' });
+    expect(await run()).toMatchObject({ failed: 0 });
     // Unordered: an older state after it changes nothing.
     expect(await bedrockEvents(stateChange(jobArn, 'Scheduled'))).toMatchObject({ decision: 'discarded' });
+    bedrock.set({ ...bedrockJob({ status: 'Completed' }, { region: MOTO_REGION, account: MOTO_ACCOUNT }), jobArn });
     const ended = stateChange(jobArn, 'Completed');
     expect(await bedrockEvents(ended)).toEqual({ decision: 'applied', reason: '' });
     // The same event again (EventBridge delivers at least once): no second write.
     expect(await bedrockEvents(ended)).toMatchObject({ decision: 'discarded', reason: 'duplicate' });
-    expect(await get(name)).toMatchObject({ state: 'SUCCEEDED', providerState: 'Completed', resultPending: true, version: 2 });
-    bedrock.set({ ...bedrockJob({ status: 'Completed' }, { region: MOTO_REGION, account: MOTO_ACCOUNT }), jobArn });
+    const bare = await get(name);
+    expect(bare).toMatchObject({ state: 'SUCCEEDED', providerState: 'Completed', resultPending: true });
+    // Its end made it due at once: the next run polls it and writes the outcome.
     expect(await run()).toMatchObject({ failed: 0 });
     const record = await get(name);
     expect(record).toMatchObject({
       state: 'SUCCEEDED',
-      version: 3,
+      version: bare.version + 1,
       result: { outputUri: expect.stringMatching(/^s3:\/\//), requestCounts: { total: 100 } },
     });
     expect(record.resultPending).toBeUndefined();
-    expect(bedrock.requests.filter((r) => r.method === 'GET').map((r) => [decodeURIComponent(r.path), r.region])).toEqual([
+    const polls = bedrock.requests.filter((r) => r.method === 'GET').map((r) => [decodeURIComponent(r.path), r.region]);
+    expect(polls).toEqual([
+      [`/model-invocation-job/${jobArn}`, MOTO_REGION],
       [`/model-invocation-job/${jobArn}`, MOTO_REGION],
     ]);
   });
