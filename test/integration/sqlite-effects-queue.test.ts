@@ -117,6 +117,7 @@ describe('the SQLite effects queue', () => {
     expect(delivered[0]?.transition).toEqual({
       name: old.name,
       kind: 'batch',
+      provider: 'gemini',
       state: 'SUCCEEDED',
       previousState: null,
       version: 2,
