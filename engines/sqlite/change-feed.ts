@@ -123,12 +123,23 @@ export class ChangeFeed {
     after: number | undefined,
     filter: FeedFilter,
     limit: number,
+    /** The reader waits if it finds nothing (a long poll): memory may answer it (see below). */
+    waits = false,
   ): { changes: OperationChange[]; cursor: number /** Read up to the head (as far as it is known) */; complete: boolean } {
     const changes: OperationChange[] = [];
     // Near the head (a stream or a watcher going on): from memory, no query and nothing parsed again. Whatever
-    // was committed after the last entry is on its way to the waiters (dispatch), this reader among them.
+    // was committed after the last entry is on its way to the waiters (dispatch), this reader among them: so only
+    // for a reader that waits. One that does not (a snapshot's catch-up, a plain read) would miss what was committed
+    // while nobody waited, which no dispatch has brought into memory.
     const end = this.recentFirst + this.recent.length - 1;
-    if (after !== undefined && this.recent.length > 0 && after >= this.recentFirst - 1 && after <= end && end === this.dispatched) {
+    if (
+      waits &&
+      after !== undefined &&
+      this.recent.length > 0 &&
+      after >= this.recentFirst - 1 &&
+      after <= end &&
+      end === this.dispatched
+    ) {
       let cursor = after;
       for (let seq = after + 1; seq <= end; seq++) {
         cursor = seq;
@@ -179,7 +190,7 @@ export class ChangeFeed {
     waitMs: number,
     signal?: AbortSignal,
   ): Promise<{ changes: OperationChange[]; cursor: number }> {
-    const first = this.read(after, filter, limit);
+    const first = this.read(after, filter, limit, waitMs > 0 && !signal?.aborted);
     if (first.changes.length > 0 || waitMs <= 0 || signal?.aborted || !first.complete) return first;
     const waiter = await this.hold({ after: first.cursor, filter, limit, found: [], scanned: first.cursor }, waitMs, signal);
     return { changes: waiter.found, cursor: waiter.scanned };

@@ -57,6 +57,32 @@ const matching = (filter: FeedFilter) => (change: { name: string; kind: string; 
   (filter.kind === undefined || change.kind === filter.kind) &&
   (filter.state === undefined || change.state === filter.state);
 
+describe('the change feed', () => {
+  it('gives a reader that does not wait what was committed while nobody waited, after a long poll filled its memory', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'ratchet-feed-'));
+    const data = openDataFolder(dir);
+    try {
+      const feed = new ChangeFeed(data.db);
+      const store = new SqliteOperationStore(data.db, () => feed.notify());
+      const at = '2026-12-05T10:00:00.000000000Z';
+      // A long poll held, woken by the first write: the feed's memory now ends at that write.
+      const held = feed.next(0, {}, 10, 60_000);
+      await store.write(trackedRecord('batches/a', 'batch', at), undefined);
+      const first = await held;
+      expect(first.changes.map((change) => change.name)).toEqual(['batches/a']);
+      // Written while nobody waits: no dispatch brings them into memory.
+      await store.write(trackedRecord('batches/b', 'batch', at), undefined);
+      await store.write(trackedRecord('interactions/c', 'interaction', at), undefined);
+      const plain = await feed.next(first.cursor, {}, 10, 0);
+      expect(plain.changes.map((change) => change.name)).toEqual(['batches/b', 'interactions/c']);
+      expect(feed.read(first.cursor, {}, 10).changes).toHaveLength(2);
+    } finally {
+      data.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+});
+
 describe('the change feed (property)', () => {
   it('pages from the file or from memory, and waiters, return exactly the matching changes after the cursor, in commit order', {
     timeout: 120_000,
