@@ -205,6 +205,16 @@ export class Ratchet extends Construct {
     return `${this.api.apiEndpoint}/webhooks/gemini`;
   }
 
+  /** The endpoint to add in OpenAI's webhook settings (its `whsec_` secret goes in the `openai.webhookSecret` secret). */
+  get openaiWebhookUrl(): string {
+    return `${this.api.apiEndpoint}/webhooks/openai`;
+  }
+
+  /** The endpoint for the Azure OpenAI resource's webhook. */
+  get azureOpenAIWebhookUrl(): string {
+    return `${this.api.apiEndpoint}/webhooks/azure-openai`;
+  }
+
   constructor(scope: Construct, id: string, props: RatchetProps = {}) {
     super(scope, id);
 
@@ -576,6 +586,8 @@ export class Ratchet extends Construct {
     this.output('AlarmTopicArn', this.alarms.topic.topicArn);
     this.output('ApiUrl', this.apiUrl);
     this.output('WebhookUrl', this.webhookUrl);
+    this.output('OpenAIWebhookUrl', this.openaiWebhookUrl);
+    if (props.azureOpenAI) this.output('AzureOpenAIWebhookUrl', this.azureOpenAIWebhookUrl);
     this.output('WebhookSigningSecretArn', signingSecrets.secretArn);
     this.output('TableName', this.table.tableName);
     this.output('EventBusName', this.bus.eventBusName);

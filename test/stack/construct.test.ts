@@ -216,6 +216,8 @@ describe('the Ratchet construct in an application’s own stack', () => {
     const stack = Stack.of(ratchet);
     expect(stack.resolve(ratchet.apiUrl)).toEqual({ 'Fn::GetAtt': [expect.stringMatching(/^RatchetHttpApi/), 'ApiEndpoint'] });
     expect(JSON.stringify(stack.resolve(ratchet.webhookUrl))).toMatch(/\/webhooks\/gemini/);
+    expect(JSON.stringify(stack.resolve(ratchet.openaiWebhookUrl))).toMatch(/\/webhooks\/openai"/);
+    expect(JSON.stringify(stack.resolve(ratchet.azureOpenAIWebhookUrl))).toMatch(/\/webhooks\/azure-openai"/);
     expect(stack.resolve(ratchet.bus.eventBusName)).toEqual({ Ref: expect.stringMatching(/^RatchetEvents/) });
     expect(stack.resolve(ratchet.table.tableName)).toEqual({ Ref: expect.stringMatching(/^RatchetOperations/) });
     expect(stack.resolve(ratchet.historyTable.tableName)).toEqual({ Ref: expect.stringMatching(/^RatchetHistory/) });
@@ -223,8 +225,18 @@ describe('the Ratchet construct in an application’s own stack', () => {
   });
 
   it('keeps the outputs connect and redrive read under their plain keys, wherever it sits', () => {
-    for (const key of ['ApiUrl', 'WebhookUrl', 'WebhookSigningSecretArn', 'GeminiApiKeySecretArn', 'TableName', 'EffectsDeadLetterTable'])
+    for (const key of [
+      'ApiUrl',
+      'WebhookUrl',
+      'OpenAIWebhookUrl',
+      'WebhookSigningSecretArn',
+      'GeminiApiKeySecretArn',
+      'TableName',
+      'EffectsDeadLetterTable',
+    ])
       template.hasOutput(key, {});
+    // Azure's only where a resource is named.
+    expect(Object.keys(template.toJSON().Outputs)).not.toContain('AzureOpenAIWebhookUrl');
   });
 
   it('brings one AWS Solutions finding into the app, the read grant’s wildcard, and none of its own', () => {
@@ -315,6 +327,7 @@ describe('the Ratchet construct in an application’s own stack', () => {
             (st: { Action: unknown }) => st.Action,
           ),
         ]);
+    providers.hasOutput('AzureOpenAIWebhookUrl', {});
     expect(readersOf('OpenAIKeys')).toEqual([['RatchetReconcileRole', ['secretsmanager:GetSecretValue']]]);
     expect(readersOf('secret:team/anthropic')).toEqual([['RatchetReconcileRole', ['secretsmanager:GetSecretValue']]]);
     expect(readersOf('AzureKey')).toEqual([['RatchetReconcileRole', ['secretsmanager:GetSecretValue']]]);
