@@ -76,7 +76,13 @@ export const PACKAGES: Record<string, PackageSpec> = {
     substitutes: { 'lib/function-code.ts': 'lib/function-code.prebuilt.ts' },
     // The commands that reach a deployed stack (connect, redrive --stack): the AWS user's, so the server carries no AWS SDK.
     programs: { 'ratchet-aws': 'lib/cli/ratchet-aws.ts' },
-    functions: ['lambda/handlers/api.ts', 'lambda/handlers/effects.ts', 'lambda/handlers/reconcile.ts', 'lambda/handlers/history.ts'],
+    functions: [
+      'lambda/handlers/api.ts',
+      'lambda/handlers/effects.ts',
+      'lambda/handlers/reconcile.ts',
+      'lambda/handlers/history.ts',
+      'lambda/handlers/bedrock-events.ts',
+    ],
   },
   // index: createRatchet, Ratchet inside an app. derived-process: the embedded engine's second process (history, effects),
   // forked by the runtime.

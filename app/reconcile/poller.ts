@@ -5,7 +5,14 @@
  */
 import type { PollAnswer, PollTarget } from '../../providers/port.ts';
 
+import { PollFailedError } from '../../providers/port.ts';
+
 export { type PollAnswer, PollFailedError } from '../../providers/port.ts';
+
+/** A job whose provider has no credential here: not a failed poll (no request was made); asked again later. */
+export class NotPolledHereError extends PollFailedError {
+  override name = 'NotPolledHereError';
+}
 
 /** What reconcile polls with: every provider's jobs, each by its kind's poller (providers.ts). */
 export interface Poller {

@@ -7,8 +7,8 @@
 import { labelledKeysOf } from '../../core/credentials.ts';
 import { type ProviderName, providerOf } from '../../core/lifecycle.ts';
 import type { KeyHealth, LabelledKey, PollAnswer, PollTarget, ProviderPoller } from '../../providers/port.ts';
-import { PollFailedError } from '../../providers/port.ts';
 import { azureResourceOf, type Config } from '../config.ts';
+import { NotPolledHereError } from './poller.ts';
 
 /** What reconcile polls each provider other than Gemini with, resolved from the configuration (secrets included). */
 export interface ProviderPollerSettings {
@@ -79,14 +79,14 @@ export async function openProviderPollers(
   return pollers;
 }
 
-/** Each job to its kind's provider's poller; a provider with none here fails the poll (backed off, polled again later). */
+/** Each job to its kind's provider's poller; a provider with none here is not polled (the job backs off, asked again later). */
 export class ProviderRouter {
   constructor(private readonly pollers: Partial<Record<ProviderName, Pick<ProviderPoller, 'poll'>>>) {}
 
   poll(operation: PollTarget): Promise<PollAnswer> {
     const provider = providerOf(operation.kind);
     const poller = this.pollers[provider];
-    if (!poller) throw new PollFailedError(`${provider} is not polled here (no ${CREDENTIAL_VARIABLES[provider]} set)`);
+    if (!poller) throw new NotPolledHereError(`not polled here: no credential for ${provider} (${CREDENTIAL_VARIABLES[provider]})`);
     return poller.poll(operation);
   }
 

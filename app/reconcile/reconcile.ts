@@ -51,7 +51,7 @@ import {
 } from '../ports.ts';
 import type { PollOutcome, Telemetry } from '../telemetry.ts';
 import type { Discovery } from './discovery.ts';
-import { type Poller, PollFailedError } from './poller.ts';
+import { NotPolledHereError, type Poller, PollFailedError } from './poller.ts';
 import type { WebhookHealth } from './webhook-health.ts';
 
 export interface ReconcileDeps {
@@ -199,6 +199,12 @@ async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: Rec
   try {
     answer = await poller.poll(record);
   } catch (error) {
+    if (error instanceof NotPolledHereError) {
+      // No request was made: not a failure (no alarm for a provider nobody set up here); asked again later, backing off.
+      stats.polled--;
+      await reschedule({ ...poll, unchangedPolls: poll.unchangedPolls + 1, note: error.message });
+      return;
+    }
     if (!(error instanceof PollFailedError)) throw error;
     stats.failed++;
     polled('failed');

@@ -87,6 +87,15 @@ describe('createRatchet with provider credentials', () => {
     }
   });
 
+  it('leaves a job of a provider it has no credential for unpolled, not failed, and says why on the job', async () => {
+    await ratchet.client.track('batches/no-gemini-key-here');
+    const round = await ratchet.tick({ budgetMs: 5_000 });
+    expect(round.reconcile).toMatchObject({ failed: 0 });
+    const view = await ratchet.client.get('batches/no-gemini-key-here');
+    expect(view?.polling).toMatchObject({ failedPolls: 0, note: expect.stringContaining('no credential for gemini') });
+    expect(view?.polling?.nextPollAt).not.toBeNull();
+  });
+
   it('follows an Anthropic batch it tracks by tick alone', async () => {
     const batch = anthropicBatch({ processing_status: 'in_progress' });
     const name = `anthropic/messages/batches/${batch.id as string}`;
