@@ -9,7 +9,7 @@
  */
 import { LogFormatter, Logger, LogItem } from '@aws-lambda-powertools/logger';
 import type { LogLevel } from '@aws-lambda-powertools/logger/types';
-import { redacted } from './redaction.ts';
+import { redacted } from '../core/redaction.ts';
 
 type FormatterInput = Parameters<LogFormatter['formatAttributes']>[0];
 

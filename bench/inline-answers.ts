@@ -6,8 +6,9 @@
  * poll's time and the heap it grew by while reading. The same poll of the
  * same interaction delivered by URI is the baseline.
  */
-import { GenAiPoller } from '../app/reconcile/gemini-poller.ts';
+
 import { FakeGemini } from '../local/fake-gemini.ts';
+import { GenAiPoller } from '../providers/gemini/poller.ts';
 
 const SIZES_MIB = [0, 5, 15, 45];
 const RUNS = 5;

@@ -16,9 +16,9 @@ import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, GetCommand, PutCommand } from '@aws-sdk/lib-dynamodb';
 import pg from 'pg';
 import { Webhook } from 'standardwebhooks';
-import { WEBHOOK_EVENT_TYPES } from '../core/gemini-webhook.ts';
 import { rankOf } from '../core/lifecycle.ts';
 import type { Sqlite } from '../engines/sqlite/sqlite.ts';
+import { WEBHOOK_EVENT_TYPES } from '../providers/gemini/webhook.ts';
 
 export const SEED_RETRIES = 4;
 

@@ -12,10 +12,9 @@ import { ingest, NotRecordedError } from '../app/ingest.ts';
 import type { OperationStore, PollRequests, UnprocessableLog } from '../app/ports.ts';
 import { StoreRejectedError } from '../app/ports.ts';
 import type { Telemetry, WebhookOutcome } from '../app/telemetry.ts';
-import { MalformedEventError } from '../core/gemini-webhook.ts';
 import { timeFromDate } from '../core/time.ts';
 import { type BedrockStateChangeDetail, eventFromBedrockEvent } from '../providers/bedrock/events.ts';
-import { UnknownProviderStateError } from '../providers/port.ts';
+import { MalformedEventError, UnknownProviderStateError } from '../providers/port.ts';
 import { BEDROCK_EVENT_DETAIL_TYPE, BEDROCK_EVENT_SOURCE } from './bedrock-settings.ts';
 
 export type BedrockJobEvent = EventBridgeEvent<typeof BEDROCK_EVENT_DETAIL_TYPE, BedrockStateChangeDetail>;

@@ -75,7 +75,7 @@ export function settingsOf(config: Config, options: { onChange?: boolean; dataDi
           unseenExpiryMs: config.TRACKED_EXPIRY_DAYS * 86_400_000,
           overdueAfter: overdueAfterOf(config),
           webhookUrl: config.WEBHOOK_URL,
-          poller: async () => (await import('../app/reconcile/gemini-poller.ts')).pollerOptionsOf(config, async (name) => config[name]),
+          poller: async () => (await import('../app/reconcile/gemini-settings.ts')).pollerOptionsOf(config, async (name) => config[name]),
           providers,
         },
       }),

@@ -30,6 +30,14 @@ export type PollAnswer =
    */
   | { kind: 'refused'; reason: string; note: 'invalid-name' | 'other-project' };
 
+/** A webhook delivery, authentic, that can never be read into an event (kept as unprocessable). */
+export class MalformedEventError extends Error {
+  override name = 'MalformedEventError';
+}
+
+/** What a provider's webhook delivery says: an event, or a type Ratchet does not follow (`ignored`, noted). */
+export type WebhookMapping = { kind: 'event'; event: OperationEvent } | { kind: 'ignored'; type: string };
+
 /** Anything but an answer, a 404 or a refusal: reconcile backs the job off and polls it again. */
 export class PollFailedError extends Error {
   override name = 'PollFailedError';
@@ -46,8 +54,11 @@ export class PollFailedError extends Error {
 /** The provider answered a state word Ratchet has no mapping for: the mapping throws it, the poller answers `unknown-state`. */
 export class UnknownProviderStateError extends Error {
   override name = 'UnknownProviderStateError';
-  constructor(readonly raw: string) {
-    super(`unknown provider state ${JSON.stringify(raw)}`);
+  constructor(
+    readonly raw: string,
+    message = `unknown provider state ${JSON.stringify(raw)}`,
+  ) {
+    super(message);
   }
 }
 

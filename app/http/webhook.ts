@@ -8,12 +8,13 @@
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { FAILURES, type Failure, failureBody, RETRY_AFTER_SECONDS } from '../../core/failures.ts';
-import { MalformedEventError, mapWebhookDelivery, type WebhookMapping } from '../../core/gemini-webhook.ts';
 import type { OperationKind } from '../../core/lifecycle.ts';
 import { InvalidNameError } from '../../core/names.ts';
 import { parseProviderJson } from '../../core/provider-values.ts';
 import type { OperationEvent } from '../../core/reducer.ts';
 import { InvalidTimeError, timeFromDate } from '../../core/time.ts';
+import { mapWebhookDelivery } from '../../providers/gemini/webhook.ts';
+import { MalformedEventError, type WebhookMapping } from '../../providers/port.ts';
 import { type IngestDeps, ingest, NotRecordedError, RecentRecords } from '../ingest.ts';
 import {
   type DecisionLog,
@@ -49,7 +50,7 @@ export type DeliveryMapper = (body: unknown, deliveryId: string) => WebhookMappi
 export interface WebhookDeps {
   store: OperationStore;
   verifier: WebhookSignatureVerifier;
-  /** How this route's provider's deliveries read (default: Gemini's, core/gemini-webhook.ts). */
+  /** How this route's provider's deliveries read (default: Gemini's, providers/gemini/webhook.ts). */
   map?: DeliveryMapper;
   logger: Logger;
   /** Counts each delivery by decision and times it (`ratchet_webhook_deliveries_total`, `…_duration_seconds`); traces it where OpenTelemetry is on. */
@@ -229,14 +230,12 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
         // Ended without its outcome (OpenAI's deliveries name the job alone): the poll that brings it is asked for now,
         // not at the job's next poll (up to half an hour on). Best effort: the job is due all the same.
         if (result.record.resultPending && deps.pollNow)
-          await deps
-            .pollNow({ name: event.name, kind: event.kind })
-            .catch((error: Error) =>
-              logger.warn('poll for the outcome not asked; the job is polled on its schedule', {
-                operation: event.name,
-                detail: error.message,
-              }),
-            );
+          await deps.pollNow({ name: event.name, kind: event.kind }).catch((error: Error) =>
+            logger.warn('poll for the outcome not asked; the job is polled on its schedule', {
+              operation: event.name,
+              detail: error.message,
+            }),
+          );
         logger.info('webhook applied', {
           ...log,
           state: result.record.state,

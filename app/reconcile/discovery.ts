@@ -13,15 +13,15 @@
  * an adopted batch records the label of the key that listed it, so it is
  * polled with that key; one key refused does not stop the others' sweep.
  * Each provider that lists its batches (providers/port.ts `listBatches`:
- * OpenAI's, Anthropic's, Gemini's through `geminiBatches`) is swept the same
+ * OpenAI's, Anthropic's, Gemini's through providers/gemini/events.ts
+ * `geminiBatches`) is swept the same
  * way, by a discovery of its own.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
-import { type BatchAnswer, eventFromBatch } from '../../core/gemini-poll.ts';
 import { InvalidNameError, isNameOfKind } from '../../core/names.ts';
 import { applyEvent, type OperationEvent } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
-import type { ListedBatch, ProviderPoller } from '../../providers/port.ts';
+import type { ProviderPoller } from '../../providers/port.ts';
 import { type OperationStore, StoreRejectedError } from '../ports.ts';
 import { AtMostEvery, type ClaimJob } from './at-most-every.ts';
 
@@ -35,29 +35,6 @@ export const DISCOVERY_PAGE_SIZE = 50;
 
 /** What discovery lists with: a provider's poller (providers/port.ts). */
 export type BatchLister = Required<Pick<ProviderPoller, 'listBatches'>>;
-
-/** One page of Gemini's `batches.list`, as the SDK answers it. */
-export interface GeminiBatchLister {
-  listBatches(page: { pageSize: number; pageToken?: string; credential?: string }): Promise<{
-    batches: Array<BatchAnswer & { name?: string; createTime?: string }>;
-    nextPageToken?: string;
-  }>;
-}
-
-/** Gemini's listing read as the port's: each batch mapped when discovery reads it. */
-export function geminiBatches(lister: GeminiBatchLister): BatchLister {
-  return {
-    async listBatches(page) {
-      const { batches, nextPageToken } = await lister.listBatches(page);
-      const listed: ListedBatch[] = batches.map((batch) => ({
-        name: batch.name ?? '',
-        ...(batch.createTime && { createTime: batch.createTime }),
-        event: () => eventFromBatch(batch.name ?? '', 'batch', batch),
-      }));
-      return { batches: listed, ...(nextPageToken !== undefined && { nextPageToken }) };
-    },
-  };
-}
 
 export interface DiscoveryDeps {
   lister: BatchLister;

@@ -9,12 +9,13 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { PROVIDERS, type ProviderName } from '../../core/lifecycle.ts';
 import type { OverdueLimits } from '../../core/overdue.ts';
+import { geminiBatches } from '../../providers/gemini/events.ts';
+import type { GenAiPoller, PollerOptions } from '../../providers/gemini/poller.ts';
 import type { KeyHealth } from '../../providers/port.ts';
 import type { Engine } from '../engine.ts';
 import type { Telemetry } from '../telemetry.ts';
 import { CredentialHealth } from './credentials.ts';
-import { BatchDiscovery, type Discovery, geminiBatches } from './discovery.ts';
-import type { GenAiPoller, PollerOptions } from './gemini-poller.ts';
+import { BatchDiscovery, type Discovery } from './discovery.ts';
 import { CREDENTIAL_VARIABLES, openProviderPollers, type ProviderPollerSettings, ProviderRouter } from './providers.ts';
 import { type ReconcileDeps, type ReconcileStats, reconcile } from './reconcile.ts';
 import { WebhookHealth } from './webhook-health.ts';
@@ -53,7 +54,7 @@ export async function openReconciler(
   const pollers = await openProviderPollers(others, (provider) => deps.keyHealth?.(provider) ?? new CredentialHealth([]));
   let gemini: GenAiPoller | undefined;
   if (options) {
-    const { GenAiPoller } = await import('./gemini-poller.ts');
+    const { GenAiPoller } = await import('../../providers/gemini/poller.ts');
     gemini = new GenAiPoller({ ...options, credentialHealth: deps.credentials });
   }
   const poller = new ProviderRouter({ ...pollers, ...(gemini && { gemini }) });

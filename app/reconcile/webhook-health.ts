@@ -6,20 +6,13 @@
  * between checks the last count is reported again, so an alarm on it holds.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
+import type { WebhookLister } from '../../providers/gemini/poller.ts';
 import { AtMostEvery, type ClaimJob } from './at-most-every.ts';
 
 export const DISABLED_STATE = 'disabled_due_to_failed_deliveries';
 export const HEALTH_CHECK_INTERVAL_MS = 60 * 60_000;
 /** After a failed check (Gemini down, a key without access to webhooks), the next try. */
 export const HEALTH_CHECK_RETRY_MS = 5 * 60_000;
-
-/** The part of the SDK's `ai.webhooks` this needs (its wire shapes are snake_case). */
-export interface WebhookLister {
-  list(params?: { page_token?: string }): Promise<{
-    webhooks?: Array<{ id?: string; uri?: string; state?: string }>;
-    next_page_token?: string;
-  }>;
-}
 
 export interface WebhookHealthDeps {
   webhooks: WebhookLister;

@@ -8,8 +8,8 @@ import { CloudFormationClient, DescribeStacksCommand } from '@aws-sdk/client-clo
 import { GetSecretValueCommand, PutSecretValueCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
 import { GoogleGenAI } from '@google/genai';
 import { failure, parseCommandLine, usageError } from '../../app/command-line.ts';
-import { DEFAULT_GEMINI_API_VERSION } from '../../app/reconcile/gemini-poller.ts';
 import { openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
+import { DEFAULT_GEMINI_API_VERSION } from '../../providers/gemini/poller.ts';
 import { CONNECT_OUTPUTS, ConnectError, connect, type GeminiWebhooks, type SecretStore, type StackOutputs } from './gemini-connect.ts';
 
 async function hiddenPrompt(question: string): Promise<string> {

@@ -9,7 +9,7 @@
 import { randomBytes } from 'node:crypto';
 import { configuredValue, NOT_CONFIGURED } from '../../app/not-configured.ts';
 import type { DeliveryReceipts } from '../../app/ports.ts';
-import { SUBSCRIBED_EVENTS } from '../../core/gemini-webhook.ts';
+import { SUBSCRIBED_EVENTS } from '../../providers/gemini/webhook.ts';
 
 /** The stack outputs connect reads (lib/ratchet-stack.ts). */
 export const CONNECT_OUTPUTS = [

@@ -10,12 +10,12 @@
  * applies only where it ranks higher, and the poll's `lastModifiedTime` decides
  * the rest; a terminal one waits for a poll to bring the outcome.
  */
-import { MalformedEventError } from '../../core/gemini-webhook.ts';
+
 import { isTerminal, type OperationState } from '../../core/lifecycle.ts';
 import { isNameOfKind } from '../../core/names.ts';
 import type { OperationEvent, OperationResult } from '../../core/reducer.ts';
 import { countOf, given, resultAt, textOf, timeOf } from '../answers.ts';
-import { UnknownProviderStateError } from '../port.ts';
+import { MalformedEventError, UnknownProviderStateError } from '../port.ts';
 
 /** Bedrock's statuses, as issue 58's table has them (a job `PartiallyCompleted` wrote its output, some records failed). */
 export const BEDROCK_STATUSES: Readonly<Record<string, OperationState>> = {

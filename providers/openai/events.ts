@@ -13,12 +13,12 @@
  * - A webhook event carries only the job's id: its terminal state, with the
  *   outcome to come from a poll (`resultPending`).
  */
-import { MalformedEventError } from '../../core/gemini-webhook.ts';
+
 import type { OperationState } from '../../core/lifecycle.ts';
 import { isNameOfKind } from '../../core/names.ts';
 import type { OperationEvent, OperationResult } from '../../core/reducer.ts';
 import { countOf, given, newestOf, resultAt, sumOf, textOf, timeOfUnixSeconds } from '../answers.ts';
-import { UnknownProviderStateError } from '../port.ts';
+import { MalformedEventError, UnknownProviderStateError } from '../port.ts';
 
 export type OpenAIKind = 'openai-batch' | 'openai-response' | 'openai-video' | 'openai-fine-tuning' | 'openai-eval-run';
 /** Azure OpenAI's batches are OpenAI's batch objects. */

@@ -19,8 +19,8 @@ import {
 } from '@aws-sdk/client-secrets-manager';
 import type { APIGatewayProxyEventV2, APIGatewayProxyResultV2, Context } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { SUBSCRIBED_EVENTS } from '../../core/gemini-webhook.ts';
 import { createTableInput, type DynamoDbOperationStore, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
+import { SUBSCRIBED_EVENTS } from '../../providers/gemini/webhook.ts';
 import { httpApiEvent } from '../support/api-gateway.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION, type Moto, publishStackOutputs, startMoto } from '../support/aws/moto.ts';
 import { ensureTable } from '../support/aws/tables.ts';

@@ -220,8 +220,8 @@ describe('bundled reconcile function', () => {
     const gemini = await new FakeGemini('bundle-key').start();
     gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
     try {
-      // No poller for Gemini here: the poll fails (backed off) and nothing is written.
-      expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: table })).toEqual([expect.objectContaining({ polled: 1, failed: 1 })]);
+      // No poller for Gemini here: not polled, not a failure (no request made), backed off; nothing is written.
+      expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: table })).toEqual([expect.objectContaining({ polled: 0, failed: 0 })]);
       expect(await store.get(name)).toMatchObject({ state: null, version: 1 });
       expect(gemini.requests).toEqual([]);
       await store.pollNow(name, timeFromDate(new Date()));

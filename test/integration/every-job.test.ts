@@ -6,12 +6,12 @@
  * Ratchet knows yet) never blinding reconcile.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { GenAiPoller } from '../../app/reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../../app/reconcile/reconcile.ts';
 import { kindOfName, normalizeOperationName } from '../../core/names.ts';
 import { DEFAULT_OVERDUE_AFTER, type OverdueLimits, overdueLimitsOf } from '../../core/overdue.ts';
 import { trackedRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
+import { GenAiPoller } from '../../providers/gemini/poller.ts';
 import { ENGINES, type FullStore, type StoreUnderTest } from '../support/engines.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';
 import { silentLogger } from '../support/silent-logger.ts';

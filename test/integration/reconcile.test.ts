@@ -4,14 +4,14 @@
  */
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { ingest } from '../../app/ingest.ts';
-import { GenAiPoller } from '../../app/reconcile/gemini-poller.ts';
 import { type ReconcileStats, reconcile } from '../../app/reconcile/reconcile.ts';
 import { DISABLED_STATE, WebhookHealth } from '../../app/reconcile/webhook-health.ts';
-import { mapWebhookDelivery } from '../../core/gemini-webhook.ts';
 import { kindOfName } from '../../core/names.ts';
 import { trackedRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
 import { SqliteOperationStore } from '../../engines/sqlite/operation-store.ts';
+import { GenAiPoller } from '../../providers/gemini/poller.ts';
+import { mapWebhookDelivery } from '../../providers/gemini/webhook.ts';
 import { envelope } from '../support/deliveries.ts';
 import { ENGINES, type FullStore, type StoreUnderTest } from '../support/engines.ts';
 import { FakeGemini } from '../support/fake-gemini.ts';

@@ -10,7 +10,6 @@ import type { EffectSink } from '../../app/effects/sinks.ts';
 import type { Transition } from '../../app/effects/transition.ts';
 import { ingest, NotRecordedError } from '../../app/ingest.ts';
 import { StoreRejectedError } from '../../app/ports.ts';
-import { mapWebhookDelivery } from '../../core/gemini-webhook.ts';
 import { parseProviderJson, providerNumber } from '../../core/provider-values.ts';
 import { type OperationRecord, trackedRecord } from '../../core/reducer.ts';
 import {
@@ -22,6 +21,7 @@ import {
   operationsTable,
 } from '../../engines/dynamodb/index.ts';
 import { createEffectsHandler } from '../../lambda/effects/process.ts';
+import { mapWebhookDelivery } from '../../providers/gemini/webhook.ts';
 import { LocalEffectsQueue, queueTableInput } from '../support/aws/effects-queue.ts';
 import { LocalStreamMapping } from '../support/aws/stream-mapping.ts';
 import { ensureTable } from '../support/aws/tables.ts';

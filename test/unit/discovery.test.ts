@@ -1,14 +1,8 @@
 /** The discovery sweep's bounds and decisions, on a scripted batch list and an in-memory store. */
 import { describe, expect, it } from 'vitest';
 import { StoreRejectedError } from '../../app/ports.ts';
-import {
-  BatchDiscovery,
-  DISCOVERY_INTERVAL_MS,
-  DISCOVERY_RETRY_MS,
-  DISCOVERY_WINDOW_MS,
-  type GeminiBatchLister,
-  geminiBatches,
-} from '../../app/reconcile/discovery.ts';
+import { BatchDiscovery, DISCOVERY_INTERVAL_MS, DISCOVERY_RETRY_MS, DISCOVERY_WINDOW_MS } from '../../app/reconcile/discovery.ts';
+import { type GeminiBatchLister, geminiBatches } from '../../providers/gemini/events.ts';
 import { MemoryStore } from '../support/memory-store.ts';
 import { silentLogger } from '../support/silent-logger.ts';
 

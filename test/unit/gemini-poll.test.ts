@@ -1,12 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { MAX_INTERVAL_SECONDS, nextPoll } from '../../app/reconcile/reconcile.ts';
-import {
-  eventFromBatch,
-  eventFromInteraction,
-  eventFromOperation,
-  MalformedPollError,
-  UnknownProviderStateError,
-} from '../../core/gemini-poll.ts';
+import { eventFromBatch, eventFromInteraction, eventFromOperation, MalformedPollError } from '../../providers/gemini/events.ts';
+import { UnknownProviderStateError } from '../../providers/port.ts';
 
 describe('eventFromBatch', () => {
   it.each([
@@ -65,7 +60,7 @@ describe('eventFromBatch', () => {
   });
 
   it.each([undefined, 'JOB_STATE_UNSPECIFIED', 'BATCH_STATE_SOMETHING'])('rejects the unknown state %j', (state) => {
-    expect(() => eventFromBatch('batches/1', 'batch', { state })).toThrow(MalformedPollError);
+    expect(() => eventFromBatch('batches/1', 'batch', { state })).toThrow(UnknownProviderStateError);
   });
 
   it('rejects an unparseable updateTime', () => {

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { MalformedEventError, mapWebhookDelivery, SUBSCRIBED_EVENTS } from '../../core/gemini-webhook.ts';
 import { InvalidNameError } from '../../core/names.ts';
 import { InvalidTimeError } from '../../core/time.ts';
+import { mapWebhookDelivery, SUBSCRIBED_EVENTS } from '../../providers/gemini/webhook.ts';
+import { MalformedEventError } from '../../providers/port.ts';
 import { envelope } from '../support/deliveries.ts';
 
 describe('SUBSCRIBED_EVENTS (what npm run connect subscribes to)', () => {

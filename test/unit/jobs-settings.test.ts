@@ -5,7 +5,7 @@
  */
 import { describe, expect, it } from 'vitest';
 import { loadConfig } from '../../app/config.ts';
-import { pollerOptionsOf } from '../../app/reconcile/gemini-poller.ts';
+import { pollerOptionsOf } from '../../app/reconcile/gemini-settings.ts';
 import { geminiKeysOf } from '../../core/credentials.ts';
 import { DEFAULT_OVERDUE_AFTER, overdueLimitsOf, overdueMark, overdueSince } from '../../core/overdue.ts';
 import { type OperationRecord, trackedRecord } from '../../core/reducer.ts';

@@ -1,8 +1,8 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { mapWebhookDelivery } from '../../core/gemini-webhook.ts';
 import { OPERATION_KINDS, type OperationKind } from '../../core/lifecycle.ts';
 import { InvalidNameError, isNameOfKind, kindOfName, MAX_NAME_BYTES, normalizeOperationName, platformScopeOf } from '../../core/names.ts';
+import { mapWebhookDelivery } from '../../providers/gemini/webhook.ts';
 import { envelope } from '../support/deliveries.ts';
 
 describe('operation names are Google resource names, checked per kind', () => {

@@ -8,14 +8,14 @@
  * A new provider is one more entry of CASES.
  */
 import { describe, expect, it } from 'vitest';
-import { type BatchAnswer, eventFromBatch, eventFromInteraction, type InteractionAnswer } from '../../core/gemini-poll.ts';
-import { MalformedEventError } from '../../core/gemini-webhook.ts';
 import type { OperationKind, OperationState } from '../../core/lifecycle.ts';
 import { isNameOfKind, kindOfName } from '../../core/names.ts';
 import type { OperationEvent, OperationResult } from '../../core/reducer.ts';
 import { type AnthropicBatchAnswer, eventFromAnthropic } from '../../providers/anthropic/events.ts';
 import { type BedrockJobAnswer, bedrockJobOfName, eventFromBedrock, eventFromBedrockEvent } from '../../providers/bedrock/events.ts';
+import { type BatchAnswer, eventFromBatch, eventFromInteraction, type InteractionAnswer } from '../../providers/gemini/events.ts';
 import { eventFromOpenAI, eventFromOpenAIWebhook, type OpenAIJobAnswer, type OpenAIObjectKind } from '../../providers/openai/events.ts';
+import { MalformedEventError } from '../../providers/port.ts';
 
 /** Unix seconds, an hour ago: jobs are created now, never on a date that ages. */
 const T0 = Math.floor(Date.now() / 1000) - 3_600;

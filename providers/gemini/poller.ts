@@ -20,7 +20,10 @@
  * inline) is refused before it is parsed.
  */
 import type { GoogleGenAI } from '@google/genai/web';
-import { geminiKeysOf } from '../../core/credentials.ts';
+import { backendOf, type OperationKind } from '../../core/lifecycle.ts';
+import { isNameOfKind, platformScopeOf } from '../../core/names.ts';
+import { redacted } from '../../core/redaction.ts';
+import { type KeyHealth, type PollAnswer, PollFailedError, type ProviderPoller, UnknownProviderStateError } from '../port.ts';
 import {
   type BatchAnswer,
   batchAnswerOf,
@@ -29,19 +32,11 @@ import {
   eventFromInteraction,
   eventFromOperation,
   eventFromTuning,
+  type GeminiBatchLister,
   type InteractionAnswer,
   type OperationAnswer,
   type TuningAnswer,
-  UnknownProviderStateError,
-} from '../../core/gemini-poll.ts';
-import { backendOf, type OperationKind } from '../../core/lifecycle.ts';
-import { isNameOfKind, platformScopeOf } from '../../core/names.ts';
-import { agentPlatformOf, type Config, ConfigError } from '../config.ts';
-import { neverLogged, redacted } from '../redaction.ts';
-import { CredentialHealth } from './credentials.ts';
-import type { GeminiBatchLister } from './discovery.ts';
-import { type GeminiPoller, type PollAnswer, PollFailedError } from './poller.ts';
-import type { WebhookLister } from './webhook-health.ts';
+} from './events.ts';
 
 /** The Gemini API: an API key, or several by label. */
 export interface GeminiApiAccess {
@@ -78,7 +73,7 @@ export interface PollerOptions {
   /** The largest answer read (default 64 MiB): a larger one is refused before it is parsed. */
   maxAnswerBytes?: number;
   /** Where each key's last answer is noted (the console's and the health answer's); default: one of its own. */
-  credentialHealth?: CredentialHealth;
+  credentialHealth?: KeyHealth;
 }
 
 export const DEFAULT_GEMINI_API_VERSION = 'v1beta';
@@ -93,74 +88,31 @@ interface Loaded {
   sdk: Sdk;
 }
 
-/** The secret settings the poller needs, however the caller reads them (the variable itself, or Secrets Manager in AWS). */
-export type PollerSecret = 'GEMINI_API_KEY' | 'AGENT_PLATFORM_API_KEY' | 'AGENT_PLATFORM_CREDENTIALS';
-
-/**
- * What reconcile polls with, from the configuration: the Gemini API when it has a
- * key, the Agent Platform when a project and location are set. Undefined when
- * neither is: nothing can be polled. A credentials JSON that does not parse is a
- * ConfigError naming the variable (never its value).
- */
-export async function pollerOptionsOf(
-  config: Config,
-  secret: (name: PollerSecret) => Promise<string | undefined>,
-): Promise<PollerOptions | undefined> {
-  // Several keys by label (GEMINI_API_KEYS; in AWS the Gemini key's secret may hold the same label=key pairs), or one.
-  const single = await secret('GEMINI_API_KEY');
-  const pairs = config.GEMINI_API_KEYS ?? (single?.includes('=') ? single : undefined);
-  const keys = pairs === undefined ? undefined : geminiKeysOf(pairs);
-  if (pairs !== undefined && !keys)
-    throw new ConfigError('the Gemini API keys are not label=key pairs (GEMINI_API_KEYS)', 'GEMINI_API_KEYS');
-  const apiKey = keys?.[0]?.apiKey ?? single;
-  // Gemini's error bodies are logged: a key they quote must not be (app/logger.ts).
-  neverLogged([single, ...(keys ?? []).map((key) => key.apiKey)]);
-  const scope = agentPlatformOf(config);
-  const options: PollerOptions = {
-    maxAnswerBytes: config.GEMINI_MAX_ANSWER_MB * 1_048_576,
-    ...(apiKey && {
-      gemini: { apiKey, ...(keys && { keys }), baseUrl: config.GEMINI_BASE_URL, apiVersion: config.GEMINI_API_VERSION },
-    }),
-  };
-  if (scope) {
-    const platformKey = await secret('AGENT_PLATFORM_API_KEY');
-    neverLogged([platformKey]);
-    const credentials = await secret('AGENT_PLATFORM_CREDENTIALS');
-    options.platform = {
-      ...scope,
-      ...(platformKey && { apiKey: platformKey }),
-      ...(credentials && { credentials: credentialsOf(credentials) }),
-      baseUrl: config.AGENT_PLATFORM_BASE_URL,
-      apiVersion: config.AGENT_PLATFORM_API_VERSION,
-    };
-  }
-  return options.gemini || options.platform ? options : undefined;
-}
-
-function credentialsOf(json: string): Record<string, unknown> {
-  try {
-    const parsed = JSON.parse(json) as unknown;
-    if (parsed && typeof parsed === 'object' && !Array.isArray(parsed)) return parsed as Record<string, unknown>;
-  } catch {}
-  throw new ConfigError(
-    'AGENT_PLATFORM_CREDENTIALS is not a credentials JSON object (a service account key or an external account configuration)',
-  );
-}
-
 /** The answer was larger than the poller reads. */
 class AnswerTooLargeError extends Error {
   override name = 'AnswerTooLargeError';
 }
 
-export class GenAiPoller implements GeminiPoller, GeminiBatchLister {
+/** The part of the SDK's `ai.webhooks` the webhook health check needs (its wire shapes are snake_case). */
+export interface WebhookLister {
+  list(params?: { page_token?: string }): Promise<{
+    webhooks?: Array<{ id?: string; uri?: string; state?: string }>;
+    next_page_token?: string;
+  }>;
+}
+
+/** Where no one asked for the keys' answers: noted nowhere. */
+const UNNOTED: KeyHealth = { accepted: () => {}, refused: () => {} };
+
+export class GenAiPoller implements Pick<ProviderPoller, 'poll'>, GeminiBatchLister {
   /** One SDK client per Gemini API key, by label ('' for a single GEMINI_API_KEY). */
   private readonly gemini = new Map<string, Promise<Loaded>>();
   private platform?: Promise<Loaded>;
   /** How Gemini last answered each key: the console and the health answer show a refused one. */
-  readonly credentials: CredentialHealth;
+  readonly credentials: KeyHealth;
 
   constructor(private readonly options: PollerOptions) {
-    this.credentials = options.credentialHealth ?? new CredentialHealth(options.gemini?.keys?.map((k) => k.label) ?? []);
+    this.credentials = options.credentialHealth ?? UNNOTED;
   }
 
   /** The labels of the Gemini API keys (none for a single GEMINI_API_KEY). */

@@ -2,24 +2,14 @@
  * Gemini poll answers -> canonical events. Pure; the SDK call happens in the
  * reconcile adapter. The provider's own state is kept in `providerState`.
  */
-import type { OperationKind, OperationState } from './lifecycle.ts';
-import { storableNumber } from './provider-values.ts';
-import type { OperationEvent, OperationResult } from './reducer.ts';
-import { normalizeTime } from './time.ts';
+import type { OperationKind, OperationState } from '../../core/lifecycle.ts';
+import { storableNumber } from '../../core/provider-values.ts';
+import type { OperationEvent, OperationResult } from '../../core/reducer.ts';
+import { normalizeTime } from '../../core/time.ts';
+import { type ListedBatch, type ProviderPoller, UnknownProviderStateError } from '../port.ts';
 
 export class MalformedPollError extends Error {
   override name = 'MalformedPollError';
-}
-
-/** The provider answered a state Ratchet has no mapping for: kept raw, never guessed. */
-export class UnknownProviderStateError extends MalformedPollError {
-  override name = 'UnknownProviderStateError';
-  constructor(
-    message: string,
-    readonly raw: string,
-  ) {
-    super(message);
-  }
 }
 
 export const JOB_STATES: Readonly<Record<string, OperationState>> = {
@@ -97,7 +87,7 @@ export function batchAnswerOf(answer: {
  */
 export function eventFromBatch(name: string, kind: 'batch' | 'platform-batch', batch: BatchAnswer): OperationEvent {
   const state = batch.state === undefined ? undefined : JOB_STATES[batch.state];
-  if (!state) throw new UnknownProviderStateError(`batch ${name}: unknown state ${JSON.stringify(batch.state)}`, String(batch.state));
+  if (!state) throw new UnknownProviderStateError(String(batch.state), `batch ${name}: unknown state ${JSON.stringify(batch.state)}`);
   const outputUri =
     batch.dest?.fileName ??
     batch.outputInfo?.gcsOutputDirectory ??
@@ -218,7 +208,7 @@ export function eventFromInteraction(
 ): OperationEvent {
   const status = interaction.status;
   const state = status === undefined ? undefined : INTERACTION_STATUSES[status];
-  if (!state) throw new UnknownProviderStateError(`interaction ${name}: unknown status ${JSON.stringify(status)}`, String(status));
+  if (!state) throw new UnknownProviderStateError(String(status), `interaction ${name}: unknown status ${JSON.stringify(status)}`);
   const error = state === 'FAILED' ? interactionErrorOf(interaction, status as string) : undefined;
   const outputUri = state === 'SUCCEEDED' ? outputUriOf(interaction.steps) : undefined;
   const usage = usageOf(interaction.usage);
@@ -351,7 +341,7 @@ export interface TuningAnswer {
 /** A tuning job: its `JobState` read as a batch prediction job's; on success the tuned model (and its endpoint) in the result. */
 export function eventFromTuning(name: string, job: TuningAnswer): OperationEvent {
   const state = job.state === undefined ? undefined : JOB_STATES[job.state];
-  if (!state) throw new UnknownProviderStateError(`tuning job ${name}: unknown state ${JSON.stringify(job.state)}`, String(job.state));
+  if (!state) throw new UnknownProviderStateError(String(job.state), `tuning job ${name}: unknown state ${JSON.stringify(job.state)}`);
   const tunedModel = job.tunedModel?.model || job.tunedModel?.endpoint ? job.tunedModel : undefined;
   const result: OperationResult = {
     ...(job.error && { error: errorOf(job.error) }),
@@ -403,4 +393,27 @@ function normalizeTimeOf(name: string, time: string): string {
   } catch (error) {
     throw new MalformedPollError(`${name}: ${(error as Error).message}`);
   }
+}
+
+/** One page of Gemini's `batches.list`, as the SDK answers it. */
+export interface GeminiBatchLister {
+  listBatches(page: { pageSize: number; pageToken?: string; credential?: string }): Promise<{
+    batches: Array<BatchAnswer & { name?: string; createTime?: string }>;
+    nextPageToken?: string;
+  }>;
+}
+
+/** Gemini's listing read as the port's: each batch mapped when discovery reads it. */
+export function geminiBatches(lister: GeminiBatchLister): Required<Pick<ProviderPoller, 'listBatches'>> {
+  return {
+    async listBatches(page) {
+      const { batches, nextPageToken } = await lister.listBatches(page);
+      const listed: ListedBatch[] = batches.map((batch) => ({
+        name: batch.name ?? '',
+        ...(batch.createTime && { createTime: batch.createTime }),
+        event: () => eventFromBatch(batch.name ?? '', 'batch', batch),
+      }));
+      return { batches: listed, ...(nextPageToken !== undefined && { nextPageToken }) };
+    },
+  };
 }

@@ -3,14 +3,11 @@
  * before this runs.
  */
 import * as z from 'zod/mini';
-import type { OperationKind, OperationState } from './lifecycle.ts';
-import { kindOfName, normalizeOperationName } from './names.ts';
-import type { OperationEvent, OperationResult } from './reducer.ts';
-import { normalizeTime } from './time.ts';
-
-export class MalformedEventError extends Error {
-  override name = 'MalformedEventError';
-}
+import type { OperationKind, OperationState } from '../../core/lifecycle.ts';
+import { kindOfName, normalizeOperationName } from '../../core/names.ts';
+import type { OperationResult } from '../../core/reducer.ts';
+import { normalizeTime } from '../../core/time.ts';
+import { MalformedEventError, type WebhookMapping } from '../port.ts';
 
 export const WEBHOOK_EVENT_TYPES: Readonly<Record<string, { kind: OperationKind; state: OperationState }>> = {
   'batch.succeeded': { kind: 'batch', state: 'SUCCEEDED' },
@@ -75,8 +72,6 @@ const KnownEnvelope = z.object({
     ),
   }),
 });
-
-export type WebhookMapping = { kind: 'event'; event: OperationEvent } | { kind: 'ignored'; type: string };
 
 /**
  * Maps a delivery body parsed by parseProviderJson (numbers no JavaScript or
