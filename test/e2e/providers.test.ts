@@ -159,6 +159,18 @@ describe.each(HOMES)('providers on $label', (home) => {
       expect((await deliver(openaiDelivery(azureSecret, { type: 'batch.completed', id: 'batch_azure3' }))).status).toBe(401);
     });
 
+    it("applies an eval run's event (the run's id alone) to the tracked run of that id; one nobody tracked is noted, not guessed", async () => {
+      const name = 'openai/evals/eval_abc/runs/evalrun_tracked';
+      expect((await post('/operations', { name })).status).toBe(201);
+      const applied = await deliver(openaiDelivery(openaiSecret, { type: 'eval.run.succeeded', id: 'evalrun_tracked' }));
+      expect(await applied.json()).toMatchObject({ applied: true, operation: { name, kind: 'openai-eval-run', state: 'SUCCEEDED' } });
+      const untracked = await deliver(openaiDelivery(openaiSecret, { type: 'eval.run.failed', id: 'evalrun_nobody' }));
+      expect(untracked.status).toBe(200);
+      expect(await untracked.json()).toMatchObject({ applied: false, reason: 'unknown-event-type' });
+      const listed = (await (await ratchet.api('/operations?kind=openai-eval-run&limit=100')).json()) as { operations: Operation[] };
+      expect(listed.operations.some((o) => o.name.endsWith('/evalrun_nobody'))).toBe(false);
+    });
+
     it('refuses a delivery not signed with OPENAI_WEBHOOK_SECRET, and answers an unknown type 200 without a write', async () => {
       const forged = openaiDelivery(newSecret(), { type: 'batch.completed', id: 'batch_forged' });
       expect((await deliver(forged)).status).toBe(401);
