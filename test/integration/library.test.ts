@@ -130,7 +130,7 @@ describe('createRatchet', () => {
     );
     expect(text).toContain('ratchet_webhook_deliveries_total{decision="applied",reason=""} 2');
     expect(text).toMatch(/ratchet_webhook_deliveries_total\{decision="discarded",reason="(duplicate|stale-or-equal-update-time)"\} 1/);
-    expect(text).toContain('ratchet_operations{kind="batch",state="SUCCEEDED"} 2');
+    expect(text).toContain('ratchet_operations{provider="gemini",kind="batch",state="SUCCEEDED"} 2');
     expect(text).toContain('ratchet_effects_pending{sink="app"} 0');
     expect((await ratchet.fetch(new Request('http://127.0.0.1/metrics', { headers: bearer }))).status).toBe(404);
   });
