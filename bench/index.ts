@@ -29,8 +29,13 @@
  * 8. Metrics and traces (bench/telemetry.ts): the webhook path with
  *    OpenTelemetry off and on, one delivery's recording cost, and
  *    `GET /metrics` with 100,000 stored operations on SQLite and PostgreSQL.
+ * 9. Providers (bench/providers.ts): a mixed-provider storm (a third each
+ *    Gemini webhooks, OpenAI webhooks, Anthropic batches tracked) beside the
+ *    Gemini-only storm (BENCH_SIZE deliveries each), alternating rounds:
+ *    deliveries/s, CPU per delivery (the follow-up polls and outcome writes
+ *    included), lost, the ratios; each third alone; a paced control.
  *
- * BENCH_SECTIONS (embedded,postgres,postgres-distance,library,feed,telemetry,packages,gemini,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
+ * BENCH_SECTIONS (embedded,postgres,postgres-distance,library,feed,telemetry,providers,packages,gemini,aws), BENCH_READY_RUNS (5), BENCH_SIZE (deliveries per mix, 500),
  * BENCH_ROUNDS (3), BENCH_LAG_RATE (1000), BENCH_LAG_COUNT (2000), BENCH_RSS_COUNT (100000),
  * BENCH_OVERLOAD_SECONDS (5),
  * BENCH_COLD_RUNS (5; 0 skips bundles), BENCH_COMPARE_REF (unset), BENCH_PG_LAG_RATE (500), BENCH_LIBRARY_RUNS (7), BENCH_LIBRARY_COUNT (2000),
@@ -43,7 +48,7 @@ process.env.AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED ??= 'true';
 import { resolve } from 'node:path';
 import { benchEmbedded } from './embedded.ts';
 
-const SECTIONS = ['embedded', 'postgres', 'postgres-distance', 'library', 'feed', 'telemetry', 'packages', 'gemini', 'aws'];
+const SECTIONS = ['embedded', 'postgres', 'postgres-distance', 'library', 'feed', 'telemetry', 'providers', 'packages', 'gemini', 'aws'];
 const USAGE = `usage: [BENCH_SECTIONS=${SECTIONS.join(',')}] [BENCH_SIZE=500] [BENCH_ROUNDS=3] … npm run bench
 Every setting is an environment variable; bench/index.ts's first comment lists them with their defaults, docs/benchmarks.md what each section prints.`;
 /** Bad usage: one line, exit 2. */
@@ -119,6 +124,14 @@ if (sections.includes('telemetry')) {
     size: Number(process.env.BENCH_SIZE ?? 500) * 2,
     rounds: Number(process.env.BENCH_ROUNDS ?? 3) * 2,
     operations: Number(process.env.BENCH_SCRAPE_OPERATIONS ?? 100_000),
+  });
+}
+if (sections.includes('providers')) {
+  const { benchProviders } = await import('./providers.ts');
+  await benchProviders({
+    root: resolve(import.meta.dirname, '..'),
+    size: Number(process.env.BENCH_SIZE ?? 500),
+    rounds: Number(process.env.BENCH_ROUNDS ?? 3),
   });
 }
 if (sections.includes('packages')) {

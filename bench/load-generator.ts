@@ -5,6 +5,8 @@
  *
  * - `play`: one of the three mixes (mixes.ts), its `concurrency` (or the one asked) at a time, as
  *   fast as the system answers (closed loop);
+ * - `requests`: requests made whole by the asker (any path and headers: another
+ *   provider's signed webhook, a call to the API), played the same way;
  * - `offer`: fresh state changes (`batch.succeeded` for `<prefix>-<i>`) at a
  *   fixed rate whatever the answers (open loop, Gemini's many senders), each
  *   answer counted as 200, 503 or other, and a connection reset or refused as
@@ -18,13 +20,14 @@
  */
 import { Pool } from 'undici';
 import { envelope, signedDelivery } from '../test/support/deliveries.ts';
-import { type Mix, mixes, type Played, percentile, playMix, type Send } from './mixes.ts';
+import { type Mix, mixes, type Played, type PreparedRequest, percentile, playMix, playRequests, type Send } from './mixes.ts';
 
 export type { Played };
 
 export type GeneratorRequest =
   | { type: 'play'; url: string; secret: string; prefix: string; size: number; mix: number; concurrency?: number }
-  | { type: 'offer'; url: string; secret: string; prefix: string; rate: number; count: number };
+  | { type: 'offer'; url: string; secret: string; prefix: string; rate: number; count: number }
+  | { type: 'requests'; requests: PreparedRequest[]; concurrency: number };
 
 export interface Offered {
   /** The rate the requests went out at. */
@@ -123,7 +126,12 @@ function played(request: Extract<GeneratorRequest, { type: 'play' }>): Mix {
 
 process.on('message', async (request: GeneratorRequest) => {
   try {
-    const answer = request.type === 'play' ? await playMix(request.url, request.secret, played(request), send) : await offer(request);
+    const answer =
+      request.type === 'play'
+        ? await playMix(request.url, request.secret, played(request), send)
+        : request.type === 'requests'
+          ? await playRequests(request.requests, request.concurrency, send)
+          : await offer(request);
     process.send?.({ ok: true, answer });
   } catch (error) {
     process.send?.({ ok: false, message: (error as Error).message });

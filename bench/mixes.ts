@@ -1,6 +1,8 @@
 /**
  * The three delivery mixes of issue 11, as Gemini would send them: bodies and
- * webhook-ids fixed up front (a redelivery repeats both), signed when sent.
+ * webhook-ids fixed up front (a redelivery repeats both), signed when sent;
+ * and the closed loop that plays them, or requests made whole elsewhere
+ * (bench/providers.ts: other providers' webhooks, calls to the API).
  */
 import { envelope, signedDelivery } from '../test/support/deliveries.ts';
 import { shuffle } from '../test/support/shuffle.ts';
@@ -74,27 +76,70 @@ const fetchSend: Send = async (url, body, headers) => {
 };
 
 /** Sends a mix's deliveries, signed, `mix.concurrency` at a time; any answer but 200 or 503 stops the bench. */
-export async function playMix(url: string, secret: string, mix: Mix, send: Send = fetchSend): Promise<Played> {
+export function playMix(url: string, secret: string, mix: Mix, send: Send = fetchSend): Promise<Played> {
+  return closedLoop(
+    mix.deliveries.length,
+    mix.concurrency,
+    (i) => {
+      const delivery = mix.deliveries[i] as Delivery;
+      return { url, ...signedDelivery(secret, delivery.body, { id: delivery.id }) };
+    },
+    (status) => status === 200,
+    send,
+  );
+}
+
+/**
+ * A request made whole up front, sent as it is: another provider's signed webhook (its own path and headers), or a
+ * call to Ratchet's API (`POST /operations` with its token).
+ */
+export interface PreparedRequest {
+  url: string;
+  body: string;
+  headers: Record<string, string>;
+}
+
+/** Sends prepared requests in order, `concurrency` at a time; any answer but a 2xx or 503 stops the bench. */
+export function playRequests(requests: PreparedRequest[], concurrency: number, send: Send = fetchSend): Promise<Played> {
+  return closedLoop(
+    requests.length,
+    concurrency,
+    (i) => requests[i] as PreparedRequest,
+    (status) => status >= 200 && status < 300,
+    send,
+  );
+}
+
+/**
+ * `count` requests, `concurrency` at a time, each sent as soon as one is answered (closed loop), timed from the send
+ * to the answer; a 503 is counted not recorded, any other answer `accepted` refuses stops the bench.
+ */
+async function closedLoop(
+  count: number,
+  concurrency: number,
+  requestAt: (i: number) => PreparedRequest,
+  accepted: (status: number) => boolean,
+  send: Send,
+): Promise<Played> {
   const latencies: number[] = [];
   let notRecorded = 0;
   let next = 0;
   const started = performance.now();
   await Promise.all(
-    Array.from({ length: mix.concurrency }, async () => {
-      while (next < mix.deliveries.length) {
-        const delivery = mix.deliveries[next++] as Delivery;
-        const { body, headers } = signedDelivery(secret, delivery.body, { id: delivery.id });
+    Array.from({ length: concurrency }, async () => {
+      while (next < count) {
+        const { url, body, headers } = requestAt(next++);
         const sent = performance.now();
         const status = await send(url, body, headers);
         latencies.push(performance.now() - sent);
         if (status === 503) notRecorded++;
-        else if (status !== 200) throw new Error(`${url} answered ${status}`);
+        else if (!accepted(status)) throw new Error(`${url} answered ${status}`);
       }
     }),
   );
   const seconds = (performance.now() - started) / 1000;
   return {
-    perSecond: mix.deliveries.length / seconds,
+    perSecond: count / seconds,
     p50: percentile(latencies, 0.5),
     p99: percentile(latencies, 0.99),
     notRecorded,
