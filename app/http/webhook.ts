@@ -228,8 +228,9 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
       };
       if (result.outcome === 'applied') {
         // Ended without its outcome (OpenAI's deliveries name the job alone): the poll that brings it is asked for now,
-        // not at the job's next poll (up to half an hour on). Best effort: the job is due all the same.
-        if (result.record.resultPending && deps.pollNow)
+        // not at the job's next poll (up to half an hour on). Best effort: the job is due all the same. A job this
+        // delivery made is due already (from its first write): asking would cost two writes for nothing.
+        if (result.record.resultPending && result.record.version > 1 && deps.pollNow)
           await deps.pollNow({ name: event.name, kind: event.kind }).catch((error: Error) =>
             logger.warn('poll for the outcome not asked; the job is polled on its schedule', {
               operation: event.name,
