@@ -84,12 +84,14 @@ async function runApp(app: FreshApp, args: string[], env: Record<string, string>
 }
 
 describe('@ratchet/server, installed', () => {
-  it('installs alone in at most 40 MB, with no AWS SDK, aws-cdk-lib, esbuild, typescript or tsx', () => {
+  // 40 MB before the providers: their three SDKs (openai, @anthropic-ai/sdk, Bedrock's client) are bundled in, each a
+  // chunk loaded only where its provider has a credential (about 1.4 MB with their maps).
+  it('installs alone in at most 42 MB, with no AWS SDK package, aws-cdk-lib, esbuild, typescript or tsx', () => {
     const { packages, kilobytes } = server.installed();
     console.log(`@ratchet/server installed alone: ${packages.length} packages, ${Math.round(kilobytes)} KB on disk`);
     expect(packages).toEqual(expect.arrayContaining(['@ratchet/server', 'libsql', 'hono']));
     expect(packages.filter((p) => /^@aws-sdk\/|^@smithy\/|^aws-cdk-lib$|^esbuild$|^@esbuild\/|^typescript$|^tsx$/.test(p))).toEqual([]);
-    expect(kilobytes).toBeLessThanOrEqual(40 * 1024);
+    expect(kilobytes).toBeLessThanOrEqual(42 * 1024);
   });
 
   it('npx ratchet start keeps its data in ./.ratchet-data of the folder it runs in', () => {
