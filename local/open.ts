@@ -104,6 +104,7 @@ function http(settings: Settings, instance: Instance, telemetry: LocalTelemetry,
       ? (operation: Parameters<typeof pollNow>[0]) =>
           pollNow(operation, { store, wake: async () => instance.pollSoon(), ...(clock && { clock }) })
       : undefined,
+    wakeReconcile: instance.reconciles ? async () => instance.pollSoon() : undefined,
     jwtPollsPerMinute: config.TRACK_RATE_PER_MINUTE,
     logger,
     telemetry: telemetry.telemetry,

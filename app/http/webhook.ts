@@ -75,6 +75,8 @@ export interface WebhookDeps {
    * instead. Without this they are answered 503 (nothing here can poll).
    */
   pollNow?: (operation: { name: string; kind: OperationKind }) => Promise<'scheduled' | 'terminal'>;
+  /** Starts a reconcile run soon, for a job this delivery ended that is due already (without it: at its schedule). */
+  wakeReconcile?: () => Promise<void>;
   /**
    * How many polls JWT-only deliveries may ask for a minute (their burst too),
    * all of them together: each costs a call to Gemini with the operator's key,
@@ -229,14 +231,16 @@ function judgeWebhook(deps: WebhookDeps): (raw: string, headers: HeaderReader, s
       if (result.outcome === 'applied') {
         // Ended without its outcome (OpenAI's deliveries name the job alone): the poll that brings it is asked for now,
         // not at the job's next poll (up to half an hour on). Best effort: the job is due all the same. A job this
-        // delivery made is due already (from its first write): asking would cost two writes for nothing.
-        if (result.record.resultPending && result.record.version > 1 && deps.pollNow)
-          await deps.pollNow({ name: event.name, kind: event.kind }).catch((error: Error) =>
+        // delivery made is due already (from its first write): reconcile is only woken, no write spent on it.
+        if (result.record.resultPending) {
+          const asked = result.record.version > 1 ? deps.pollNow?.({ name: event.name, kind: event.kind }) : deps.wakeReconcile?.();
+          await asked?.catch((error: Error) =>
             logger.warn('poll for the outcome not asked; the job is polled on its schedule', {
               operation: event.name,
               detail: error.message,
             }),
           );
+        }
         logger.info('webhook applied', {
           ...log,
           state: result.record.state,
