@@ -178,6 +178,13 @@ export const DECISIONS: Route = {
 
 export const OPERATIONS_ROUTES: Route[] = [TRACK, LIST, RECORD, HISTORY, DECISIONS];
 
+/** Where a provider's keys have labels (a track's `credential` names one); Azure OpenAI's and Bedrock's have none. */
+const LABELLED_KEYS: Partial<Record<ProviderName, string>> = {
+  gemini: 'GEMINI_API_KEYS',
+  openai: 'OPENAI_API_KEYS',
+  anthropic: 'ANTHROPIC_API_KEYS',
+};
+
 /** What each parameter of `GET /operations` must be, said when it is the one refused. */
 const LIST_PARAMETERS: Record<keyof typeof ListQuery.shape, string> = {
   state: `state must be one of ${OPERATION_STATES.join(', ')}`,
@@ -214,12 +221,12 @@ export function operationsRoutes(deps: OperationsDeps): Hono {
     const kind = kindOfName(name);
     const provider = providerOf(kind);
     const known = deps.credentials && (deps.credentials[provider] ?? []);
-    const variable = `${provider === 'gemini' ? 'GEMINI' : provider.toUpperCase()}_API_KEYS`;
+    const variable = LABELLED_KEYS[provider];
     if (credential !== undefined && known && !known.includes(credential)) {
       return fail(
         'malformed-request',
         known.length === 0
-          ? `credential ${JSON.stringify(credential)} names no key: this Ratchet polls ${provider} with one key or none (${variable} is not set)`
+          ? `credential ${JSON.stringify(credential)} names no key: this Ratchet polls ${provider} with one key or none${variable ? ` (${variable} is not set)` : ' (its keys have no labels)'}`
           : `credential ${JSON.stringify(credential)} names no key: ${variable} has ${known.map((l) => JSON.stringify(l)).join(', ')}`,
       );
     }
