@@ -47,6 +47,7 @@ import {
   LIST_INDEX_SORT,
   OPEN_INDEX,
   OPEN_INDEX_PARTITION,
+  OPEN_INDEX_PROJECTED,
   OPEN_INDEX_SORT,
   PARTITION_KEY,
   TTL_ATTRIBUTE,
@@ -225,11 +226,14 @@ export class Ratchet extends Construct {
       timeToLiveAttribute: TTL_ATTRIBUTE,
       ...durableTable,
     });
-    // Sparse: only open, pollable operations carry its keys (see engines/dynamodb/tables.ts).
+    // Sparse: only open, pollable operations carry its keys (see engines/dynamodb/tables.ts); what the dispatcher
+    // groups by beside them, the record itself read by the worker's claim.
     this.table.addGlobalSecondaryIndex({
       indexName: OPEN_INDEX,
       partitionKey: { name: OPEN_INDEX_PARTITION, type: AttributeType.STRING },
       sortKey: { name: OPEN_INDEX_SORT, type: AttributeType.STRING },
+      projectionType: ProjectionType.INCLUDE,
+      nonKeyAttributes: OPEN_INDEX_PROJECTED,
     });
     // Sparse, keys only: observed open jobs by kind and when they were tracked (reconcile's overdue sweep).
     this.table.addGlobalSecondaryIndex({
