@@ -6,9 +6,10 @@
  * (providers/paced-keys.ts); Gemini's SDK hides the answer's headers, so here
  * its 429 holds the key for the default. Where many pollers run at once (the
  * AWS poll workers) each holds on its own 429: a limited key costs each worker
- * one refused request per hold, not one per job.
+ * the polls in flight when the 429 came, not one per job; a worker hands a held
+ * key's jobs back untouched, still due (lambda/reconcile/fanout.ts).
  */
-import { providerOf } from '../../core/lifecycle.ts';
+import { type ProviderName, providerOf } from '../../core/lifecycle.ts';
 import { DEFAULT_HOLD_SECONDS } from '../../providers/paced-keys.ts';
 import type { PollAnswer, PollTarget } from '../../providers/port.ts';
 import { type Poller, PollFailedError } from './poller.ts';
@@ -21,6 +22,11 @@ export class HeldKeys implements Poller {
     private readonly poller: Poller,
     private readonly clock: () => number = Date.now,
   ) {}
+
+  /** Seconds `provider`'s key labelled `credential` is held back still (0: it may be asked). */
+  heldFor(provider: ProviderName, credential?: string): number {
+    return Math.max(0, Math.ceil(((this.heldUntil.get(`${provider}#${credential ?? ''}`) ?? 0) - this.clock()) / 1000));
+  }
 
   async poll(operation: PollTarget): Promise<PollAnswer> {
     const key = `${providerOf(operation.kind)}#${operation.credential ?? ''}`;

@@ -89,12 +89,12 @@ export interface ReconcileDeps {
 }
 
 /** What polling claimed jobs needs of a run's settings (pollCandidates). */
-export type PollDeps = Pick<
+export type PollDeps<Job = PollCandidate> = Pick<
   ReconcileDeps,
   'store' | 'poller' | 'logger' | 'clock' | 'random' | 'intervalSeconds' | 'budgetMs' | 'concurrency' | 'unseenExpiryMs' | 'telemetry'
 > & {
-  /** Told of each poll that threw past its handling (the AWS worker reports its message failed). */
-  onUnexpected?: (candidate: PollCandidate, error: unknown) => void;
+  /** Told of each job whose claim or poll threw past its handling (the AWS worker reports its message failed). */
+  onUnexpected?: (job: Job, error: unknown) => void;
 };
 
 export interface ReconcileStats {
@@ -186,35 +186,46 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
 }
 
 /**
- * Polls jobs already claimed for this run, `concurrency` at once, each
- * through the same ingest as a webhook and rescheduled (pollOne), until the
- * budget from `started` is spent: those left are counted `deferred` and are
- * due again when their claim ends. What every home's run and the AWS poll
- * worker share.
+ * Polls jobs claimed for this run, `concurrency` at once, each through the
+ * same ingest as a webhook and rescheduled (pollOne), until the budget from
+ * `started` is spent: those left are counted `deferred` and are due again
+ * when their claim ends. Jobs not claimed yet are claimed one by one as their
+ * turn comes (`claim`; undefined: another has it), so a claim is never taken
+ * long before its poll. What every home's run and the AWS poll worker share.
  */
-export async function pollCandidates(due: PollCandidate[], deps: PollDeps, stats: ReconcileStats, started: number): Promise<void> {
+export async function pollCandidates<Job = PollCandidate>(
+  jobs: Job[],
+  deps: PollDeps<Job>,
+  stats: ReconcileStats,
+  started: number,
+  claim: (job: Job) => Promise<PollCandidate | undefined> = async (job) => job as PollCandidate,
+): Promise<void> {
   const { logger, clock = () => new Date(), concurrency = 8 } = deps;
   let next = 0;
   await Promise.all(
     Array.from({ length: concurrency }, async () => {
-      while (next < due.length) {
+      while (next < jobs.length) {
         if (clock().getTime() - started > deps.budgetMs) {
-          stats.deferred += due.length - next;
-          next = due.length;
+          stats.deferred += jobs.length - next;
+          next = jobs.length;
           return;
         }
-        const candidate = due[next++] as PollCandidate;
-        await pollOne(candidate, deps, stats).catch((error) => {
+        const job = jobs[next++] as Job;
+        let candidate: PollCandidate | undefined;
+        try {
+          candidate = await claim(job);
+          if (candidate) await pollOne(candidate, deps, stats);
+        } catch (error) {
           stats.failed++;
-          deps.onUnexpected?.(candidate, error);
-          logger.error('poll failed unexpectedly', { operation: candidate.record.name, error });
-        });
+          deps.onUnexpected?.(job, error);
+          logger.error(candidate ? 'poll failed unexpectedly' : 'poll claim failed', { operation: candidate?.record.name, error });
+        }
       }
     }),
   );
 }
 
-async function pollOne(candidate: PollCandidate, deps: PollDeps, stats: ReconcileStats): Promise<void> {
+async function pollOne(candidate: PollCandidate, deps: PollDeps<never>, stats: ReconcileStats): Promise<void> {
   const { store, poller, logger, clock = () => new Date() } = deps;
   const { poll, record } = candidate;
   if (

@@ -13,9 +13,9 @@ import { createLogger } from '../../app/logger.ts';
 import { HeldKeys } from '../../app/reconcile/held-keys.ts';
 import type { ReconcileSettings } from '../../app/reconcile/open.ts';
 import { openPollers } from '../../app/reconcile/open.ts';
-import type { Poller } from '../../app/reconcile/poller.ts';
 import { openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
-import { POLLS_AT_ONCE, pollMessages } from '../reconcile/fanout.ts';
+import { pollMessages } from '../reconcile/fanout.ts';
+import { POLLS_AT_ONCE } from '../reconcile/fanout-settings.ts';
 import { type KeyHealths, keyHealthsOf, publishRun, settingsWithSecrets } from '../reconcile/settings.ts';
 import { createMetrics, emfTelemetry } from '../telemetry.ts';
 
@@ -35,7 +35,7 @@ const SAFETY_MS = 5_000;
 interface Opened {
   key: string;
   settings: ReconcileSettings;
-  poller: Poller | undefined;
+  poller: HeldKeys | undefined;
   healths: KeyHealths;
 }
 let opened: Opened | undefined;
@@ -56,6 +56,7 @@ export const handler = async (event: SQSEvent, context: Context): Promise<SQSBat
   const { stats, batchItemFailures } = await pollMessages(event.Records, {
     store,
     poller,
+    heldFor: (provider, credential) => poller.heldFor(provider, credential),
     logger,
     telemetry,
     intervalSeconds: settings.intervalSeconds,

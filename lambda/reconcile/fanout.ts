@@ -10,10 +10,11 @@
  *   no more than the queue has room for (POLL_QUEUE_ROOM less what it holds),
  *   nor past the deadline. Nothing is written: a job handed out twice (still
  *   queued at the next dispatch) is claimed once.
- * - `pollMessages`: each job of each message leased with one conditional write
- *   on the due time the dispatcher saw (a duplicate's lease is refused, so no
- *   job is polled twice for one due time), the won ones polled through the same
- *   pollCandidates as every home, their polls concurrent. A worker killed after
+ * - `pollMessages`: each job leased at its turn with one conditional write on
+ *   the due time the dispatcher saw (a duplicate's lease is refused, so no job
+ *   is polled twice for one due time) and polled through the same
+ *   pollCandidates as every home, POLLS_AT_ONCE at a time; a job of a key this
+ *   worker holds back after a 429 is left due, untouched. A worker killed after
  *   its leases leaves those jobs due again when the lease ends; a message whose
  *   jobs could not be read or leased, or whose poll threw, is reported failed.
  */
@@ -22,15 +23,12 @@ import { GetQueueAttributesCommand, SendMessageBatchCommand, type SendMessageBat
 import type { SQSBatchItemFailure, SQSRecord } from 'aws-lambda';
 import type { PollCandidate } from '../../app/ports.ts';
 import { emptyStats, type PollDeps, pollCandidates, type ReconcileStats } from '../../app/reconcile/reconcile.ts';
-import { providerOf } from '../../core/lifecycle.ts';
+import { type ProviderName, providerOf } from '../../core/lifecycle.ts';
 import { timeFromDate } from '../../core/time.ts';
 import type { DueJob, DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
 import { POLL_BUCKETS } from '../../engines/dynamodb/tables.ts';
+import { JOBS_PER_MESSAGE } from './fanout-settings.ts';
 
-/** Jobs per message: one key's, polled together by one worker. */
-export const JOBS_PER_MESSAGE = 50;
-/** Polls in flight at once in one worker invocation (the provider's answer is most of a poll's time). */
-export const POLLS_AT_ONCE = 16;
 /** Messages per SendMessageBatch (SQS's limit). */
 const MESSAGES_PER_BATCH = 10;
 /** Bytes of one SendMessageBatch's bodies at most (SQS allows 256 KiB; names may have 512 bytes). */
@@ -38,8 +36,13 @@ const BATCH_BYTES = 200_000;
 /** Index items read per Query page. */
 const PAGE = 1_000;
 
-/** What a message carries: each job and the due time it was seen at (its lease is taken only while it still is). */
+/**
+ * What a message carries: one provider and key (the credential's label; none, the provider's default), and each
+ * job with the due time it was seen at (its lease is taken only while it still is).
+ */
 export interface PollMessage {
+  provider: ProviderName;
+  credential?: string;
   jobs: Array<{ name: string; due: string }>;
 }
 
@@ -72,7 +75,7 @@ export async function dispatchDue(deps: DispatchDeps, now: string, deadlineMs: n
     return 0;
   }
   /** Each key's jobs not yet in a message. */
-  const groups = new Map<string, PollMessage['jobs']>();
+  const groups = new Map<string, PollMessage>();
   const ready: string[] = [];
   let sent = 0;
   let unsent = 0;
@@ -96,12 +99,13 @@ export async function dispatchDue(deps: DispatchDeps, now: string, deadlineMs: n
     }
   };
   const take = (job: DueJob) => {
-    const key = `${providerOf(job.kind)}#${job.credential ?? ''}`;
-    const jobs = groups.get(key) ?? [];
-    jobs.push({ name: job.name, due: job.due });
-    groups.set(key, jobs);
-    if (jobs.length === JOBS_PER_MESSAGE) {
-      ready.push(JSON.stringify({ jobs } satisfies PollMessage));
+    const provider = providerOf(job.kind);
+    const key = `${provider}#${job.credential ?? ''}`;
+    const message = groups.get(key) ?? { provider, ...(job.credential !== undefined && { credential: job.credential }), jobs: [] };
+    message.jobs.push({ name: job.name, due: job.due });
+    groups.set(key, message);
+    if (message.jobs.length === JOBS_PER_MESSAGE) {
+      ready.push(JSON.stringify(message));
       groups.delete(key);
     }
   };
@@ -119,14 +123,16 @@ export async function dispatchDue(deps: DispatchDeps, now: string, deadlineMs: n
       } while (start);
     }),
   );
-  for (const jobs of groups.values()) ready.push(JSON.stringify({ jobs } satisfies PollMessage));
+  for (const message of groups.values()) ready.push(JSON.stringify(message));
   await flush(true);
   if (unsent > 0) logger.error('due jobs not sent to the poll queue: the next dispatch hands them out', { unsent });
   return sent;
 }
 
-export interface WorkerDeps extends PollDeps {
+export interface WorkerDeps extends Omit<PollDeps, 'onUnexpected'> {
   store: PollDeps['store'] & Pick<DynamoDbOperationStore, 'lease'>;
+  /** Seconds a provider's key is held back still after a 429 (HeldKeys): its jobs are left due, unleased. */
+  heldFor?: (provider: ProviderName, credential?: string) => number;
   /** How long a job is leased for its poll: past the invocation's end, so a job is never polled twice. */
   leaseMs: number;
 }
@@ -141,33 +147,31 @@ export async function pollMessages(
   const stats = emptyStats();
   const failed = new Set<string>();
   const until = timeFromDate(new Date(started + deps.leaseMs));
-  const messageOf = new Map<string, string>();
-  const claimed: PollCandidate[] = [];
-  await Promise.all(
-    records.map(async ({ messageId, body }) => {
-      try {
-        const { jobs } = JSON.parse(body) as PollMessage;
-        if (!Array.isArray(jobs)) throw new Error('no jobs in the message');
-        const leased = await Promise.all(jobs.map(({ name, due }) => deps.store.lease(name, due, until)));
-        for (const candidate of leased) {
-          if (!candidate) continue;
-          claimed.push(candidate);
-          messageOf.set(candidate.record.name, messageId);
-        }
-      } catch (error) {
-        failed.add(messageId);
-        logger.error('poll message not taken', { messageId, error });
-      }
-    }),
-  );
-  const now = started;
-  const oldestMs = claimed.reduce((min, { record }) => Math.min(min, Date.parse(record.createdAt)), now);
-  stats.oldestOpenAgeSeconds = Math.max(0, Math.floor((now - oldestMs) / 1000));
-  await pollCandidates(
-    claimed,
-    { ...deps, onUnexpected: (candidate) => failed.add(messageOf.get(candidate.record.name) as string) },
-    stats,
-    started,
-  );
+  const jobs: Array<{ name: string; due: string; messageId: string; provider: ProviderName; credential?: string }> = [];
+  for (const { messageId, body } of records) {
+    try {
+      const { provider, credential, jobs: listed } = JSON.parse(body) as PollMessage;
+      if (!Array.isArray(listed)) throw new Error('no jobs in the message');
+      for (const { name, due } of listed) jobs.push({ name, due, messageId, provider, ...(credential !== undefined && { credential }) });
+    } catch (error) {
+      failed.add(messageId);
+      logger.error('poll message not readable', { messageId, error });
+    }
+  }
+  let oldestMs = started;
+  // Each job leased at its turn, just before its poll: a key held back meanwhile has no more of its jobs leased.
+  const lease = async ({ name, due, provider, credential }: (typeof jobs)[number]): Promise<PollCandidate | undefined> => {
+    // Held back after a 429: left due, untouched (no lease, no failed poll counted); the dispatcher hands it out
+    // again, and it is polled once the hold is over.
+    if (deps.heldFor?.(provider, credential)) {
+      stats.deferred++;
+      return undefined;
+    }
+    const candidate = await deps.store.lease(name, due, until);
+    if (candidate) oldestMs = Math.min(oldestMs, Date.parse(candidate.record.createdAt));
+    return candidate;
+  };
+  await pollCandidates(jobs, { ...deps, onUnexpected: (job) => failed.add(job.messageId) }, stats, started, lease);
+  stats.oldestOpenAgeSeconds = Math.max(0, Math.floor((started - oldestMs) / 1000));
   return { stats, batchItemFailures: [...failed].map((itemIdentifier) => ({ itemIdentifier })) };
 }
