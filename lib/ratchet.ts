@@ -587,10 +587,11 @@ export class Ratchet extends Construct {
         id: 'AwsSolutions-SMG4',
         reason: 'Google Cloud issues and rotates these credentials; the value is copied here.',
       });
-      for (const fn of pollers)
-        fn.bindSecret('AGENT_PLATFORM_CREDENTIALS', platformCredentials)
-          .addEnvironment('GOOGLE_CLOUD_PROJECT', props.agentPlatform.project)
-          .addEnvironment('GOOGLE_CLOUD_LOCATION', props.agentPlatform.location);
+      // The worker's alone: the Agent Platform sends no webhooks and nothing there is listed for discovery.
+      this.pollWorkerFunction
+        .bindSecret('AGENT_PLATFORM_CREDENTIALS', platformCredentials)
+        .addEnvironment('GOOGLE_CLOUD_PROJECT', props.agentPlatform.project)
+        .addEnvironment('GOOGLE_CLOUD_LOCATION', props.agentPlatform.location);
     }
     // The other providers: each polled (the worker) and listed for discovery (the dispatcher) with the key(s) in the
     // secret the app named, none without.
