@@ -80,6 +80,7 @@ export const PACKAGES: Record<string, PackageSpec> = {
       'lambda/handlers/api.ts',
       'lambda/handlers/effects.ts',
       'lambda/handlers/reconcile.ts',
+      'lambda/handlers/poll-worker.ts',
       'lambda/handlers/history.ts',
       'lambda/handlers/bedrock-events.ts',
     ],
