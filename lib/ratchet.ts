@@ -111,7 +111,7 @@ const WEBHOOK_PATHS = ['/webhooks/gemini', '/webhooks/openai', '/webhooks/azure-
 
 /**
  * Reconcile's defaults. Ten workers at once, each polling POLLS_AT_ONCE at a time, sweep a million open jobs in
- * about 11 minutes against a provider answering in 100 ms (docs/benchmarks.md: at most 30 asked).
+ * about 13 minutes against a provider answering in 100 ms (docs/benchmarks.md: at most 30 asked).
  */
 const DEFAULT_RECONCILE = { maxConcurrency: 10, batchSize: 10, intervalMinutes: 1 };
 /** One poll worker invocation's limit: a batch of 10 messages (500 jobs) takes about 4 s at 100 ms a poll. */
@@ -173,7 +173,7 @@ export interface RatchetProps {
    * Reconcile on AWS: a dispatcher every `intervalMinutes` (default 1; also each job's base poll interval) hands
    * the due jobs, grouped by provider and key, to the poll queue; poll workers take `batchSize` messages (default
    * 10, of up to 50 jobs each) per invocation, at most `maxConcurrency` at once (the event source's
-   * MaximumConcurrency, 2 to 1000; default 10: a million open jobs swept in about 11 minutes at 100 ms a poll).
+   * MaximumConcurrency, 2 to 1000; default 10: a million open jobs swept in about 13 minutes at 100 ms a poll).
    * Each worker paces each key on its own: `maxConcurrency` bounds how many ask one key at once.
    */
   reconcile?: { maxConcurrency?: number; batchSize?: number; intervalMinutes?: number };

@@ -25,7 +25,7 @@ import type { PollCandidate } from '../../app/ports.ts';
 import { emptyStats, type PollDeps, pollCandidates, type ReconcileStats } from '../../app/reconcile/reconcile.ts';
 import { type ProviderName, providerOf } from '../../core/lifecycle.ts';
 import { timeFromDate } from '../../core/time.ts';
-import type { DueJob, DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import type { DueJob, DynamoDbOperationStore } from '../../engines/dynamodb/index.ts';
 import { POLL_BUCKETS } from '../../engines/dynamodb/tables.ts';
 import { JOBS_PER_MESSAGE } from './fanout-settings.ts';
 

@@ -11,11 +11,11 @@
  *
  * 5,000 jobs due over two keys: each of the free key's polled exactly once for
  * its due time, the limited key held back alone (a handful of requests, those
- * jobs backed off, the rest handed back still due: none lost); a duplicate message polls nothing; a message
- * that cannot be read is reported failed alone; a worker killed after its
- * leases leaves its jobs due again once the lease ends, and then they are
- * polled once; discovery and the webhook health check run once however many
- * dispatches.
+ * jobs backed off, the rest left due: none lost); a duplicate message polls
+ * nothing; a message that cannot be read is reported failed alone; a worker
+ * killed after its leases leaves its jobs due again once the lease ends, and
+ * then they are polled once; discovery and the webhook health check run once
+ * however many dispatches.
  */
 import { CreateQueueCommand, DeleteMessageBatchCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { BatchWriteCommand } from '@aws-sdk/lib-dynamodb';
@@ -28,8 +28,7 @@ import { OPERATION_KINDS } from '../../core/lifecycle.ts';
 import type { OverdueLimits } from '../../core/overdue.ts';
 import { trackedRecord } from '../../core/reducer.ts';
 import { timeFromDate } from '../../core/time.ts';
-import { createTableInput, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
-import type { DynamoDbOperationStore } from '../../engines/dynamodb/operation-store.ts';
+import { createTableInput, type DynamoDbOperationStore, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { OPEN_INDEX_PARTITION, OPEN_INDEX_SORT, POLL_BUCKETS, pollBucketOf } from '../../engines/dynamodb/tables.ts';
 import { dispatchDue, type PollMessage, pollMessages } from '../../lambda/reconcile/fanout.ts';
 import { POLLS_AT_ONCE } from '../../lambda/reconcile/fanout-settings.ts';
