@@ -115,6 +115,10 @@ const Env = z.object({
   /** This deployment's webhook URL: reconcile's hourly health check looks at the Gemini webhooks pointing here (unset: all of the key's webhooks). */
   WEBHOOK_URL: optional(httpUrl()),
   RECONCILE_INTERVAL_SECONDS: withDefault(number(z.positive()), 60),
+  /** In AWS: the queue reconcile's dispatcher hands the due jobs to, and its poll workers read. */
+  POLL_QUEUE_URL: optional(text()),
+  /** In AWS: the due jobs the poll queue may hold at most (what the workers take in about an interval); the dispatcher sends no more. */
+  POLL_QUEUE_ROOM: withDefault(number(integer, z.positive()), 50_000),
   /** How long each kind of job may stay open before it is overdue (`batch=26h,interaction=2h,video=30m`): over the defaults. */
   OVERDUE_AFTER: optional(z.string().check(z.refine((value) => overdueLimitsOf(value) !== undefined))),
   EFFECTS_WEBHOOK_URL: optional(httpUrl()),
@@ -227,6 +231,7 @@ const EXPECTS: Partial<Record<Variable, string>> = {
   GEMINI_WEBHOOK_KEYS_RETRY_SECONDS: 'a number of seconds above 0',
   WEBHOOK_URL: 'an http(s) URL',
   RECONCILE_INTERVAL_SECONDS: 'a number of seconds above 0',
+  POLL_QUEUE_ROOM: 'a whole number of jobs above 0',
   OVERDUE_AFTER: `kind=duration pairs separated by commas (units s, m, h, d, or off; kinds ${OVERDUE_NAMES.join(', ')}), e.g. batch=26h,interaction=2h,video=30m`,
   EFFECTS_WEBHOOK_URL: 'an http(s) URL',
   EFFECTS_WEBHOOK_TIMEOUT_MS: 'a whole number of milliseconds above 0',

@@ -17,6 +17,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { CreateQueueCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { serve } from '@hono/node-server';
@@ -211,9 +212,13 @@ await ensureTable(direct.client, createTableInput(coldTable));
 await ensureTable(direct.client, keyedTableInput(`${coldTable}-ledger`));
 await ensureTable(direct.client, deadLetterTableInput(`${coldTable}-dead-letters`));
 const coldStore = operationsTable(coldTable)(checks);
+// Reconcile's dispatcher hands the due job to its poll queue (SQS on the same moto).
+const sqs = new SQSClient({ endpoint: db.endpoint, region: 'us-east-1', credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' } });
+const { QueueUrl: pollQueueUrl = '' } = await sqs.send(new CreateQueueCommand({ QueueName: 'bench-cold-poll' }));
+sqs.destroy();
 let coldRun = 0;
 
-/** The first invocation each function meets: a webhook, a queued transition, a run with one due operation. */
+/** The first invocation each function meets: a webhook, a queued transition, a dispatch of one due operation. */
 async function invocation(fn: FunctionName): Promise<{ event: unknown; env: Record<string, string> }> {
   const name = `batches/cold-${fn}-${++coldRun}`;
   const env = { DYNAMODB_ENDPOINT: db.endpoint, TABLE_NAME: coldTable };
@@ -253,7 +258,16 @@ async function invocation(fn: FunctionName): Promise<{ event: unknown; env: Reco
   }
   await coldStore.write(trackedRecord(name, 'batch', '2026-11-30T10:00:00.000000000Z'), undefined);
   gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
-  return { event: {}, env: { ...env, GEMINI_API_KEY: 'bench-key', GEMINI_BASE_URL: gemini.baseUrl } };
+  return {
+    event: {},
+    env: {
+      ...env,
+      GEMINI_API_KEY: 'bench-key',
+      GEMINI_BASE_URL: gemini.baseUrl,
+      POLL_QUEUE_URL: pollQueueUrl,
+      AWS_ENDPOINT_URL_SQS: db.endpoint,
+    },
+  };
 }
 
 type Measured = { initKb: number; totalKb: number; loadMs: number; totalMs: number };

@@ -27,9 +27,11 @@ import { METRIC, type WebhookDecision } from '../app/telemetry.ts';
 
 export interface RatchetAlarmsProps {
   api: HttpApi;
-  functions: Record<'Api' | 'Effects' | 'Reconcile' | 'History' | 'BedrockEvents', IFunction & { timeout?: Duration }>;
+  functions: Record<'Api' | 'Effects' | 'Reconcile' | 'PollWorker' | 'History' | 'BedrockEvents', IFunction & { timeout?: Duration }>;
   effectsQueue: IQueue;
   effectsDeadLetterQueue: IQueue;
+  /** Poll-queue messages a worker failed five times (their jobs are due again anyway: a worker fails on something else). */
+  pollDeadLetterQueue: IQueue;
   pipeFailures: IQueue;
   /** The history stream mapping's on-failure destination. */
   historyFailures: IQueue;
@@ -142,6 +144,11 @@ export class RatchetAlarms extends Construct {
       ['EffectsQueueDeadLetters', props.effectsDeadLetterQueue, redrive],
       ['EffectsPipeFailures', props.pipeFailures, redrive],
       // Stream positions of history entries not written (the records themselves are in the table; history has a gap there).
+      [
+        'PollQueueDeadLetters',
+        props.pollDeadLetterQueue,
+        'poll workers failed these messages five times: see the PollWorker logs; their jobs stay due and are handed out again',
+      ],
       [
         'HistoryFailures',
         props.historyFailures,

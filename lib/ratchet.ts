@@ -47,6 +47,7 @@ import {
   LIST_INDEX_SORT,
   OPEN_INDEX,
   OPEN_INDEX_PARTITION,
+  OPEN_INDEX_PROJECTED,
   OPEN_INDEX_SORT,
   PARTITION_KEY,
   TTL_ATTRIBUTE,
@@ -60,6 +61,7 @@ import {
   EVENTBRIDGE_OVERDUE_DETAIL_TYPE,
   EVENTBRIDGE_SOURCE,
 } from '../lambda/effects/settings.ts';
+import { POLLS_AT_ONCE } from '../lambda/reconcile/fanout-settings.ts';
 import { RatchetAlarms } from './ratchet-alarms.ts';
 import { RatchetFunction } from './ratchet-function.ts';
 
@@ -107,8 +109,13 @@ const DEFAULT_THROTTLING = {
 /** The open routes deliveries come to, each verified by its signature in the API function. */
 const WEBHOOK_PATHS = ['/webhooks/gemini', '/webhooks/openai', '/webhooks/azure-openai'];
 
-/** How often reconcile runs; also its base poll interval per operation. */
-const RECONCILE_INTERVAL = Duration.minutes(1);
+/**
+ * Reconcile's defaults. Ten workers at once, each polling POLLS_AT_ONCE at a time, sweep a million open jobs in
+ * about 13 minutes against a provider answering in 100 ms (docs/benchmarks.md: at most 30 asked).
+ */
+const DEFAULT_RECONCILE = { maxConcurrency: 10, batchSize: 10, intervalMinutes: 1 };
+/** One poll worker invocation's limit: a batch of 10 messages (500 jobs) takes about 4 s at 100 ms a poll. */
+const POLL_WORKER_TIMEOUT = Duration.minutes(2);
 
 export interface RatchetProps {
   /** Subscribes this address to the alarm topic. */
@@ -162,6 +169,14 @@ export interface RatchetProps {
    * (reconcile) and of its webhook's signing secret (`POST /webhooks/azure-openai`).
    */
   azureOpenAI?: { endpoint: string; apiKey?: ISecret; webhookSecret?: ISecret };
+  /**
+   * Reconcile on AWS: a dispatcher every `intervalMinutes` (default 1; also each job's base poll interval) hands
+   * the due jobs, grouped by provider and key, to the poll queue; poll workers take `batchSize` messages (default
+   * 10, of up to 50 jobs each) per invocation, at most `maxConcurrency` at once (the event source's
+   * MaximumConcurrency, 2 to 1000; default 10: a million open jobs swept in about 13 minutes at 100 ms a poll).
+   * Each worker paces each key on its own: `maxConcurrency` bounds how many ask one key at once.
+   */
+  reconcile?: { maxConcurrency?: number; batchSize?: number; intervalMinutes?: number };
 }
 
 /** Requests per second (steady) and burst of one route. */
@@ -188,7 +203,12 @@ export class Ratchet extends Construct {
   readonly apiFunction: RatchetFunction;
   readonly effectsFunction: RatchetFunction;
   readonly effectsQueue: Queue;
+  /** Reconcile's dispatcher (scheduled; the API wakes it): hands the due jobs to `pollQueue`. */
   readonly reconcileFunction: RatchetFunction;
+  /** Reconcile's poll workers: fed by `pollQueue`, at most `reconcile.maxConcurrency` at once. */
+  readonly pollWorkerFunction: RatchetFunction;
+  /** The due jobs on their way from the dispatcher to the poll workers. */
+  readonly pollQueue: Queue;
   readonly historyFunction: RatchetFunction;
   /** Takes Bedrock's batch job events from the default bus into the ingest. */
   readonly bedrockEventsFunction: RatchetFunction;
@@ -225,11 +245,14 @@ export class Ratchet extends Construct {
       timeToLiveAttribute: TTL_ATTRIBUTE,
       ...durableTable,
     });
-    // Sparse: only open, pollable operations carry its keys (see engines/dynamodb/tables.ts).
+    // Sparse: only open, pollable operations carry its keys (see engines/dynamodb/tables.ts); what the dispatcher
+    // groups by beside them, the record itself read by the worker's claim.
     this.table.addGlobalSecondaryIndex({
       indexName: OPEN_INDEX,
       partitionKey: { name: OPEN_INDEX_PARTITION, type: AttributeType.STRING },
       sortKey: { name: OPEN_INDEX_SORT, type: AttributeType.STRING },
+      projectionType: ProjectionType.INCLUDE,
+      nonKeyAttributes: OPEN_INDEX_PROJECTED,
     });
     // Sparse, keys only: observed open jobs by kind and when they were tracked (reconcile's overdue sweep).
     this.table.addGlobalSecondaryIndex({
@@ -491,26 +514,69 @@ export class Ratchet extends Construct {
       id: 'AwsSolutions-SMG4',
       reason: 'A Gemini API key is issued and rotated in Google AI Studio; the value is copied here.',
     });
+    const reconcile = { ...DEFAULT_RECONCILE, ...props.reconcile };
+    const interval = Duration.minutes(reconcile.intervalMinutes);
+    // The poll queue: each message one provider+key's due jobs. Visibility six times the worker's timeout, as AWS
+    // advises for an SQS event source; a message that failed five times is kept in its dead-letter queue.
+    const pollDlq = new Queue(this, 'PollDeadLetterQueue', { retentionPeriod: Duration.days(14), ...durableQueue });
+    Validations.of(pollDlq).acknowledge({ id: 'AwsSolutions-SQS3', reason: 'This queue is the dead-letter queue of the poll queue.' });
+    this.pollQueue = new Queue(this, 'PollQueue', {
+      visibilityTimeout: Duration.seconds(POLL_WORKER_TIMEOUT.toSeconds() * 6),
+      // A job not polled by then is due again anyway (its lease is shorter): the dispatcher hands it out afresh.
+      retentionPeriod: Duration.hours(1),
+      ...durableQueue,
+      deadLetterQueue: { queue: pollDlq, maxReceiveCount: 5 },
+    });
+    // The dispatcher: one run at a time, each done before the next is due, never retried. It hands the due jobs to
+    // the poll queue and keeps the chores that run once (the overdue sweep, the hourly webhook health and discovery).
     this.reconcileFunction = new RatchetFunction(this, 'Reconcile', {
       entry: 'lambda/handlers/reconcile.ts',
-      description: 'Polls the providers for open operations and ingests what it learns',
-      // One run at a time, each done before the next is due, never retried: two runs never poll the same operation.
-      timeout: RECONCILE_INTERVAL.minus(Duration.seconds(5)),
+      description: 'Reconcile dispatcher: hands the due jobs to the poll workers; overdue sweep, webhook health, discovery',
+      timeout: interval.minus(Duration.seconds(5)),
       reservedConcurrentExecutions: 1,
       retryAttempts: 0,
-      maxEventAge: RECONCILE_INTERVAL,
+      maxEventAge: interval,
       environment: {
-        RECONCILE_INTERVAL_SECONDS: String(RECONCILE_INTERVAL.toSeconds()),
+        RECONCILE_INTERVAL_SECONDS: String(interval.toSeconds()),
         // Its hourly health check looks at the Gemini webhooks that point here.
         WEBHOOK_URL: `${this.api.apiEndpoint}/webhooks/gemini`,
+        POLL_QUEUE_URL: this.pollQueue.queueUrl,
+        // What the workers poll in about an interval (POLLS_AT_ONCE each, at 100 ms a poll): the queue holds no more.
+        POLL_QUEUE_ROOM: String(reconcile.maxConcurrency * POLLS_AT_ONCE * 10 * interval.toSeconds()),
       },
     })
-      // The due query hands it each record, and a refused write hands back the stored one; the age index holds keys
-      // only, so a job found overdue is read (GetItem) before it is marked.
+      // The due query reads keys, kind and credential; the overdue sweep reads the age index (keys only), then each
+      // job (GetItem) and marks it (UpdateItem); discovery adopts with the same conditional write.
       .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
       .bindIndex(this.table, OPEN_INDEX, ['Query'])
       .bindIndex(this.table, AGE_INDEX, ['Query'])
       .bindSecret('GEMINI_API_KEY', geminiApiKey);
+    this.reconcileFunction.addToRolePolicy(
+      new PolicyStatement({ actions: ['sqs:SendMessage', 'sqs:GetQueueAttributes'], resources: [this.pollQueue.queueArn] }),
+    );
+    // The poll worker: a lease (UpdateItem, the record with it) and the ingest's conditional writes, no reads.
+    this.pollWorkerFunction = new RatchetFunction(this, 'PollWorker', {
+      entry: 'lambda/handlers/poll-worker.ts',
+      description: 'Reconcile poll worker: leases and polls the due jobs of the poll queue, through the same ingest',
+      timeout: POLL_WORKER_TIMEOUT,
+      environment: { RECONCILE_INTERVAL_SECONDS: String(interval.toSeconds()) },
+    })
+      .bindTable('TABLE_NAME', this.table, ['UpdateItem'])
+      .bindSecret('GEMINI_API_KEY', geminiApiKey);
+    // Not SqsEventSource: its grant adds GetQueueUrl and ChangeMessageVisibility, which nothing calls here.
+    this.pollWorkerFunction.addEventSourceMapping('PollQueueSource', {
+      eventSourceArn: this.pollQueue.queueArn,
+      batchSize: reconcile.batchSize,
+      reportBatchItemFailures: true,
+      maxConcurrency: reconcile.maxConcurrency,
+    });
+    this.pollWorkerFunction.addToRolePolicy(
+      new PolicyStatement({
+        actions: ['sqs:ReceiveMessage', 'sqs:DeleteMessage', 'sqs:GetQueueAttributes'],
+        resources: [this.pollQueue.queueArn],
+      }),
+    );
+    const pollers = [this.reconcileFunction, this.pollWorkerFunction];
     let platformCredentials: Secret | undefined;
     if (props.agentPlatform) {
       platformCredentials = new Secret(this, 'AgentPlatformCredentials', {
@@ -521,25 +587,27 @@ export class Ratchet extends Construct {
         id: 'AwsSolutions-SMG4',
         reason: 'Google Cloud issues and rotates these credentials; the value is copied here.',
       });
-      this.reconcileFunction
+      // The worker's alone: the Agent Platform sends no webhooks and nothing there is listed for discovery.
+      this.pollWorkerFunction
         .bindSecret('AGENT_PLATFORM_CREDENTIALS', platformCredentials)
         .addEnvironment('GOOGLE_CLOUD_PROJECT', props.agentPlatform.project)
         .addEnvironment('GOOGLE_CLOUD_LOCATION', props.agentPlatform.location);
     }
-    // The other providers: each polled with the key(s) in the secret the app named, none without.
-    if (props.openai?.apiKeys) this.reconcileFunction.bindSecret('OPENAI_API_KEY', props.openai.apiKeys);
-    if (props.openai?.baseUrl) this.reconcileFunction.addEnvironment('OPENAI_BASE_URL', props.openai.baseUrl);
-    if (props.anthropic?.apiKeys) this.reconcileFunction.bindSecret('ANTHROPIC_API_KEY', props.anthropic.apiKeys);
-    if (props.anthropic?.baseUrl) this.reconcileFunction.addEnvironment('ANTHROPIC_BASE_URL', props.anthropic.baseUrl);
-    if (props.azureOpenAI?.apiKey)
-      this.reconcileFunction
-        .addEnvironment('AZURE_OPENAI_ENDPOINT', props.azureOpenAI.endpoint)
-        .bindSecret('AZURE_OPENAI_API_KEY', props.azureOpenAI.apiKey);
-    // Bedrock with the function's own role: read one batch inference job of this account and region, nothing else
+    // The other providers: each polled (the worker) and listed for discovery (the dispatcher) with the key(s) in the
+    // secret the app named, none without.
+    for (const fn of pollers) {
+      if (props.openai?.apiKeys) fn.bindSecret('OPENAI_API_KEY', props.openai.apiKeys);
+      if (props.openai?.baseUrl) fn.addEnvironment('OPENAI_BASE_URL', props.openai.baseUrl);
+      if (props.anthropic?.apiKeys) fn.bindSecret('ANTHROPIC_API_KEY', props.anthropic.apiKeys);
+      if (props.anthropic?.baseUrl) fn.addEnvironment('ANTHROPIC_BASE_URL', props.anthropic.baseUrl);
+      if (props.azureOpenAI?.apiKey)
+        fn.addEnvironment('AZURE_OPENAI_ENDPOINT', props.azureOpenAI.endpoint).bindSecret('AZURE_OPENAI_API_KEY', props.azureOpenAI.apiKey);
+    }
+    // Bedrock with the worker's own role: read one batch inference job of this account and region, nothing else
     // (no listing: nothing adopts Bedrock's jobs by listing them; no other account's or region's job).
     const bedrockJobs = `arn:${Aws.PARTITION}:bedrock:${Aws.REGION}:${Aws.ACCOUNT_ID}:model-invocation-job/*`;
-    this.reconcileFunction.addToRolePolicy(new PolicyStatement({ actions: ['bedrock:GetModelInvocationJob'], resources: [bedrockJobs] }));
-    Validations.of(this.reconcileFunction.role as Role).acknowledge({
+    this.pollWorkerFunction.addToRolePolicy(new PolicyStatement({ actions: ['bedrock:GetModelInvocationJob'], resources: [bedrockJobs] }));
+    Validations.of(this.pollWorkerFunction.role as Role).acknowledge({
       id: 'AwsSolutions-IAM5[Resource::arn:<AWS::Partition>:bedrock:<AWS::Region>:<AWS::AccountId>:model-invocation-job/*]',
       reason: "Bedrock's batch jobs are created by the app at run time: any job of this account and region, read only.",
     });
@@ -556,15 +624,15 @@ export class Ratchet extends Construct {
       targets: [new LambdaFunction(this.bedrockEventsFunction)],
     });
 
-    // A JWT-signed delivery is verified by polling: the API wakes reconcile at once (an asynchronous invocation).
+    // A JWT-signed delivery is verified by polling: the API wakes the dispatcher at once (an asynchronous invocation).
     this.apiFunction.addEnvironment('RECONCILE_FUNCTION_NAME', this.reconcileFunction.functionName);
     this.apiFunction.addToRolePolicy(
       new PolicyStatement({ actions: ['lambda:InvokeFunction'], resources: [this.reconcileFunction.functionArn] }),
     );
     new Rule(this, 'ReconcileSchedule', {
       description: 'Runs reconcile',
-      schedule: Schedule.rate(RECONCILE_INTERVAL),
-      targets: [new LambdaFunction(this.reconcileFunction, { retryAttempts: 0, maxEventAge: RECONCILE_INTERVAL })],
+      schedule: Schedule.rate(interval),
+      targets: [new LambdaFunction(this.reconcileFunction, { retryAttempts: 0, maxEventAge: interval })],
     });
 
     this.alarms = new RatchetAlarms(this, 'Monitoring', {
@@ -573,12 +641,14 @@ export class Ratchet extends Construct {
         Api: this.apiFunction,
         Effects: this.effectsFunction,
         Reconcile: this.reconcileFunction,
+        PollWorker: this.pollWorkerFunction,
         History: this.historyFunction,
         BedrockEvents: this.bedrockEventsFunction,
       },
       historyFailures,
       effectsQueue: this.effectsQueue,
       effectsDeadLetterQueue: effectsDlq,
+      pollDeadLetterQueue: pollDlq,
       pipeFailures,
       ...(props.alarmEmail && { alarmEmail: props.alarmEmail }),
     });

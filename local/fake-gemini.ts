@@ -128,6 +128,10 @@ export class FakeGemini {
   echoKeyInErrors = false;
   /** The key each Gemini API request came with, in the same order as `requests` (the Agent Platform's: ''). */
   readonly requestKeys: string[] = [];
+  /** How long each Gemini API answer takes (a real provider's latency): 0, at once. */
+  answerDelayMs = 0;
+  /** Keys answered 429 with this Retry-After (seconds) for every request, as a key over its quota is. */
+  readonly limitedKeys = new Map<string, number>();
   /** Held back answers: a request for a name here waits until `release(name)`. */
   private readonly held = new Map<string, Array<() => void>>();
   readonly holding = new Set<string>();
@@ -172,6 +176,13 @@ export class FakeGemini {
       const owner = this.owners.get(path);
       if (!platform && owner !== undefined && owner !== key)
         return json(res, 404, { error: { code: 404, message: `${path} not found`, status: 'NOT_FOUND' } });
+      if (this.answerDelayMs > 0) await new Promise((resolve) => setTimeout(resolve, this.answerDelayMs));
+      const retryAfter = this.limitedKeys.get(key);
+      if (retryAfter !== undefined) {
+        res.writeHead(429, { 'content-type': 'application/json', 'retry-after': String(retryAfter) });
+        res.end(JSON.stringify({ error: { code: 429, message: 'Resource exhausted', status: 'RESOURCE_EXHAUSTED' } }));
+        return;
+      }
       if (this.holding.has(path)) await new Promise<void>((resume) => this.held.set(path, [...(this.held.get(path) ?? []), resume]));
       if (path === 'webhooks' || path.startsWith('webhooks/')) return this.webhooksApi(req, res, path, body, url);
       const fault = this.faults.get(path);

@@ -14,7 +14,7 @@
  * - Types: tsc's declarations, rolled up per entry (rollup-plugin-dts) so a
  *   package's `.d.ts` names only its own dependencies and peers, with
  *   declaration maps into the TypeScript sources shipped in `src/`.
- * - The construct's four Lambda bundles, prebuilt (lib/lambda-bundle.ts), in
+ * - The construct's Lambda bundles, prebuilt (lib/lambda-bundle.ts), in
  *   `dist/functions/`, with lib/function-code.prebuilt.ts in place of the
  *   module that bundles at synth.
  * - LICENSE, and THIRD_PARTY_NOTICES.md naming every package bundled inside.
@@ -80,6 +80,7 @@ export const PACKAGES: Record<string, PackageSpec> = {
       'lambda/handlers/api.ts',
       'lambda/handlers/effects.ts',
       'lambda/handlers/reconcile.ts',
+      'lambda/handlers/poll-worker.ts',
       'lambda/handlers/history.ts',
       'lambda/handlers/bedrock-events.ts',
     ],

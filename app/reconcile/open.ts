@@ -11,7 +11,7 @@ import { PROVIDERS, type ProviderName } from '../../core/lifecycle.ts';
 import type { OverdueLimits } from '../../core/overdue.ts';
 import { geminiBatches } from '../../providers/gemini/events.ts';
 import type { GenAiPoller, PollerOptions } from '../../providers/gemini/poller.ts';
-import type { KeyHealth } from '../../providers/port.ts';
+import type { KeyHealth, ProviderPoller } from '../../providers/port.ts';
 import type { Engine } from '../engine.ts';
 import type { Telemetry } from '../telemetry.ts';
 import { CredentialHealth } from './credentials.ts';
@@ -39,18 +39,23 @@ export type Reconciler = (budgetMs: number) => Promise<ReconcileStats>;
 const OFF =
   'reconcile off: no provider has a credential here (GEMINI_API_KEY, GEMINI_API_KEYS or GOOGLE_CLOUD_PROJECT and GOOGLE_CLOUD_LOCATION; OPENAI_API_KEY; ANTHROPIC_API_KEY; AZURE_OPENAI_ENDPOINT and AZURE_OPENAI_API_KEY; AWS_REGION for Bedrock): webhooks still work; nothing is polled';
 
-/** Reconcile on `engine`; undefined (and said once) where there is nothing to poll. */
-export async function openReconciler(
-  settings: ReconcileSettings | undefined,
-  // What reconcile reads and writes of an engine (the AWS function opens its table alone, no Engine around it).
-  engine: { store: ReconcileDeps['store'] } & Pick<Engine, 'claimJob' | 'clock'>,
-  deps: { logger: Logger; credentials: CredentialHealth; keyHealth?: (provider: ProviderName) => KeyHealth; telemetry?: Telemetry },
-): Promise<Reconciler | undefined> {
+/** What a home polls with: every provider with a credential here, each job routed to its own (providers.ts). */
+export interface OpenedPollers {
+  poller: ProviderRouter;
+  /** Gemini's poller, where the Gemini API or the Agent Platform is set up (its webhooks and batches listed too). */
+  gemini?: GenAiPoller;
+  options?: PollerOptions;
+  others: Partial<Record<ProviderName, ProviderPoller>>;
+}
+
+type PollerDeps = { logger: Logger; credentials: CredentialHealth; keyHealth?: (provider: ProviderName) => KeyHealth };
+
+/** The pollers `settings` give credentials for; undefined (and said once) where there is nothing to poll. */
+export async function openPollers(settings: ReconcileSettings | undefined, deps: PollerDeps): Promise<OpenedPollers | undefined> {
   const { logger } = deps;
   const options = settings && (await settings.poller());
   const others = settings?.providers ?? {};
   if (!settings || (!options && Object.keys(others).length === 0)) return void logger.warn(OFF);
-  const { store, claimJob, clock } = engine;
   const pollers = await openProviderPollers(others, (provider) => deps.keyHealth?.(provider) ?? new CredentialHealth([]));
   let gemini: GenAiPoller | undefined;
   if (options) {
@@ -63,6 +68,21 @@ export async function openReconciler(
     logger.info('providers not polled here: no credential', {
       providers: unpolled.map((provider) => `${provider} (${CREDENTIAL_VARIABLES[provider]})`),
     });
+  return { poller, ...(gemini && { gemini }), ...(options && { options }), others: pollers };
+}
+
+/** Reconcile on `engine`; undefined (and said once) where there is nothing to poll. */
+export async function openReconciler(
+  settings: ReconcileSettings | undefined,
+  // What reconcile reads and writes of an engine (the AWS function opens its table alone, no Engine around it).
+  engine: { store: ReconcileDeps['store'] } & Pick<Engine, 'claimJob' | 'clock'>,
+  deps: PollerDeps & { telemetry?: Telemetry; handOff?: ReconcileDeps['handOff'] },
+): Promise<Reconciler | undefined> {
+  const { logger } = deps;
+  const opened = settings && (await openPollers(settings, deps));
+  if (!settings || !opened) return undefined;
+  const { poller, gemini, options, others: pollers } = opened;
+  const { store, claimJob, clock } = engine;
   // The webhook health check is the Gemini API's (the Agent Platform sends no webhooks and lists nothing here).
   // On several instances (PostgreSQL) each hourly chore runs on the one that claims it.
   const health =
@@ -92,6 +112,7 @@ export async function openReconciler(
       overdueAfter: settings.overdueAfter,
       ...(clock && { clock }),
       ...(deps.telemetry && { telemetry: deps.telemetry }),
+      ...(deps.handOff && { handOff: deps.handOff }),
     });
 }
 

@@ -35,6 +35,10 @@
  *
  * The run stops taking new work at its deadline; what is left is still due
  * and is picked up by the next run.
+ *
+ * Where many workers poll (AWS), a run hands the due jobs off instead
+ * (`handOff`), and each worker polls the ones it claims through the same
+ * pollCandidates, which every home's run uses too.
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import { type OverdueLimits, overdueMark } from '../../core/overdue.ts';
@@ -77,7 +81,21 @@ export interface ReconcileDeps {
   overdueAfter?: OverdueLimits;
   /** Counts each poll by kind and outcome (`ratchet_reconcile_polls_total`). */
   telemetry?: Telemetry;
+  /**
+   * Where the due jobs go instead of being claimed and polled here: to the workers that poll them (AWS's
+   * dispatcher), by `deadlineMs` (clock milliseconds). Answers how many were handed out; the workers count the polls.
+   */
+  handOff?: (now: string, deadlineMs: number) => Promise<number>;
 }
+
+/** What polling claimed jobs needs of a run's settings (pollCandidates). */
+export type PollDeps<Job = PollCandidate> = Pick<
+  ReconcileDeps,
+  'store' | 'poller' | 'logger' | 'clock' | 'random' | 'intervalSeconds' | 'budgetMs' | 'concurrency' | 'unseenExpiryMs' | 'telemetry'
+> & {
+  /** Told of each job whose claim or poll threw past its handling (the AWS worker reports its message failed). */
+  onUnexpected?: (job: Job, error: unknown) => void;
+};
 
 export interface ReconcileStats {
   polled: number;
@@ -105,6 +123,8 @@ export interface ReconcileStats {
   webhooksDisabled?: number;
   /** Batches found by the discovery sweep that Ratchet did not know (only on runs that swept). */
   adopted?: number;
+  /** Due jobs handed to the poll workers (only where a run hands them off: AWS's dispatcher). */
+  dispatched?: number;
 }
 
 export const MAX_INTERVAL_SECONDS = 30 * 60;
@@ -114,10 +134,9 @@ export const NOT_FOUND_LIMIT = 3;
 /** An interaction's 404 this soon after it was first recorded is not counted toward NOT_FOUND_LIMIT. */
 export const INTERACTION_NOT_FOUND_GRACE_MS = 10 * 60_000;
 
-export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
-  const { store, logger, clock = () => new Date(), concurrency = 8, pageSize = 800 } = deps;
-  const started = clock().getTime();
-  const stats: ReconcileStats = {
+/** A run's counts, all zero. */
+export function emptyStats(): ReconcileStats {
+  return {
     polled: 0,
     applied: 0,
     unchanged: 0,
@@ -132,44 +151,81 @@ export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
     overdue: 0,
     oldestOpenAgeSeconds: 0,
   };
+}
+
+export async function reconcile(deps: ReconcileDeps): Promise<ReconcileStats> {
+  const { store, logger, clock = () => new Date(), pageSize = 800 } = deps;
+  const started = clock().getTime();
+  const stats = emptyStats();
   const disabled = await deps.health?.disabledWebhooks();
   if (disabled !== undefined) stats.webhooksDisabled = disabled;
   const now = timeFromDate(clock());
   // Before the polls: a job past its limit is marked whether or not it is due for one.
   if (deps.overdueAfter) await markOverdue(deps, deps.overdueAfter, now, stats, started);
-  // Claimed for the run's budget: another instance polling the same store is handed none of them meanwhile.
-  const due = await store.claimDue(now, pageSize, deps.budgetMs + CLAIM_MARGIN_MS);
-  const oldestMs = due.reduce((min, { record }) => Math.min(min, Date.parse(record.createdAt)), Date.parse(now));
-  stats.oldestOpenAgeSeconds = Math.max(0, Math.floor((Date.parse(now) - oldestMs) / 1000));
-
-  let next = 0;
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < due.length) {
-        if (clock().getTime() - started > deps.budgetMs) {
-          stats.deferred = due.length - next;
-          next = due.length;
-          return;
-        }
-        const candidate = due[next++] as PollCandidate;
-        await pollOne(candidate, deps, stats).catch((error) => {
-          stats.failed++;
-          logger.error('poll failed unexpectedly', { operation: candidate.record.name, error });
-        });
-      }
-    }),
-  );
+  let due = 0;
+  if (deps.handOff) {
+    // The due jobs go to the workers that poll them (AWS: lambda/reconcile/fanout.ts), each claimed there.
+    stats.dispatched = await deps.handOff(now, started + deps.budgetMs);
+    due = stats.dispatched;
+  } else {
+    // Claimed for the run's budget: another instance polling the same store is handed none of them meanwhile.
+    const claimed = await store.claimDue(now, pageSize, deps.budgetMs + CLAIM_MARGIN_MS);
+    const oldestMs = claimed.reduce((min, { record }) => Math.min(min, Date.parse(record.createdAt)), Date.parse(now));
+    stats.oldestOpenAgeSeconds = Math.max(0, Math.floor((Date.parse(now) - oldestMs) / 1000));
+    await pollCandidates(claimed, deps, stats, started);
+    due = claimed.length;
+  }
   // After the due polls (someone may be waiting on those), and only with time left: the hourly discovery sweep.
   if (deps.discovery && clock().getTime() - started < deps.budgetMs) {
     const swept = await deps.discovery.sweepIfDue();
     if (swept) stats.adopted = swept.adopted;
   }
   // An idle run (nothing due) every period is noise: at debug level only.
-  logger[due.length === 0 ? 'debug' : 'info']('reconcile run', { ...stats, due: due.length, durationMs: clock().getTime() - started });
+  logger[due === 0 ? 'debug' : 'info']('reconcile run', { ...stats, due, durationMs: clock().getTime() - started });
   return stats;
 }
 
-async function pollOne(candidate: PollCandidate, deps: ReconcileDeps, stats: ReconcileStats): Promise<void> {
+/**
+ * Polls jobs claimed for this run, `concurrency` at once, each through the
+ * same ingest as a webhook and rescheduled (pollOne), until the budget from
+ * `started` is spent: those left are counted `deferred` and are due again
+ * when their claim ends. Jobs not claimed yet are claimed one by one as their
+ * turn comes (`claim`; undefined: another has it), so a claim is never taken
+ * long before its poll. What every home's run and the AWS poll worker share.
+ */
+export async function pollCandidates<Job = PollCandidate>(
+  jobs: Job[],
+  deps: PollDeps<Job>,
+  stats: ReconcileStats,
+  started: number,
+  claim: (job: Job) => Promise<PollCandidate | undefined> = async (job) => job as PollCandidate,
+): Promise<void> {
+  const { logger, clock = () => new Date(), concurrency = 8 } = deps;
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: concurrency }, async () => {
+      while (next < jobs.length) {
+        if (clock().getTime() - started > deps.budgetMs) {
+          stats.deferred += jobs.length - next;
+          next = jobs.length;
+          return;
+        }
+        const job = jobs[next++] as Job;
+        let candidate: PollCandidate | undefined;
+        try {
+          candidate = await claim(job);
+          if (candidate) await pollOne(candidate, deps, stats);
+        } catch (error) {
+          stats.failed++;
+          deps.onUnexpected?.(job, error);
+          logger.error(candidate ? 'poll failed unexpectedly' : 'poll claim failed', { operation: candidate?.record.name, error });
+        }
+      }
+    }),
+  );
+}
+
+async function pollOne(candidate: PollCandidate, deps: PollDeps<never>, stats: ReconcileStats): Promise<void> {
   const { store, poller, logger, clock = () => new Date() } = deps;
   const { poll, record } = candidate;
   if (
@@ -348,7 +404,7 @@ async function markOverdue(deps: ReconcileDeps, limits: OverdueLimits, now: stri
 }
 
 /** Base interval doubled per step, capped, jittered ±20% so polls spread out. */
-export function nextPoll(deps: Pick<ReconcileDeps, 'intervalSeconds' | 'random'>, now: Date, steps: number): string {
+export function nextPoll(deps: Pick<PollDeps, 'intervalSeconds' | 'random'>, now: Date, steps: number): string {
   const random = deps.random ?? Math.random;
   const seconds = Math.min(MAX_INTERVAL_SECONDS, deps.intervalSeconds * 2 ** Math.min(steps, 16));
   const jittered = seconds * (0.8 + 0.4 * random());

@@ -20,6 +20,7 @@ import { DynamoDbOperationStore } from './operation-store.ts';
 export { createDynamoDbClient, type DynamoDbSettings } from './client.ts';
 /** The write the store sends for an event, for the bench's capacity figure (bench/aws-path.ts). */
 export { compileWrite } from './compiled-write.ts';
+export type { DueJob, DuePage } from './operation-store.ts';
 export { newImageOf } from './stream-images.ts';
 export { createTableInput, deadLetterTableInput, historyTableInput, keyedTableInput } from './table-inputs.ts';
 export type { DynamoDbDeadLetters, DynamoDbEffectLedger, DynamoDbHistory, DynamoDbOperationStore };

@@ -269,74 +269,98 @@ export class DynamoDbOperationStore
 
   /**
    * Every partition of the sparse open index queried for what is due (no
-   * scan), merged earliest first. No lease: one reconcile runs at a time
-   * (its reserved concurrency is 1).
+   * scan; the index holds the keys, kind and credential), in parallel, the
+   * earliest `limit` of them taken: each leased until `now + leaseMs` by one
+   * conditional write that hands back its record (`lease`), or without a
+   * lease read whole (a consistent GetItem).
    */
   async claimDue(now: string, limit: number, leaseMs?: number): Promise<PollCandidate[]> {
-    const items: Array<Record<string, unknown>> = [];
-    for (let bucket = 0; bucket < POLL_BUCKETS; bucket++) {
-      const { Items = [] } = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          IndexName: OPEN_INDEX,
-          KeyConditionExpression: '#bucket = :bucket AND #due <= :now',
-          ExpressionAttributeNames: { '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
-          ExpressionAttributeValues: { ':bucket': `open#${bucket}`, ':now': now },
-          Limit: limit,
-        }),
-      );
-      items.push(...Items);
+    const pages = await Promise.all(Array.from({ length: POLL_BUCKETS }, (_, bucket) => this.dueJobs(bucket, now, limit)));
+    const chosen = pages
+      .flatMap((page) => page.jobs)
+      .sort((a, b) => (a.due < b.due ? -1 : 1))
+      .slice(0, limit);
+    if (leaseMs !== undefined) {
+      const until = timeAfter(now, leaseMs);
+      const leased = await Promise.all(chosen.map((job) => this.lease(job.name, job.due, until)));
+      return leased.filter((candidate) => candidate !== undefined);
     }
-    items.sort((a, b) => ((a[OPEN_INDEX_SORT] as string) < (b[OPEN_INDEX_SORT] as string) ? -1 : 1));
-    const chosen = items.slice(0, limit);
-    const claimed = leaseMs === undefined ? chosen : await this.claim(chosen, timeAfter(now, leaseMs));
-    return claimed.map((item) => ({
-      record: recordFromItem(item),
-      poll: {
-        nextPollAt: item[OPEN_INDEX_SORT] as string,
-        unchangedPolls: (item.unchangedPolls as number | undefined) ?? 0,
-        failedPolls: (item.failedPolls as number | undefined) ?? 0,
-        notFoundPolls: (item.notFoundPolls as number | undefined) ?? 0,
-      },
-    }));
+    const items = await Promise.all(chosen.map((job) => this.item(job.name)));
+    // Read after the index: one that ended or was rescheduled meanwhile is as it is now.
+    return items.flatMap((item) => (item?.[OPEN_INDEX_SORT] === undefined ? [] : [candidateOf(item, item[OPEN_INDEX_SORT] as string)]));
   }
 
   /**
-   * Claims each item by moving its next poll to `until`, only if it is still
-   * due as it was read (one conditional UpdateItem each, in parallel): the
-   * items this call won, those another claim or a write moved are left out.
+   * One page of one `open-by-due` partition: the jobs due at `now`, earliest
+   * first, as the index holds them (what the AWS dispatcher hands out, grouped
+   * by provider and key); `next` where there are more.
    */
-  private async claim(items: Array<Record<string, unknown>>, until: string): Promise<Array<Record<string, unknown>>> {
-    const writeKind: WriteKind = 'poll-schedule';
-    const won = await Promise.all(
-      items.map(async (item) => {
-        // An observed open job written before the age index existed is put in it here (a later write keeps it as is).
-        const record = recordFromItem(item);
-        const age = record.state === null ? undefined : ageBucketOf(record.name, record.kind, record.overdue !== undefined);
-        try {
-          await this.client.send(
-            new UpdateCommand({
-              TableName: this.tableName,
-              Key: { [PARTITION_KEY]: item[PARTITION_KEY] },
-              UpdateExpression: `SET #due = :until, writeKind = :writeKind${age ? ', #age = if_not_exists(#age, :age)' : ''}`,
-              ConditionExpression: '#due = :seen',
-              ExpressionAttributeNames: { '#due': OPEN_INDEX_SORT, ...(age && { '#age': AGE_INDEX_PARTITION }) },
-              ExpressionAttributeValues: {
-                ':until': until,
-                ':seen': item[OPEN_INDEX_SORT],
-                ':writeKind': writeKind,
-                ...(age && { ':age': age }),
-              },
-            }),
-          );
-          return true;
-        } catch (error) {
-          if (error instanceof ConditionalCheckFailedException) return false;
-          throw error;
-        }
+  async dueJobs(bucket: number, now: string, limit: number, start?: Record<string, unknown>): Promise<DuePage> {
+    const { Items = [], LastEvaluatedKey } = await this.client.send(
+      new QueryCommand({
+        TableName: this.tableName,
+        IndexName: OPEN_INDEX,
+        KeyConditionExpression: '#bucket = :bucket AND #due <= :now',
+        ExpressionAttributeNames: { '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
+        ExpressionAttributeValues: { ':bucket': `open#${bucket}`, ':now': now },
+        Limit: limit,
+        ...(start && { ExclusiveStartKey: start }),
       }),
     );
-    return items.filter((_, i) => won[i]);
+    const jobs = Items.map((item) => ({
+      name: item[PARTITION_KEY] as string,
+      due: item[OPEN_INDEX_SORT] as string,
+      kind: item.kind as OperationKind,
+      ...(typeof item.credential === 'string' && { credential: item.credential }),
+    }));
+    return { jobs, ...(LastEvaluatedKey && { next: LastEvaluatedKey }) };
+  }
+
+  /**
+   * Leases a job for its poll: its next poll moved to `until`, only if it is
+   * still due at `due` as it was read (one conditional UpdateItem, ALL_NEW:
+   * the record with no read). Undefined when another claim or a write moved
+   * it first: a job is polled at most once per due time, however often it is
+   * handed out. A lease not followed by a poll (its poller killed) ends at
+   * `until`, and the job is due again.
+   */
+  async lease(name: string, due: string, until: string): Promise<PollCandidate | undefined> {
+    const writeKind: WriteKind = 'poll-schedule';
+    try {
+      const { Attributes } = await this.client.send(
+        new UpdateCommand({
+          TableName: this.tableName,
+          Key: { [PARTITION_KEY]: name },
+          UpdateExpression: 'SET #due = :until, writeKind = :writeKind',
+          ConditionExpression: '#due = :seen',
+          ExpressionAttributeNames: { '#due': OPEN_INDEX_SORT },
+          ExpressionAttributeValues: { ':until': until, ':seen': due, ':writeKind': writeKind },
+          ReturnValues: 'ALL_NEW',
+        }),
+      );
+      const item = Attributes as Record<string, unknown>;
+      await this.putInAgeIndex(item);
+      return candidateOf(item, due);
+    } catch (error) {
+      if (error instanceof ConditionalCheckFailedException) return undefined;
+      throw error;
+    }
+  }
+
+  /** An observed open job written before the age index existed is put in it (a second write, for those jobs only). */
+  private async putInAgeIndex(item: Record<string, unknown>): Promise<void> {
+    const record = recordFromItem(item);
+    if (item[AGE_INDEX_PARTITION] !== undefined || record.state === null || isTerminal(record.state)) return;
+    await this.client.send(
+      new UpdateCommand({
+        TableName: this.tableName,
+        Key: { [PARTITION_KEY]: record.name },
+        UpdateExpression: 'SET #age = if_not_exists(#age, :age)',
+        ConditionExpression: 'attribute_exists(#pk)',
+        ExpressionAttributeNames: { '#age': AGE_INDEX_PARTITION, '#pk': PARTITION_KEY },
+        ExpressionAttributeValues: { ':age': ageBucketOf(record.name, record.kind, record.overdue !== undefined) },
+      }),
+    );
   }
 
   /**
@@ -555,6 +579,33 @@ function cursorKey(cursor: string, partition = LIST_PARTITION_VALUE): Record<str
     (key as Record<string, string>)[LIST_INDEX_PARTITION] === partition;
   if (!valid) throw new InvalidCursorError('cursor is not one this API handed out');
   return key as Record<string, string>;
+}
+
+/** A due job as the open-by-due index holds it. */
+export interface DueJob {
+  name: string;
+  /** Its `nextPollAt` when read: a lease is taken only while it still is. */
+  due: string;
+  kind: OperationKind;
+  credential?: string;
+}
+
+export interface DuePage {
+  jobs: DueJob[];
+  next?: Record<string, unknown>;
+}
+
+/** An item as reconcile polls it: the record, and its poll state as of `due`. */
+function candidateOf(item: Record<string, unknown>, due: string): PollCandidate {
+  return {
+    record: recordFromItem(item),
+    poll: {
+      nextPollAt: due,
+      unchangedPolls: (item.unchangedPolls as number | undefined) ?? 0,
+      failedPolls: (item.failedPolls as number | undefined) ?? 0,
+      notFoundPolls: (item.notFoundPolls as number | undefined) ?? 0,
+    },
+  };
 }
 
 /** The record's own attributes, in a stable order (items may carry index attributes too). */

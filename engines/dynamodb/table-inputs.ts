@@ -17,6 +17,7 @@ import {
   LIST_INDEX_SORT,
   OPEN_INDEX,
   OPEN_INDEX_PARTITION,
+  OPEN_INDEX_PROJECTED,
   OPEN_INDEX_SORT,
   PARTITION_KEY,
 } from './tables.ts';
@@ -42,7 +43,7 @@ export function createTableInput(tableName: string): CreateTableCommandInput {
           { AttributeName: OPEN_INDEX_PARTITION, KeyType: 'HASH' },
           { AttributeName: OPEN_INDEX_SORT, KeyType: 'RANGE' },
         ],
-        Projection: { ProjectionType: 'ALL' },
+        Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: OPEN_INDEX_PROJECTED },
       },
       {
         IndexName: LIST_INDEX,

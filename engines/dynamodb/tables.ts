@@ -42,6 +42,12 @@ export const OPEN_INDEX_SORT = 'nextPollAt';
 /** Open operations spread over this many index partitions. */
 export const POLL_BUCKETS = 8;
 /**
+ * What `open-by-due` holds beside its keys: what the AWS dispatcher groups due jobs by (provider and key). The
+ * record itself is read by the claim that leases a job (ReturnValues ALL_NEW), so a poll's reschedule, which moves
+ * only `nextPollAt`, writes the index's one small item and nothing more.
+ */
+export const OPEN_INDEX_PROJECTED = ['kind', 'credential'];
+/**
  * Open jobs by when they were tracked: partitioned by kind and the name's hash
  * (no partition shared by every operation), sorted by `createdAt`, keys only,
  * so the write path pays an index write only when a job enters it, is marked

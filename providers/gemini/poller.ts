@@ -23,6 +23,7 @@ import type { GoogleGenAI } from '@google/genai/web';
 import { backendOf, type OperationKind } from '../../core/lifecycle.ts';
 import { isNameOfKind, platformScopeOf } from '../../core/names.ts';
 import { redacted } from '../../core/redaction.ts';
+import { retryAfterOf } from '../paced-keys.ts';
 import { type KeyHealth, type PollAnswer, PollFailedError, type ProviderPoller, UnknownProviderStateError } from '../port.ts';
 import {
   type BatchAnswer,
@@ -125,13 +126,29 @@ export class GenAiPoller implements Pick<ProviderPoller, 'poll'>, GeminiBatchLis
     return { geminiApi: Boolean(this.options.gemini), agentPlatform: Boolean(this.options.platform) };
   }
 
-  private httpOptions(baseUrl: string | undefined, apiVersion: string) {
+  /**
+   * The Retry-After of each key's last 429 (the SDK's errors carry no headers): a 429 poll says it, and reconcile
+   * holds that key alone that long (app/reconcile/held-keys.ts).
+   */
+  private readonly retryAfter = new Map<string, number>();
+
+  private httpOptions(baseUrl: string | undefined, apiVersion: string, label?: string) {
+    const capped = cappedFetch(this.options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES);
+    const fetch: typeof globalThis.fetch =
+      label === undefined
+        ? capped
+        : async (input, init) => {
+            const response = await capped(input, init);
+            const seconds = response.status === 429 ? retryAfterOf(response.headers) : undefined;
+            if (seconds !== undefined) this.retryAfter.set(label, seconds);
+            return response;
+          };
     return {
       ...(baseUrl && { baseUrl }),
       apiVersion,
       timeout: this.options.timeoutMs ?? 10_000,
       retryOptions: { attempts: ATTEMPTS, initialDelay: 0.2, maxDelay: 1 },
-      fetch: cappedFetch(this.options.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES),
+      fetch,
     };
   }
 
@@ -154,7 +171,7 @@ export class GenAiPoller implements Pick<ProviderPoller, 'poll'>, GeminiBatchLis
         sdk,
         ai: new sdk.GoogleGenAI({
           apiKey: key.apiKey,
-          httpOptions: this.httpOptions(access.baseUrl, access.apiVersion ?? DEFAULT_GEMINI_API_VERSION),
+          httpOptions: this.httpOptions(access.baseUrl, access.apiVersion ?? DEFAULT_GEMINI_API_VERSION, key.label),
         }),
       }));
       this.gemini.set(key.label, loaded);
@@ -256,8 +273,9 @@ export class GenAiPoller implements Pick<ProviderPoller, 'poll'>, GeminiBatchLis
       if (status === 404) return { kind: 'not-found' };
       const refusedKey =
         !platform && (status === 401 || status === 403) && credential ? ` (the key labelled ${JSON.stringify(credential)})` : '';
+      const retryAfter = status === 429 && !platform ? this.retryAfter.get(this.keyOf(credential).label) : undefined;
       if (typeof status === 'number')
-        throw new PollFailedError(`${platform ? 'the Agent Platform' : 'Gemini'} answered ${status}${refusedKey}`, status);
+        throw new PollFailedError(`${platform ? 'the Agent Platform' : 'Gemini'} answered ${status}${refusedKey}`, status, retryAfter);
       // Kept in the record's polling note, shown by the API and the console: redacted as a log line is.
       throw new PollFailedError(redacted((error as Error).message));
     }

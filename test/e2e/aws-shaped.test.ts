@@ -49,6 +49,8 @@ beforeAll(async () => {
       Effects: { EFFECTS_WEBHOOK_TIMEOUT_MS: '500', EFFECTS_RETRY_BASE_MS: '500', EFFECTS_RETRY_MAX_MS: '2000' },
       // File Search operations overdue after 2 s (the other kinds keep their hours), polled every second.
       Reconcile: { GEMINI_BASE_URL: gemini.baseUrl, OVERDUE_AFTER: 'file-search=2s', RECONCILE_INTERVAL_SECONDS: '1' },
+      // The dispatcher hands the due jobs to the poll queue; the worker polls them.
+      PollWorker: { GEMINI_BASE_URL: gemini.baseUrl, RECONCILE_INTERVAL_SECONDS: '1' },
     },
     reconcileEveryMs: 1_000,
     iamCallers: { [CALLER.accessKeyId]: CALLER.secretAccessKey },

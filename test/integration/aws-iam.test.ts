@@ -100,6 +100,19 @@ async function throughEffectsQueue(record: DynamoDBRecord, attributes: Record<st
   }
 }
 
+/** Every message on the poll queue, as Lambda's SQS event source hands them to the worker. */
+async function fromPollQueue(): Promise<SQSRecord[]> {
+  const sqs = client(SQSClient);
+  try {
+    const arn = world.resolve({ 'Fn::GetAtt': [world.logicalId('AWS::SQS::Queue', 'PollQueue'), 'Arn'] }) as string;
+    const { Messages = [] } = await sqs.send(new ReceiveMessageCommand({ QueueUrl: world.queueUrl(arn), MaxNumberOfMessages: 10 }));
+    if (Messages.length === 0) throw new Error('the poll queue gave nothing back');
+    return Messages.map((message) => toSqsRecord(message, arn));
+  } finally {
+    sqs.destroy();
+  }
+}
+
 async function acknowledge(message: SQSRecord): Promise<void> {
   const sqs = client(SQSClient);
   await sqs.send(new DeleteMessageCommand({ QueueUrl: world.queueUrl(message.eventSourceARN), ReceiptHandle: message.receiptHandle }));
@@ -219,14 +232,17 @@ describe('IAM, simulated against the synthesized template', () => {
     );
   });
 
-  it('the reconcile bundle: polls the tracked operation through the fake Gemini, and marks it overdue past its limit', async () => {
+  it('the reconcile bundles: the dispatcher hands the tracked operation to the poll queue, the worker polls it through the fake Gemini; the dispatcher marks it overdue past its limit', async () => {
     await world.putSecret('GeminiApiKey', 'iam-key');
     const gemini = await new FakeGemini('iam-key').start();
     gemini.batches.set(tracked, { state: 'BATCH_STATE_RUNNING', updateTime: new Date().toISOString() });
     try {
       const [stats] = await run('Reconcile', [{}], { GEMINI_BASE_URL: gemini.baseUrl });
       expect(stats).toMatchObject({ failed: 0 });
-      expect((stats as { polled: number }).polled).toBeGreaterThanOrEqual(1);
+      expect((stats as { dispatched: number }).dispatched).toBeGreaterThanOrEqual(1);
+      const messages = await fromPollQueue();
+      expect(await run('PollWorker', [{ Records: messages }], { GEMINI_BASE_URL: gemini.baseUrl })).toEqual([{ batchItemFailures: [] }]);
+      expect(gemini.requests).toContain(tracked);
       // Observed now (RUNNING) and open past a limit of a second: the next run finds it by age and marks it overdue.
       await new Promise((resolve) => setTimeout(resolve, 1_100));
       const [later] = await run('Reconcile', [{}], { GEMINI_BASE_URL: gemini.baseUrl, OVERDUE_AFTER: 'batch=1s' });
@@ -234,9 +250,15 @@ describe('IAM, simulated against the synthesized template', () => {
     } finally {
       await gemini.stop();
     }
+    expect(recorded.filter((call) => call.why === 'Reconcile bundle').map((call) => call.action)).toEqual(
+      expect.arrayContaining(['sqs:GetQueueAttributes', 'sqs:SendMessage', 'dynamodb:Query', 'dynamodb:GetItem', 'dynamodb:UpdateItem']),
+    );
+    expect(recorded.filter((call) => call.why === 'PollWorker bundle').map((call) => call.action)).toEqual(
+      expect.arrayContaining(['secretsmanager:GetSecretValue', 'dynamodb:UpdateItem']),
+    );
   });
 
-  it("the Bedrock events bundle and the reconcile bundle: a job's state change from the default bus, then its poll through the fake Bedrock", async () => {
+  it("the Bedrock events bundle and the reconcile bundles: a job's state change from the default bus, then its poll through the fake Bedrock", async () => {
     const bedrock = await startFakeBedrock({ account: MOTO_ACCOUNT });
     try {
       const job = bedrockJob({ status: 'Completed' }, { region: MOTO_REGION, account: MOTO_ACCOUNT });
@@ -254,19 +276,21 @@ describe('IAM, simulated against the synthesized template', () => {
         detail: { batchJobArn: jobArn, batchJobName: 'iam', status: 'Completed' },
       };
       expect(await run('BedrockEvents', [event])).toEqual([{ decision: 'applied', reason: '' }]);
-      const [stats] = await run('Reconcile', [{}], { AWS_ENDPOINT_URL_BEDROCK: bedrock.url });
+      await run('Reconcile', [{}]);
+      const messages = await fromPollQueue();
+      const [answer] = await run('PollWorker', [{ Records: messages }], { AWS_ENDPOINT_URL_BEDROCK: bedrock.url });
       // Bedrock's calls went to the fake, not through the proxy: recorded from its log, as IAM would authorize them.
       const polls = bedrock.requests.filter((request) => request.method === 'GET');
-      expect({ stats, polls: polls.map((request) => decodeURIComponent(request.path)) }).toMatchObject({
-        stats: { failed: 0 },
+      expect({ answer, polls: polls.map((request) => decodeURIComponent(request.path)) }).toMatchObject({
+        answer: { batchItemFailures: [] },
         polls: [`/model-invocation-job/${jobArn}`],
       });
       recorded.push(
         ...polls.map((request) => ({
           action: 'bedrock:GetModelInvocationJob',
           resource: decodeURIComponent(request.path.replace('/model-invocation-job/', '')),
-          role: world.roleOf('Reconcile'),
-          why: 'Reconcile bundle (Bedrock)',
+          role: world.roleOf('PollWorker'),
+          why: 'PollWorker bundle (Bedrock)',
         })),
       );
     } finally {
@@ -275,14 +299,31 @@ describe('IAM, simulated against the synthesized template', () => {
     expect(recorded.filter((call) => call.why === 'BedrockEvents bundle').map((call) => call.action)).toEqual(
       expect.arrayContaining(['dynamodb:UpdateItem']),
     );
-    // Reconcile's grant is this account's and region's jobs: another's job, or a list, is denied.
-    const reconcile = world.roleOf('Reconcile');
-    const asked = (action: string, resource: string) =>
-      simulate({ action, resource, role: reconcile, why: 'Bedrock bounds' }, world.rolePolicies(reconcile));
+    // The worker's grant is this account's and region's jobs: another's job, or a list, is denied; the dispatcher has none.
+    const worker = world.roleOf('PollWorker');
+    const asked = (action: string, resource: string, role = worker) =>
+      simulate({ action, resource, role, why: 'Bedrock bounds' }, world.rolePolicies(role));
     const other = (region: string, account: string) => `arn:aws:bedrock:${region}:${account}:model-invocation-job/abc`;
     expect(await asked('bedrock:GetModelInvocationJob', other('eu-west-1', MOTO_ACCOUNT))).toBe('ImplicitlyDenied');
     expect(await asked('bedrock:GetModelInvocationJob', other(MOTO_REGION, '210987654321'))).toBe('ImplicitlyDenied');
     expect(await asked('bedrock:StopModelInvocationJob', other(MOTO_REGION, MOTO_ACCOUNT))).toBe('ImplicitlyDenied');
+    expect(await asked('bedrock:GetModelInvocationJob', other(MOTO_REGION, MOTO_ACCOUNT), world.roleOf('Reconcile'))).toBe(
+      'ImplicitlyDenied',
+    );
+  });
+
+  it('the dispatcher may send to its poll queue and no other; the worker may read its keys and no other secret', async () => {
+    const dispatcher = world.roleOf('Reconcile');
+    const worker = world.roleOf('PollWorker');
+    const queue = (id: string) => world.resolve({ 'Fn::GetAtt': [world.logicalId('AWS::SQS::Queue', id), 'Arn'] }) as string;
+    const secret = (id: string) => world.resolve({ Ref: world.logicalId('AWS::SecretsManager::Secret', id) }) as string;
+    const may = (role: string, action: string, resource: string) =>
+      simulate({ action, resource, role, why: 'bounds' }, world.rolePolicies(role));
+    expect(await may(dispatcher, 'sqs:SendMessage', queue('PollQueue'))).toBe('Allowed');
+    expect(await may(dispatcher, 'sqs:SendMessage', queue('EffectsQueue'))).toBe('ImplicitlyDenied');
+    expect(await may(worker, 'sqs:SendMessage', queue('PollQueue'))).toBe('ImplicitlyDenied');
+    expect(await may(worker, 'secretsmanager:GetSecretValue', secret('GeminiApiKey'))).toBe('Allowed');
+    expect(await may(worker, 'secretsmanager:GetSecretValue', secret('WebhookSigningSecrets'))).toBe('ImplicitlyDenied');
   });
 
   it('every call, the bundles’ and those AWS makes for a role, is allowed by that role’s policies and the resource’s policy', async () => {
@@ -364,7 +405,7 @@ describe('the service side, simulated against the template’s resource policies
     expect(await invoke(world.arnOf(world.logicalId('AWS::Events::Rule', 'ReconcileSchedule')))).toBe('ImplicitlyDenied');
   });
 
-  it('the schedule may invoke reconcile; another rule may not', async () => {
+  it('the schedule may invoke reconcile’s dispatcher; another rule may not', async () => {
     const rule = world.logicalId('AWS::Events::Rule', 'ReconcileSchedule');
     const fn = world.arnOf(world.logicalId('AWS::Lambda::Function', 'Reconcile'));
     const targets = world.resource(rule).Properties.Targets as Array<{ Arn: unknown }>;

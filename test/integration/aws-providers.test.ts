@@ -1,13 +1,15 @@
 /**
  * OpenAI, Anthropic and Bedrock jobs on the AWS home, on moto: the deployed
  * entry points themselves (lambda/handlers/api.ts fed API Gateway events,
- * reconcile.ts as the schedule runs it, bedrock-events.ts fed EventBridge
- * events), each composed from its environment at cold start as in Lambda,
+ * reconcile.ts as the schedule runs it, handing the due jobs to a poll queue
+ * on moto, poll-worker.ts fed that queue's messages, bedrock-events.ts fed
+ * EventBridge events), each composed from its environment at cold start as in Lambda,
  * their secrets read from moto's Secrets Manager by ARN as deployed, and the
  * providers' real SDKs (inside reconcile) pointed at the fake servers.
  */
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
-import type { APIGatewayProxyEventV2, Context } from 'aws-lambda';
+import { CreateQueueCommand, DeleteMessageCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
+import type { APIGatewayProxyEventV2, Context, SQSBatchResponse, SQSEvent, SQSRecord } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { timeFromDate } from '../../core/time.ts';
 import { createTableInput, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
@@ -30,6 +32,9 @@ let anthropic: FakeAnthropic;
 let bedrock: FakeBedrock;
 let api: Handler<APIGatewayProxyEventV2, Answer>;
 let reconcile: Handler<unknown, Record<string, number> | { skipped: string }>;
+let pollWorker: Handler<SQSEvent, SQSBatchResponse>;
+let sqs: SQSClient;
+let pollQueueUrl: string;
 let bedrockEvents: (event: BedrockJobEvent) => Promise<{ decision: string; reason: string }>;
 
 const context = { awsRequestId: 'req', functionName: 'f', getRemainingTimeInMillis: () => 30_000 } as Context;
@@ -43,6 +48,8 @@ beforeAll(async () => {
   client.destroy();
   // The secrets as the construct binds them: each named by its ARN, its value in Secrets Manager.
   const secrets = new SecretsManagerClient({ endpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
+  sqs = new SQSClient({ endpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
+  ({ QueueUrl: pollQueueUrl = '' } = await sqs.send(new CreateQueueCommand({ QueueName: `${table}-poll` })));
   const secret = async (name: string, value: string) =>
     (await secrets.send(new CreateSecretCommand({ Name: `${table}-${name}`, SecretString: value }))).ARN as string;
   Object.assign(process.env, {
@@ -52,6 +59,8 @@ beforeAll(async () => {
     AWS_ACCESS_KEY_ID: MOTO_CREDENTIALS.accessKeyId,
     AWS_SECRET_ACCESS_KEY: MOTO_CREDENTIALS.secretAccessKey,
     AWS_ENDPOINT_URL_SECRETS_MANAGER: endpoint,
+    AWS_ENDPOINT_URL_SQS: endpoint,
+    POLL_QUEUE_URL: pollQueueUrl,
     AWS_ENDPOINT_URL_BEDROCK: bedrock.url,
     WEBHOOK_SIGNING_SECRETS: newSecret(),
     OPENAI_WEBHOOK_SECRET_ARN: await secret('OpenAIWebhook', openaiSecret),
@@ -65,11 +74,13 @@ beforeAll(async () => {
   secrets.destroy();
   ({ handler: api } = (await import('../../lambda/handlers/api.ts')) as never);
   ({ handler: reconcile } = (await import('../../lambda/handlers/reconcile.ts')) as never);
+  ({ handler: pollWorker } = (await import('../../lambda/handlers/poll-worker.ts')) as never);
   ({ handler: bedrockEvents } = (await import('../../lambda/handlers/bedrock-events.ts')) as never);
 });
 
 afterAll(async () => {
   await Promise.all([openai?.close(), anthropic?.close(), bedrock?.close()]);
+  sqs?.destroy();
 });
 
 async function call(event: APIGatewayProxyEventV2) {
@@ -80,7 +91,20 @@ const deliver = (path: string, delivery: { body: string; headers: Record<string,
   call(httpApiEvent('POST', path, delivery.body, delivery.headers));
 const get = async (name: string) => (await call(httpApiEvent('GET', `/operations/${name}`))).body;
 const track = (name: string) => call(httpApiEvent('POST', '/operations', JSON.stringify({ name }), { 'content-type': 'application/json' }));
-const run = () => reconcile({ source: 'aws.events' }, context);
+/** A dispatcher run, then the poll worker given every message it sent, as the queue's event source hands them. */
+async function run(): Promise<Record<string, number>> {
+  const stats = (await reconcile({ source: 'aws.events' }, context)) as Record<string, number>;
+  let failedMessages = 0;
+  for (;;) {
+    const { Messages = [] } = await sqs.send(new ReceiveMessageCommand({ QueueUrl: pollQueueUrl, MaxNumberOfMessages: 10 }));
+    if (Messages.length === 0) break;
+    const Records = Messages.map((message) => ({ messageId: message.MessageId, body: message.Body }) as SQSRecord);
+    failedMessages += (await pollWorker({ Records }, context)).batchItemFailures.length;
+    for (const message of Messages)
+      await sqs.send(new DeleteMessageCommand({ QueueUrl: pollQueueUrl, ReceiptHandle: message.ReceiptHandle }));
+  }
+  return { ...stats, failed: (stats.failed ?? 0) + failedMessages };
+}
 
 /** A Bedrock "Batch Inference Job State Change" event as EventBridge hands it to the function. */
 function stateChange(jobArn: string, status: string, id = crypto.randomUUID()): BedrockJobEvent {

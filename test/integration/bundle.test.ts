@@ -9,6 +9,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { CreateSecretCommand, SecretsManagerClient } from '@aws-sdk/client-secrets-manager';
+import { CreateQueueCommand, DeleteMessageCommand, ReceiveMessageCommand, SQSClient } from '@aws-sdk/client-sqs';
 import { marshall } from '@aws-sdk/util-dynamodb';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { trackedRecord } from '../../core/reducer.ts';
@@ -33,14 +34,27 @@ import { PROJECT_ROOT } from '../support/ratchet-process.ts';
 import { Receiver } from '../support/receiver.ts';
 
 let synthesized: Synthesized;
-let bundles: Record<'Api' | 'Effects' | 'Reconcile' | 'HistoryWriter' | 'BedrockEvents', string>;
+let bundles: Record<'Api' | 'Effects' | 'Reconcile' | 'PollWorker' | 'HistoryWriter' | 'BedrockEvents', string>;
+/** A poll queue on moto, as the stack's: the dispatcher sends to it, the worker's event source reads it. */
+let pollQueueUrl: string;
+/** What the dispatcher needs to reach it: the queue, and SQS on moto with moto's credentials. */
+const pollQueue = () => ({
+  POLL_QUEUE_URL: pollQueueUrl,
+  AWS_ENDPOINT_URL_SQS: inject('dynamodbEndpoint'),
+  AWS_ACCESS_KEY_ID: MOTO_CREDENTIALS.accessKeyId,
+  AWS_SECRET_ACCESS_KEY: MOTO_CREDENTIALS.secretAccessKey,
+});
 
-beforeAll(() => {
+beforeAll(async () => {
+  const sqs = new SQSClient({ endpoint: inject('dynamodbEndpoint'), region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
+  ({ QueueUrl: pollQueueUrl = '' } = await sqs.send(new CreateQueueCommand({ QueueName: `bundle-poll-${Date.now()}` })));
+  sqs.destroy();
   synthesized = synthesizeWithBundles();
   bundles = {
     Api: synthesized.bundleOf('Api'),
     Effects: synthesized.bundleOf('Effects'),
     Reconcile: synthesized.bundleOf('Reconcile'),
+    PollWorker: synthesized.bundleOf('PollWorker'),
     HistoryWriter: synthesized.bundleOf('HistoryWriter'),
     BedrockEvents: synthesized.bundleOf('BedrockEvents'),
   };
@@ -52,8 +66,8 @@ function runBundle(bundle: string, events: unknown[], env: Record<string, string
 }
 
 describe('bundled functions', () => {
-  it('are five bundles, one per function (CDK caches a bundling by its JSON, blind to the build function)', () => {
-    expect(new Set(Object.values(bundles).map(dirname)).size).toBe(5);
+  it('are six bundles, one per function (CDK caches a bundling by its JSON, blind to the build function)', () => {
+    expect(new Set(Object.values(bundles).map(dirname)).size).toBe(6);
   });
 
   it("load every chunk as an ES module on this Node, the lazily imported ones too (Lambda client, SQS, jose, the providers' SDKs)", async () => {
@@ -106,13 +120,13 @@ describe('bundled functions', () => {
       status: 503,
       error: 'not-configured',
     });
-    // Bedrock is polled with the function's own role wherever it runs: reconcile runs, and finds nothing to poll.
+    // Bedrock is polled with the function's own role wherever it runs: reconcile runs, and finds nothing to hand out.
     const fresh = `${inject('tableName')}-bundle-fresh`;
     const { client } = openDynamoDb({ endpoint: inject('dynamodbEndpoint'), tables: {} });
     await ensureTable(client, createTableInput(fresh));
     client.destroy();
-    expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: fresh, GEMINI_API_KEY: 'not-configured' })).toEqual([
-      expect.objectContaining({ polled: 0, failed: 0 }),
+    expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: fresh, GEMINI_API_KEY: 'not-configured', ...pollQueue() })).toEqual([
+      expect.objectContaining({ dispatched: 0, failed: 0 }),
     ]);
     // The invocation fails, so the queue keeps the message and offers it again later.
     const effects = runBundle(bundles.Effects, [{ Records: [] }], {
@@ -204,10 +218,27 @@ describe('bundled functions', () => {
   });
 });
 
-describe('bundled reconcile function', () => {
-  it("leaves a Gemini job unpolled without Gemini's key, and polls the fake Gemini once the key is set", async () => {
+describe('bundled reconcile functions', () => {
+  /** A dispatcher run, then the worker given what it sent, as the poll queue's event source hands it: the worker's answer. */
+  async function dispatchAndPoll(env: Record<string, string>): Promise<{ dispatched: unknown; worker: unknown }> {
+    const [stats] = (await runBundle(bundles.Reconcile, [{}], { ...env, ...pollQueue() })) as Array<{ dispatched: number }>;
+    const sqs = new SQSClient({ endpoint: inject('dynamodbEndpoint'), region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
+    try {
+      const { Messages = [] } = await sqs.send(new ReceiveMessageCommand({ QueueUrl: pollQueueUrl, MaxNumberOfMessages: 10 }));
+      const Records = Messages.map((message) => ({ messageId: message.MessageId, body: message.Body }));
+      const [worker] = await runBundle(bundles.PollWorker, [{ Records }], env);
+      for (const message of Messages)
+        await sqs.send(new DeleteMessageCommand({ QueueUrl: pollQueueUrl, ReceiptHandle: message.ReceiptHandle }));
+      return { dispatched: stats?.dispatched, worker };
+    } finally {
+      sqs.destroy();
+    }
+  }
+
+  it("leave a Gemini job unpolled without Gemini's key, and poll the fake Gemini once the key is set", async () => {
     expect(existsSync(bundles.Reconcile)).toBe(true);
-    // A table of its own: reconcile polls every open operation it finds.
+    expect(existsSync(bundles.PollWorker)).toBe(true);
+    // A table of its own: reconcile hands out every open operation it finds.
     const table = `${inject('tableName')}-bundle`;
     const { client, operations: store } = openDynamoDb({
       endpoint: inject('dynamodbEndpoint'),
@@ -220,17 +251,15 @@ describe('bundled reconcile function', () => {
     const gemini = await new FakeGemini('bundle-key').start();
     gemini.batches.set(name, { state: 'BATCH_STATE_SUCCEEDED', updateTime: '2026-11-30T11:00:00Z' });
     try {
-      // No poller for Gemini here: not polled, not a failure (no request made), backed off; nothing is written.
-      expect(await runBundle(bundles.Reconcile, [{}], { TABLE_NAME: table })).toEqual([expect.objectContaining({ polled: 0, failed: 0 })]);
+      // No poller for Gemini here: not polled, not a failure (no request made), backed off; its record unchanged.
+      expect(await dispatchAndPoll({ TABLE_NAME: table })).toEqual({ dispatched: 1, worker: { batchItemFailures: [] } });
       expect(await store.get(name)).toMatchObject({ state: null, version: 1 });
       expect(gemini.requests).toEqual([]);
       await store.pollNow(name, timeFromDate(new Date()));
-      const [stats] = await runBundle(bundles.Reconcile, [{}], {
-        TABLE_NAME: table,
-        GEMINI_API_KEY: 'bundle-key',
-        GEMINI_BASE_URL: gemini.baseUrl,
-      });
-      expect(stats).toMatchObject({ polled: 1, applied: 1, failed: 0 });
+      const polled = await dispatchAndPoll({ TABLE_NAME: table, GEMINI_API_KEY: 'bundle-key', GEMINI_BASE_URL: gemini.baseUrl });
+      expect(polled).toEqual({ dispatched: 1, worker: { batchItemFailures: [] } });
+      // The dispatcher's hourly chores (the webhooks pointing here, the key's batches), then the worker's poll.
+      expect(gemini.requests).toEqual(['webhooks', 'batches', name]);
       expect(await store.get(name)).toMatchObject({ state: 'SUCCEEDED', providerState: 'JOB_STATE_SUCCEEDED' });
     } finally {
       await gemini.stop();

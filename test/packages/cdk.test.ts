@@ -97,8 +97,8 @@ export class MyAppStack extends cdk.Stack {
     expect(existsSync(join(app.dir, 'node_modules', 'esbuild'))).toBe(false);
     const template = await synth(app, 'MyAppStack');
     const functions = resourcesOf(template, 'AWS::Lambda::Function');
-    // API, effects, reconcile, history and Bedrock's events.
-    expect(functions).toHaveLength(5);
+    // API, effects, reconcile's dispatcher and poll worker, history and Bedrock's events.
+    expect(functions).toHaveLength(6);
     for (const fn of functions) expect(fn.Properties.Runtime).toBe('nodejs24.x');
     expect(Object.keys(template.Outputs)).toEqual(expect.arrayContaining(['ApiUrl', 'RatchetApiUrl']));
     // The prebuilt bundles, staged as the functions' assets.
@@ -152,7 +152,7 @@ export class MyAppStack extends cdk.Stack {
     expect(invokes).toContain('/$default/POST/operations');
     expect(invokes).toContain('/$default/GET/operations/*');
     expect(Object.keys(template.Outputs)).toContain('ApiUrl');
-    // Ratchet's five and the example's own two.
-    expect(resourcesOf(template, 'AWS::Lambda::Function')).toHaveLength(7);
+    // Ratchet's six and the example's own two.
+    expect(resourcesOf(template, 'AWS::Lambda::Function')).toHaveLength(8);
   });
 });

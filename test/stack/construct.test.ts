@@ -82,6 +82,7 @@ function resolve(value: unknown): unknown {
       if (type === 'AWS::DynamoDB::Table' && attribute === 'Arn') return `arn:aws:dynamodb:${REGION}:${ACCOUNT}:table/${id}`;
       if (type === 'AWS::Lambda::Function' && attribute === 'Arn') return `arn:aws:lambda:${REGION}:${ACCOUNT}:function:${id}`;
       if (type === 'AWS::Logs::LogGroup' && attribute === 'Arn') return `arn:aws:logs:${REGION}:${ACCOUNT}:log-group:${id}:*`;
+      if (type === 'AWS::SQS::Queue' && attribute === 'Arn') return `arn:aws:sqs:${REGION}:${ACCOUNT}:${id}`;
       throw new Error(`no value for ${id}.${attribute}`);
     }
     if ('Fn::Join' in object) {
@@ -265,7 +266,7 @@ describe('the Ratchet construct in an application’s own stack', () => {
     expect(() => again.app.synth()).not.toThrow();
   });
 
-  it('polls the Agent Platform when given a project and location: their variables and its credentials secret on reconcile only', () => {
+  it('polls the Agent Platform when given a project and location: their variables and its credentials secret on the poll worker only', () => {
     const app = new App({ context: { 'aws:cdk:bundling-stacks': [] } });
     const stack = new Stack(app, 'WithPlatform', { env: { account: ACCOUNT, region: REGION } });
     new Ratchet(stack, 'Ratchet', { agentPlatform: { project: 'my-project', location: 'us-central1' } });
@@ -273,7 +274,7 @@ describe('the Ratchet construct in an application’s own stack', () => {
     const functions = Object.entries(platform.findResources('AWS::Lambda::Function'));
     const withProject = functions.filter(([, f]) => f.Properties.Environment?.Variables?.GOOGLE_CLOUD_PROJECT);
     expect(withProject.map(([, f]) => f.Properties.Description)).toEqual([
-      'Polls the providers for open operations and ingests what it learns',
+      'Reconcile poll worker: leases and polls the due jobs of the poll queue, through the same ingest',
     ]);
     expect(withProject[0]?.[1].Properties.Environment.Variables).toMatchObject({
       GOOGLE_CLOUD_PROJECT: 'my-project',
@@ -283,7 +284,7 @@ describe('the Ratchet construct in an application’s own stack', () => {
     const readers = Object.values(platform.findResources('AWS::IAM::Policy')).filter((p) =>
       JSON.stringify(p.Properties.PolicyDocument).includes('AgentPlatformCredentials'),
     );
-    expect(readers.map((p) => p.Properties.Roles[0].Ref)).toEqual([expect.stringMatching(/Reconcile/)]);
+    expect(readers.map((p) => p.Properties.Roles[0].Ref)).toEqual([expect.stringMatching(/PollWorker/)]);
     platform.hasOutput('AgentPlatformCredentialsSecretArn', {});
     // Without it, no secret and no variable.
     expect(JSON.stringify(template.toJSON())).not.toContain('AgentPlatformCredentials');
@@ -303,13 +304,15 @@ describe('the Ratchet construct in an application’s own stack', () => {
       Object.values(providers.findResources('AWS::Lambda::Function')).find((f) => description.test(f.Properties.Description))?.Properties
         .Environment.Variables;
     const ref = (id: string) => ({ Ref: expect.stringMatching(new RegExp(`^${id}`)) });
-    expect(fn(/^Polls the providers/)).toMatchObject({
-      OPENAI_API_KEY_ARN: ref('OpenAIKeys'),
-      OPENAI_BASE_URL: 'https://openai.example/v1',
-      ANTHROPIC_API_KEY_ARN: expect.objectContaining({ 'Fn::Join': expect.anything() }),
-      AZURE_OPENAI_ENDPOINT: 'https://my-resource.openai.azure.com',
-      AZURE_OPENAI_API_KEY_ARN: ref('AzureKey'),
-    });
+    // The worker polls with them, the dispatcher lists each key's batches for discovery.
+    for (const description of [/^Reconcile poll worker/, /^Reconcile dispatcher/])
+      expect(fn(description)).toMatchObject({
+        OPENAI_API_KEY_ARN: ref('OpenAIKeys'),
+        OPENAI_BASE_URL: 'https://openai.example/v1',
+        ANTHROPIC_API_KEY_ARN: expect.objectContaining({ 'Fn::Join': expect.anything() }),
+        AZURE_OPENAI_ENDPOINT: 'https://my-resource.openai.azure.com',
+        AZURE_OPENAI_API_KEY_ARN: ref('AzureKey'),
+      });
     expect(fn(/webhooks and the operations API$/)).toMatchObject({
       OPENAI_WEBHOOK_SECRET_ARN: ref('OpenAIWebhook'),
       AZURE_OPENAI_ENDPOINT: 'https://my-resource.openai.azure.com',
@@ -328,9 +331,13 @@ describe('the Ratchet construct in an application’s own stack', () => {
           ),
         ]);
     providers.hasOutput('AzureOpenAIWebhookUrl', {});
-    expect(readersOf('OpenAIKeys')).toEqual([['RatchetReconcileRole', ['secretsmanager:GetSecretValue']]]);
-    expect(readersOf('secret:team/anthropic')).toEqual([['RatchetReconcileRole', ['secretsmanager:GetSecretValue']]]);
-    expect(readersOf('AzureKey')).toEqual([['RatchetReconcileRole', ['secretsmanager:GetSecretValue']]]);
+    const pollers = [
+      ['RatchetReconcileRole', ['secretsmanager:GetSecretValue']],
+      ['RatchetPollWorkerRole', ['secretsmanager:GetSecretValue']],
+    ];
+    expect(readersOf('OpenAIKeys')).toEqual(pollers);
+    expect(readersOf('secret:team/anthropic')).toEqual(pollers);
+    expect(readersOf('AzureKey')).toEqual(pollers);
     expect(readersOf('OpenAIWebhook')).toEqual([['RatchetApiRole', ['secretsmanager:GetSecretValue']]]);
     expect(readersOf('AzureWebhook')).toEqual([['RatchetApiRole', ['secretsmanager:GetSecretValue']]]);
     // Without the props: none of their variables (the routes answer 503 not-configured, the providers are not polled).
@@ -338,8 +345,8 @@ describe('the Ratchet construct in an application’s own stack', () => {
     for (const variable of ['OPENAI_', 'ANTHROPIC_', 'AZURE_OPENAI_']) expect(variables).not.toContain(variable);
   });
 
-  it('lets reconcile read Bedrock batch jobs of its own account and region only, and list none', async () => {
-    const reconcile = (action: string, resource: string) => allowed('RatchetReconcile', action, resource);
+  it('lets the poll worker read Bedrock batch jobs of its own account and region only, and list none', async () => {
+    const reconcile = (action: string, resource: string) => allowed('RatchetPollWorker', action, resource);
     const job = (region: string, account: string) => `arn:aws:bedrock:${region}:${account}:model-invocation-job/abc123`;
     expect(await reconcile('bedrock:GetModelInvocationJob', job(REGION, ACCOUNT))).toBe(true);
     expect(await reconcile('bedrock:GetModelInvocationJob', job('us-east-1', ACCOUNT))).toBe(false);
@@ -347,6 +354,7 @@ describe('the Ratchet construct in an application’s own stack', () => {
     expect(await reconcile('bedrock:StopModelInvocationJob', job(REGION, ACCOUNT))).toBe(false);
     expect(await reconcile('bedrock:ListModelInvocationJobs', '*')).toBe(false);
     expect(await allowed('RatchetApi', 'bedrock:GetModelInvocationJob', job(REGION, ACCOUNT))).toBe(false);
+    expect(await allowed('RatchetReconcile', 'bedrock:GetModelInvocationJob', job(REGION, ACCOUNT))).toBe(false);
   });
 
   it('the role a consumer grants may be any IGrantable, e.g. a role of its own', () => {

@@ -153,8 +153,8 @@ describe('RatchetStack', () => {
       BatchSize: 10,
       FunctionResponseTypes: ['ReportBatchItemFailures'],
     });
-    // The effects queue's, and the history writer's stream mapping.
-    expect(Object.keys(template.findResources('AWS::Lambda::EventSourceMapping'))).toHaveLength(2);
+    // The effects queue's, the poll queue's, and the history writer's stream mapping.
+    expect(Object.keys(template.findResources('AWS::Lambda::EventSourceMapping'))).toHaveLength(3);
     template.hasResourceProperties('AWS::Lambda::Function', {
       Environment: {
         Variables: Match.objectLike({
@@ -173,7 +173,7 @@ describe('RatchetStack', () => {
     }
   });
 
-  it('indexes open operations sparsely (by next poll and by age) and runs reconcile every minute with Query on those indexes', () => {
+  it('indexes open operations sparsely (by next poll, projecting what the dispatcher groups by, and by age) and dispatches reconcile every minute with Query on those indexes', () => {
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       GlobalSecondaryIndexes: [
         {
@@ -182,7 +182,7 @@ describe('RatchetStack', () => {
             { AttributeName: 'pollBucket', KeyType: 'HASH' },
             { AttributeName: 'nextPollAt', KeyType: 'RANGE' },
           ],
-          Projection: { ProjectionType: 'ALL' },
+          Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: ['kind', 'credential'] },
         },
         {
           IndexName: 'open-by-age',
@@ -214,6 +214,9 @@ describe('RatchetStack', () => {
         Variables: Match.objectLike({
           RECONCILE_INTERVAL_SECONDS: '60',
           GEMINI_API_KEY_ARN: { Ref: Match.stringLikeRegexp('^GeminiApiKey') },
+          POLL_QUEUE_URL: { Ref: Match.stringLikeRegexp('^PollQueue') },
+          // What ten workers poll in a minute at 100 ms a poll, 16 at a time each.
+          POLL_QUEUE_ROOM: '96000',
         }),
       },
     });
@@ -229,15 +232,43 @@ describe('RatchetStack', () => {
       [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due"/)],
       [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-age"/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
+      [['sqs:GetQueueAttributes', 'sqs:SendMessage'], expect.stringMatching(/^\{"Fn::GetAtt":\["PollQueue[0-9A-F]+","Arn"\]\}$/)],
+    ]);
+  });
+
+  it('polls through a queue: workers at most maxConcurrency at once, each message retried then dead-lettered, the worker granted its lease and writes, its keys and the queue', () => {
+    template.hasResourceProperties('AWS::Lambda::EventSourceMapping', {
+      EventSourceArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^PollQueue'), 'Arn'] },
+      FunctionName: { Ref: Match.stringLikeRegexp('^PollWorker') },
+      BatchSize: 10,
+      FunctionResponseTypes: ['ReportBatchItemFailures'],
+      ScalingConfig: { MaximumConcurrency: 10 },
+    });
+    // Six times the worker's timeout, as AWS advises for an SQS event source; five receives, then its dead-letter queue.
+    template.hasResourceProperties('AWS::Lambda::Function', {
+      Description: Match.stringLikeRegexp('^Reconcile poll worker'),
+      Timeout: 120,
+    });
+    template.hasResourceProperties('AWS::SQS::Queue', {
+      VisibilityTimeout: 720,
+      MessageRetentionPeriod: 3600,
+      RedrivePolicy: { deadLetterTargetArn: { 'Fn::GetAtt': [Match.stringLikeRegexp('^PollDeadLetterQueue'), 'Arn'] }, maxReceiveCount: 5 },
+    });
+    expect(permissionsOf('PollWorkerRole')).toEqual([
+      [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('PollWorkerLogs')],
+      XRAY,
+      [['dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
+      [['secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
+      [['sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:ReceiveMessage'], expect.stringMatching(/PollQueue[0-9A-F]+","Arn"/)],
       BEDROCK_READ,
     ]);
   });
 
-  it("polls Bedrock with reconcile's own role: one job of this account and region at a time, never a listing", () => {
-    const statements = permissionsOf('ReconcileRole').filter(([actions]) => actions.some((action) => action.startsWith('bedrock:')));
+  it("polls Bedrock with the poll worker's own role: one job of this account and region at a time, never a listing", () => {
+    const statements = permissionsOf('PollWorkerRole').filter(([actions]) => actions.some((action) => action.startsWith('bedrock:')));
     expect(statements).toEqual([BEDROCK_READ]);
     // No other function may touch Bedrock.
-    for (const role of ['ApiRole', 'EffectsRole', 'HistoryWriterRole', 'BedrockEventsRole'])
+    for (const role of ['ApiRole', 'EffectsRole', 'HistoryWriterRole', 'BedrockEventsRole', 'ReconcileRole'])
       expect(
         permissionsOf(role)
           .flatMap(([actions]) => actions)
@@ -418,11 +449,16 @@ describe('RatchetStack', () => {
       [
         'Api5xx',
         'ApiLatency',
-        ...['Api', 'Effects', 'Reconcile', 'History', 'BedrockEvents'].flatMap((fn) => [`${fn}Errors`, `${fn}Throttles`, `${fn}Duration`]),
+        ...['Api', 'Effects', 'Reconcile', 'PollWorker', 'History', 'BedrockEvents'].flatMap((fn) => [
+          `${fn}Errors`,
+          `${fn}Throttles`,
+          `${fn}Duration`,
+        ]),
         'EffectsBacklogAge',
         'EffectsBacklogDepth',
         'EffectsQueueDeadLetters',
         'EffectsPipeFailures',
+        'PollQueueDeadLetters',
         'HistoryFailures',
         'EffectsDeadLettered',
         'EffectsUndecodable',

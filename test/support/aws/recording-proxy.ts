@@ -49,6 +49,13 @@ function resourceOf(service: string, action: string, body: RequestBody): string[
   throw new Error(`${service}:${action} is not recorded here`);
 }
 
+/** SQS's batch calls, each authorized as the single action it batches (IAM has no action of their name). */
+const BATCH_ACTIONS: Record<string, string> = {
+  SendMessageBatch: 'SendMessage',
+  DeleteMessageBatch: 'DeleteMessage',
+  ChangeMessageVisibilityBatch: 'ChangeMessageVisibility',
+};
+
 const ITEM_OPERATIONS = new Set(['GetItem', 'PutItem', 'UpdateItem', 'DeleteItem', 'Query', 'Scan', 'BatchGetItem', 'BatchWriteItem']);
 
 export class RecordingProxy {
@@ -102,7 +109,7 @@ export class RecordingProxy {
         const service = PREFIXES[prefix ?? ''];
         if (service && action) {
           for (const resource of resourceOf(service, action, JSON.parse(body.toString() || '{}')))
-            this.calls.push({ action: `${service}:${action}`, resource, caller });
+            this.calls.push({ action: `${service}:${BATCH_ACTIONS[action] ?? action}`, resource, caller });
         } else this.calls.push({ action: `unrecognized:${req.method} ${req.url}`, resource: '*' });
         const upstream = request(
           { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },

@@ -9,11 +9,12 @@
  * - the effects Pipe: reads the table's stream from moto, keeps the records
  *   its filter pattern (the JSON in the template) matches, and sends each to
  *   moto's SQS FIFO queue with the template's group and deduplication ids;
- * - the SQS event source: receives batches from that queue and invokes the
- *   effects bundle, deleting what it did not report failed (the handler's
- *   own ChangeMessageVisibility is its backoff);
+ * - the SQS event sources: receive batches from the effects queue (and the
+ *   poll queue) and invoke the effects bundle (the poll worker's), deleting
+ *   what it did not report failed (the effects handler's own
+ *   ChangeMessageVisibility is its backoff);
  * - the history stream mapping, with its template filter;
- * - the schedule: reconcile invoked on a timer.
+ * - the schedule: reconcile's dispatcher invoked on a timer.
  * Every AWS call the bundles make goes through a recording proxy in front of
  * moto, so a test can count them.
  */
@@ -40,7 +41,7 @@ import type { Synthesized } from './synth.ts';
 import { ensureTable } from './tables.ts';
 import { TemplateWorld } from './template.ts';
 
-export const FUNCTIONS = ['Api', 'Effects', 'HistoryWriter', 'Reconcile'] as const;
+export const FUNCTIONS = ['Api', 'Effects', 'HistoryWriter', 'Reconcile', 'PollWorker'] as const;
 export type FunctionName = (typeof FUNCTIONS)[number];
 
 export interface StackOnMotoOptions {
@@ -96,7 +97,7 @@ export class StackOnMoto {
   readonly world: TemplateWorld;
   readonly proxy: RecordingProxy;
   readonly hosts = {} as Record<FunctionName, LambdaHost>;
-  /** Invocations of the effects or reconcile bundle that threw (Lambda would count them as errors). */
+  /** Invocations of the effects, reconcile or poll worker bundle that threw (Lambda would count them as errors). */
   readonly errors: Error[] = [];
   /** Receives and deletes of the stand-in SQS poller that failed. */
   readonly pollerErrors: Error[] = [];
@@ -159,7 +160,7 @@ export class StackOnMoto {
     await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
     await this.startPipe();
     await this.startHistoryMapping();
-    this.loops.push(this.effectsEventSource(), this.schedule());
+    this.loops.push(this.sqsEventSource('Effects'), this.sqsEventSource('PollWorker'), this.schedule());
     return this;
   }
 
@@ -246,18 +247,18 @@ export class StackOnMoto {
     );
   }
 
-  /** Lambda's SQS poller for the effects function, with the mapping's batch size and partial batch responses. */
-  private async effectsEventSource(): Promise<void> {
-    const effects = this.world.resolve({ Ref: this.world.logicalId('AWS::Lambda::Function', 'Effects') });
+  /** Lambda's SQS poller for a function, with the mapping's batch size and partial batch responses. */
+  private async sqsEventSource(fn: 'Effects' | 'PollWorker'): Promise<void> {
+    const target = this.world.resolve({ Ref: this.world.logicalId('AWS::Lambda::Function', fn) });
     const [, mapping] = this.world
       .ofType('AWS::Lambda::EventSourceMapping')
-      .find(([, m]) => this.world.resolve(m.Properties.FunctionName) === effects) as [string, { Properties: Record<string, unknown> }];
+      .find(([, m]) => this.world.resolve(m.Properties.FunctionName) === target) as [string, { Properties: Record<string, unknown> }];
     const queueArn = String(this.world.resolve(mapping.Properties.EventSourceArn));
     const queueUrl = this.world.queueUrl(queueArn);
     const partial = (mapping.Properties.FunctionResponseTypes as string[] | undefined)?.includes('ReportBatchItemFailures') === true;
     while (!this.stopped) {
       try {
-        await this.pollEffectsQueue(queueUrl, queueArn, Number(mapping.Properties.BatchSize), partial);
+        await this.pollQueue(fn, queueUrl, queueArn, Number(mapping.Properties.BatchSize), partial);
       } catch (error) {
         // Lambda's poller goes on after a failed receive or delete; a test sees it in `pollerErrors`.
         this.pollerErrors.push(error as Error);
@@ -266,7 +267,13 @@ export class StackOnMoto {
     }
   }
 
-  private async pollEffectsQueue(queueUrl: string, queueArn: string, batchSize: number, partial: boolean): Promise<void> {
+  private async pollQueue(
+    fn: 'Effects' | 'PollWorker',
+    queueUrl: string,
+    queueArn: string,
+    batchSize: number,
+    partial: boolean,
+  ): Promise<void> {
     {
       const { Messages = [] } = await this.sqs.send(
         new ReceiveMessageCommand({
@@ -284,7 +291,7 @@ export class StackOnMoto {
       const records = Messages.map((message) => toSqsRecord(message, queueArn));
       let failed: Set<string>;
       try {
-        const response = await this.hosts.Effects.invoke<SQSBatchResponse>({ Records: records });
+        const response = await this.hosts[fn].invoke<SQSBatchResponse>({ Records: records });
         failed = new Set(partial ? response.batchItemFailures.map((failure) => failure.itemIdentifier) : []);
       } catch (error) {
         // A function error: the whole batch stays, offered again after the visibility timeout.
