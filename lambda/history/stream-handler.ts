@@ -1,22 +1,25 @@
 /**
  * The history function's edge in AWS: the operations table's stream records
  * (filtered by the event source mapping to applied writes) decoded into
- * history entries.
+ * history entries, and into each operation's latest item, the read model
+ * `GET /operations` lists (engines/dynamodb/tables.ts).
  */
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { entryOf, type HistoryLog } from '../../app/history.ts';
+import { rankOf, TERMINAL_RANK } from '../../core/lifecycle.ts';
 import type { HistoryEntry } from '../../core/views.ts';
-import { newImageOf } from '../../engines/dynamodb/index.ts';
+import { type DynamoDbHistory, type Listing, newImageOf } from '../../engines/dynamodb/index.ts';
 
 /**
  * The stream handler (a Lambda event source mapping in AWS, the local stream
- * mapping here): each record's NewImage as a history entry. A record that
+ * mapping here): each record's NewImage as a history entry, then as the
+ * operation's latest item (both idempotent, so a retried batch is harmless). A record that
  * cannot be read as one is skipped and logged, never retried for ever; a
  * store failure fails that record and the ones after it (retried in order).
  */
 export function createHistoryHandler(deps: {
-  history: Pick<HistoryLog, 'record'>;
+  history: Pick<HistoryLog, 'record'> & Pick<DynamoDbHistory, 'keepLatest'>;
   logger: Pick<Logger, 'warn'>;
 }): (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse> {
   return async (event) => {
@@ -28,6 +31,7 @@ export function createHistoryHandler(deps: {
       }
       try {
         await deps.history.record(entry.name, entry.entry);
+        await deps.history.keepLatest(entry.listing);
       } catch {
         return { batchItemFailures: event.Records.slice(i).map((r) => ({ itemIdentifier: r.dynamodb?.SequenceNumber ?? '' })) };
       }
@@ -36,13 +40,23 @@ export function createHistoryHandler(deps: {
   };
 }
 
-function decode(record: DynamoDBRecord): { name: string; entry: HistoryEntry } | undefined {
+function decode(record: DynamoDBRecord): { name: string; entry: HistoryEntry; listing: Listing } | undefined {
   try {
-    // Only the attributes an entry needs: the rest of the image (results, metadata) is none of history's business.
-    const wanted = ['name', 'version', 'state', 'previousState', 'stateChanged', 'source', 'eventId', 'updateTime', 'recordedAt'];
+    // Only the attributes an entry and the list need: the rest of the image (results, metadata) is none of history's business.
+    const wanted = ['name', 'version', 'state', 'previousState', 'stateChanged', 'source', 'eventId', 'updateTime', 'recordedAt', 'kind', 'overdue'];
     const image = newImageOf(record, wanted) ?? {};
     if (typeof image.name !== 'string' || typeof image.version !== 'number' || typeof image.recordedAt !== 'string') return undefined;
-    return { name: image.name, entry: entryOf(image) };
+    if (typeof image.kind !== 'string') return undefined;
+    const entry = entryOf(image);
+    const listing: Listing = {
+      name: image.name,
+      version: entry.version,
+      kind: image.kind as Listing['kind'],
+      state: entry.state,
+      recordedAt: entry.recordedAt,
+      openOverdue: image.overdue !== undefined && image.overdue !== null && rankOf(entry.state) < TERMINAL_RANK,
+    };
+    return { name: image.name, entry, listing };
   } catch {
     return undefined;
   }
