@@ -4,7 +4,14 @@
  * with every write.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { BatchGetCommand, type BatchGetCommandOutput, type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  BatchGetCommand,
+  type BatchGetCommandOutput,
+  type DynamoDBDocumentClient,
+  GetCommand,
+  QueryCommand,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import {
   type ApplyOutcome,
@@ -41,9 +48,9 @@ import type { OverdueLimits } from '../../core/overdue.ts';
 import { isPolled, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter } from '../../core/time.ts';
 import { isPermanentRejection } from './client.ts';
-import { cursorOf, MAX_LIST_ROUNDS, positionOf, RecentOperations } from './recent-operations.ts';
 import { applyCompiled, type CompiledOutcome, type CompiledTable } from './compiled-apply.ts';
 import { compileWrite, RANK_ATTRIBUTE, type Variant } from './compiled-write.ts';
+import { cursorOf, MAX_LIST_ROUNDS, positionOf, RecentOperations } from './recent-operations.ts';
 import {
   AGE_INDEX,
   AGE_INDEX_PARTITION,

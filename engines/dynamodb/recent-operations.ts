@@ -74,7 +74,9 @@ export class RecentOperations {
       }
       if (names.length >= count || this.done || this.rounds >= MAX_LIST_ROUNDS) return names;
       const best = this.head()?.item.sort;
-      const blocking = this.shards.filter((shard) => !shard.done && (shard.readDownTo === undefined || best === undefined || shard.readDownTo > best));
+      const blocking = this.shards.filter(
+        (shard) => !shard.done && (shard.readDownTo === undefined || best === undefined || shard.readDownTo > best),
+      );
       this.rounds++;
       await Promise.all(blocking.map((shard) => this.read(shard, count - names.length)));
     }
@@ -122,7 +124,8 @@ export class RecentOperations {
   private frontier(): string | undefined {
     let frontier: string | undefined;
     for (const shard of this.shards)
-      if (!shard.done && shard.readDownTo !== undefined && (frontier === undefined || shard.readDownTo > frontier)) frontier = shard.readDownTo;
+      if (!shard.done && shard.readDownTo !== undefined && (frontier === undefined || shard.readDownTo > frontier))
+        frontier = shard.readDownTo;
     return frontier;
   }
 }
@@ -171,7 +174,8 @@ export function positionOf(cursor: string): string {
     throw new InvalidCursorError('cursor is not one this API handed out');
   }
   const before = (value as { before?: unknown } | null)?.before;
-  const valid = typeof value === 'object' && value !== null && Object.keys(value).length === 1 && typeof before === 'string' && before.includes('#');
+  const valid =
+    typeof value === 'object' && value !== null && Object.keys(value).length === 1 && typeof before === 'string' && before.includes('#');
   if (!valid) throw new InvalidCursorError('cursor is not one this API handed out');
   return before as string;
 }
