@@ -608,6 +608,7 @@ export class Ratchet extends Construct {
     if (props.azureOpenAI) this.output('AzureOpenAIWebhookUrl', this.azureOpenAIWebhookUrl);
     this.output('WebhookSigningSecretArn', signingSecrets.secretArn);
     this.output('TableName', this.table.tableName);
+    this.output('HistoryTableName', this.historyTable.tableName);
     this.output('EventBusName', this.bus.eventBusName);
     this.output('GeminiApiKeySecretArn', geminiApiKey.secretArn);
     if (platformCredentials) this.output('AgentPlatformCredentialsSecretArn', platformCredentials.secretArn);

@@ -6,6 +6,7 @@
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
 import { type DynamoDBDocumentClient, PutCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { DEFAULT_HISTORY_RETENTION_DAYS, entryOf, type HistoryEntry, type HistoryLog, MAX_HISTORY_ENTRIES } from '../../app/history.ts';
+import { rankOf, TERMINAL_RANK } from '../../core/lifecycle.ts';
 import type { OperationRecord } from '../../core/reducer.ts';
 import {
   HISTORY_PARTITION_KEY,
@@ -25,6 +26,22 @@ export type Listing = Pick<OperationRecord, 'name' | 'version' | 'kind' | 'state
   /** Open and marked overdue. */
   openOverdue: boolean;
 };
+
+/** What the list keeps of an operation's item or stream image; undefined for one that is no operation. */
+export function listingOf(item: Record<string, unknown>): Listing | undefined {
+  const { name, version, kind, recordedAt, overdue } = item;
+  if (typeof name !== 'string' || typeof version !== 'number' || typeof kind !== 'string' || typeof recordedAt !== 'string')
+    return undefined;
+  const state = (item.state as OperationRecord['state'] | undefined) ?? null;
+  return {
+    name,
+    version,
+    kind: kind as Listing['kind'],
+    state,
+    recordedAt,
+    openOverdue: overdue !== undefined && overdue !== null && rankOf(state) < TERMINAL_RANK,
+  };
+}
 
 export class DynamoDbHistory implements HistoryLog {
   constructor(

@@ -14,6 +14,11 @@ import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createDocumentClient, createDynamoDbClient, type DynamoDbSettings } from './client.ts';
 import { DynamoDbDeadLetters } from './dead-letters.ts';
 import { DynamoDbHistory, type Listing } from './history.ts';
+
+export { listingOf } from './history.ts';
+/** `ratchet-aws backfill-list`. */
+export { backfillList } from './list-backfill.ts';
+
 import { DynamoDbEffectLedger } from './ledger.ts';
 import { DynamoDbOperationStore } from './operation-store.ts';
 

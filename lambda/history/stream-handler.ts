@@ -7,9 +7,8 @@
 import type { Logger } from '@aws-lambda-powertools/logger';
 import type { DynamoDBBatchResponse, DynamoDBRecord, DynamoDBStreamEvent } from 'aws-lambda';
 import { entryOf, type HistoryLog } from '../../app/history.ts';
-import { rankOf, TERMINAL_RANK } from '../../core/lifecycle.ts';
 import type { HistoryEntry } from '../../core/views.ts';
-import { type DynamoDbHistory, type Listing, newImageOf } from '../../engines/dynamodb/index.ts';
+import { type DynamoDbHistory, type Listing, listingOf, newImageOf } from '../../engines/dynamodb/index.ts';
 
 /**
  * The stream handler (a Lambda event source mapping in AWS, the local stream
@@ -43,20 +42,22 @@ export function createHistoryHandler(deps: {
 function decode(record: DynamoDBRecord): { name: string; entry: HistoryEntry; listing: Listing } | undefined {
   try {
     // Only the attributes an entry and the list need: the rest of the image (results, metadata) is none of history's business.
-    const wanted = ['name', 'version', 'state', 'previousState', 'stateChanged', 'source', 'eventId', 'updateTime', 'recordedAt', 'kind', 'overdue'];
+    const wanted = [
+      'name',
+      'version',
+      'state',
+      'previousState',
+      'stateChanged',
+      'source',
+      'eventId',
+      'updateTime',
+      'recordedAt',
+      'kind',
+      'overdue',
+    ];
     const image = newImageOf(record, wanted) ?? {};
-    if (typeof image.name !== 'string' || typeof image.version !== 'number' || typeof image.recordedAt !== 'string') return undefined;
-    if (typeof image.kind !== 'string') return undefined;
-    const entry = entryOf(image);
-    const listing: Listing = {
-      name: image.name,
-      version: entry.version,
-      kind: image.kind as Listing['kind'],
-      state: entry.state,
-      recordedAt: entry.recordedAt,
-      openOverdue: image.overdue !== undefined && image.overdue !== null && rankOf(entry.state) < TERMINAL_RANK,
-    };
-    return { name: image.name, entry, listing };
+    const listing = listingOf(image);
+    return listing && { name: listing.name, entry: entryOf(image), listing };
   } catch {
     return undefined;
   }

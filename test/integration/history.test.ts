@@ -11,7 +11,14 @@ import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createApp } from '../../app/http/app.ts';
 import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
-import { createTableInput, historyTable, historyTableInput, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
+import {
+  backfillList,
+  createTableInput,
+  historyTable,
+  historyTableInput,
+  openDynamoDb,
+  operationsTable,
+} from '../../engines/dynamodb/index.ts';
 import { HISTORY_FILTER, listShardOf } from '../../engines/dynamodb/tables.ts';
 import { matchesFilter } from '../../lambda/effects/filter.ts';
 import { createHistoryHandler } from '../../lambda/history/stream-handler.ts';
@@ -120,5 +127,18 @@ describe('history', () => {
     const handler = createHistoryHandler({ history: failing, logger: silentLogger });
     const result = await handler({ Records: [odd, record, record] } as DynamoDBStreamEvent);
     expect(result.batchItemFailures).toHaveLength(2);
+  });
+
+  it('backfill-list puts every operation in the list that no stream record has put there, and changes nothing run again', async () => {
+    const names = async () =>
+      ((await (await app.request('/operations')).json()) as { operations: Array<{ name: string }> }).operations.map((o) => o.name);
+    expect(await names()).not.toContain('batches/history'); // written above, its stream record never handed to the history writer
+    expect(await backfillList(documents, tableName, history)).toBe(2);
+    expect(await names()).toEqual(['batches/history', 'interactions/h1']);
+    const latest = () =>
+      documents.send(new GetCommand({ TableName: `${tableName}-history`, Key: { name: 'interactions/h1', version: 0 } }));
+    const before = (await latest()).Item;
+    expect(await backfillList(documents, tableName, history)).toBe(2);
+    expect((await latest()).Item).toEqual(before);
   });
 });

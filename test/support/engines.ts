@@ -33,6 +33,7 @@ import type {
 import type { OperationRecord } from '../../core/reducer.ts';
 import {
   createTableInput,
+  type DynamoDbHistory,
   deadLettersTable,
   deadLetterTableInput,
   historyTable,
@@ -40,7 +41,6 @@ import {
   keyedTableInput,
   ledgerTable,
   openDynamoDb,
-  type DynamoDbHistory,
   operationsTable,
 } from '../../engines/dynamodb/index.ts';
 import { HISTORY_FILTER } from '../../engines/dynamodb/tables.ts';
