@@ -13,29 +13,37 @@ import { type DynamoDbHistory, type Listing, listingOf, newImageOf } from '../..
 /**
  * The stream handler (a Lambda event source mapping in AWS, the local stream
  * mapping here): each record's NewImage as a history entry, then as the
- * operation's latest item (both idempotent, so a retried batch is harmless). A record that
- * cannot be read as one is skipped and logged, never retried for ever; a
- * store failure fails that record and the ones after it (retried in order).
+ * operation's latest item (both idempotent, so a retried batch is harmless),
+ * the batch's records at once. A record that cannot be read as one is
+ * skipped and logged, never retried for ever; a store failure fails that
+ * record and the ones after it (retried in order).
  */
 export function createHistoryHandler(deps: {
   history: Pick<HistoryLog, 'record'> & Pick<DynamoDbHistory, 'keepLatest'>;
   logger: Pick<Logger, 'warn'>;
 }): (event: DynamoDBStreamEvent) => Promise<DynamoDBBatchResponse> {
   return async (event) => {
-    for (const [i, record] of event.Records.entries()) {
-      const entry = decode(record);
-      if (!entry) {
-        deps.logger.warn('history: stream record skipped, not an operation write', { eventID: record.eventID });
-        continue;
-      }
-      try {
-        await deps.history.record(entry.name, entry.entry);
-        await deps.history.keepLatest(entry.listing);
-      } catch {
-        return { batchItemFailures: event.Records.slice(i).map((r) => ({ itemIdentifier: r.dynamodb?.SequenceNumber ?? '' })) };
-      }
-    }
-    return { batchItemFailures: [] };
+    // A batch's records written at once (each write is idempotent, and the latest item takes only a newer version,
+    // so their order does not matter): the first that failed and every one after it are retried.
+    const written = await Promise.all(
+      event.Records.map(async (record) => {
+        const entry = decode(record);
+        if (!entry) {
+          deps.logger.warn('history: stream record skipped, not an operation write', { eventID: record.eventID });
+          return true;
+        }
+        try {
+          await deps.history.record(entry.name, entry.entry);
+          await deps.history.keepLatest(entry.listing);
+          return true;
+        } catch {
+          return false;
+        }
+      }),
+    );
+    const failed = written.indexOf(false);
+    if (failed < 0) return { batchItemFailures: [] };
+    return { batchItemFailures: event.Records.slice(failed).map((r) => ({ itemIdentifier: r.dynamodb?.SequenceNumber ?? '' })) };
   };
 }
 

@@ -57,6 +57,8 @@ export interface StackOnMotoOptions {
   iamCallers?: Record<string, string>;
   /** Warm environments of the API function (Lambda runs one event at a time in each), each request to an idle one; 1 by default. */
   apiEnvironments?: number;
+  /** false: no effects Pipe and no effects event source (a test of the tables alone); on by default. */
+  effects?: boolean;
 }
 
 /** `$.a.b.c`, as the Pipe reads its target parameters from a record. */
@@ -173,9 +175,12 @@ export class StackOnMoto {
       });
     });
     await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
-    await this.startPipe();
+    if (this.options.effects !== false) {
+      await this.startPipe();
+      this.loops.push(this.effectsEventSource());
+    }
     await this.startHistoryMapping();
-    this.loops.push(this.effectsEventSource(), this.schedule());
+    this.loops.push(this.schedule());
     return this;
   }
 
