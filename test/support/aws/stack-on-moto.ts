@@ -112,6 +112,8 @@ export class StackOnMoto {
   private server?: Server;
   private stopped = false;
   private readonly loops: Promise<void>[] = [];
+  /** Ends the schedule's wait for its next run (stop does not wait out a long interval). */
+  private wakeSchedule?: () => void;
 
   constructor(
     private readonly synthesized: Synthesized,
@@ -320,7 +322,13 @@ export class StackOnMoto {
 
   private async schedule(): Promise<void> {
     while (!this.stopped) {
-      await new Promise((resolve) => setTimeout(resolve, this.options.reconcileEveryMs));
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.options.reconcileEveryMs);
+        this.wakeSchedule = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
       if (this.stopped) break;
       // A failed run is counted, and the schedule goes on, as EventBridge's would.
       await this.hosts.Reconcile.invoke({ source: 'aws.events', 'detail-type': 'Scheduled Event' }).catch((error) =>
@@ -331,6 +339,7 @@ export class StackOnMoto {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.wakeSchedule?.();
     await Promise.allSettled(this.loops);
     for (const mapping of this.mappings) await mapping.stop();
     for (const host of new Set([...Object.values(this.hosts), ...this.apiHosts.map((api) => api.host)])) await host.stop();
