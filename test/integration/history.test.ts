@@ -6,7 +6,7 @@
  * the newest version whatever order the records came in, never an entry.
  */
 
-import { GetCommand } from '@aws-sdk/lib-dynamodb';
+import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createApp } from '../../app/http/app.ts';
@@ -140,5 +140,26 @@ describe('history', () => {
     const before = (await latest()).Item;
     expect(await backfillList(documents, tableName, history)).toBe(2);
     expect((await latest()).Item).toEqual(before);
+  });
+
+  it('an operation written before the list moved leaves recent-by-recorded on its next write, compiled or not', async () => {
+    const item = async () => (await documents.send(new GetCommand({ TableName: tableName, Key: { name: 'batches/legacy' } }))).Item;
+    await deliver('batch.succeeded', 'batches/legacy', '2026-11-30T10:00:00Z');
+    const legacy = async () =>
+      documents.send(
+        new UpdateCommand({
+          TableName: tableName,
+          Key: { name: 'batches/legacy' },
+          UpdateExpression: 'SET listPartition = :p',
+          ExpressionAttributeValues: { ':p': 'operations' },
+        }),
+      );
+    await legacy();
+    await deliver('batch.succeeded', 'batches/legacy', '2026-11-30T10:00:05Z'); // a later time: a refresh, compiled
+    expect(await item()).not.toHaveProperty('listPartition');
+    await legacy();
+    const record = await store.get('batches/legacy');
+    expect(record && (await store.write({ ...record, version: record.version + 1 }, record.version)).ok).toBe(true);
+    expect(await item()).not.toHaveProperty('listPartition');
   });
 });
