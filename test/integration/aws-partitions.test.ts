@@ -92,7 +92,6 @@ beforeAll(async () => {
     secrets: { WebhookSigningSecrets: secret },
     // No reconcile run in this test: its polls are not the webhook's path.
     reconcileEveryMs: 3_600_000,
-    apiEnvironments: AT_ONCE,
     // The effects Pipe and function write nothing of the operations or history tables: left out, to save moto's time.
     effects: false,
   }).start();
@@ -148,7 +147,7 @@ describe.skipIf(process.version.startsWith('v24.'))('the AWS tables under thousa
     destroy();
     console.log(`${operations.length} operations written through the API in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     expect(operations.length).toBeGreaterThanOrEqual(MINIMUM);
-  }, 180_000);
+  }, 400_000);
 
   it('leave no partition of the tables or their indexes more than 1/10 of its writes; the webhook path costs at most 2 write units per applied change where no webhook leaves a job running', async () => {
     const writes = (await readStream(dynamodb, inject('dynamodbEndpoint'), tableName('Operations'))).filter(
@@ -160,6 +159,9 @@ describe.skipIf(process.version.startsWith('v24.'))('the AWS tables under thousa
       0;
     await eventually(async () => (await listed()) >= operations.length, 240_000, 'the history writer');
     const history = await readStream(dynamodb, inject('dynamodbEndpoint'), tableName('History'));
+    // One API environment writes the operations table one request at a time, so moto's stream holds each write once
+    // (concurrent writes can share a sequence number there, and a reader then misses or repeats records).
+    expect(new Set(writes.map((record) => record.dynamodb?.Keys?.name?.S)).size).toBe(operations.length);
     const all = new CapacityCounter();
     const byPath = new Map<Path, { counter: CapacityCounter; changes: number }>();
     const pathOf = new Map(operations.map((operation) => [operation.name, operation.path]));
@@ -196,6 +198,8 @@ describe.skipIf(process.version.startsWith('v24.'))('the AWS tables under thousa
       );
     }
     const overall = perChange(all, writes.length);
+    // The history writer writes a batch's records at once: moto's count of them may miss or repeat a few (above), so
+    // its figure is printed, and only its partitions' shares are held to a bound.
     lines.push(
       `all: ${overall.units.toFixed(2)} units per applied change (${overall.byIndex}); history table and its index beside it: ${((all.of(tables.history.name).units + all.of(`${tables.history.name}/recent-operations`).units) / writes.length).toFixed(2)}`,
     );

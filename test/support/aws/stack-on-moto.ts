@@ -55,8 +55,6 @@ export interface StackOnMotoOptions {
    * `AWS_IAM` need their SigV4 signature, as API Gateway's IAM authorizer does; without it, no route does.
    */
   iamCallers?: Record<string, string>;
-  /** Warm environments of the API function (Lambda runs one event at a time in each), each request to an idle one; 1 by default. */
-  apiEnvironments?: number;
   /** false: no effects Pipe and no effects event source (a test of the tables alone); on by default. */
   effects?: boolean;
 }
@@ -100,8 +98,6 @@ export class StackOnMoto {
   readonly world: TemplateWorld;
   readonly proxy: RecordingProxy;
   readonly hosts = {} as Record<FunctionName, LambdaHost>;
-  /** The API function's further environments (apiEnvironments), and how many events each has in hand. */
-  private readonly apiHosts: Array<{ host: LambdaHost; busy: number }> = [];
   /** Invocations of the effects or reconcile bundle that threw (Lambda would count them as errors). */
   readonly errors: Error[] = [];
   /** Receives and deletes of the stand-in SQS poller that failed. */
@@ -141,15 +137,6 @@ export class StackOnMoto {
         ...deployedEnvironment(world, fn, this.motoEndpoint, this.proxy.endpoint),
         ...this.options.env?.[fn],
       });
-    this.apiHosts.push({ host: this.hosts.Api, busy: 0 });
-    for (let i = 1; i < (this.options.apiEnvironments ?? 1); i++)
-      this.apiHosts.push({
-        host: new LambdaHost('Api', this.synthesized.bundleOf('Api'), {
-          ...deployedEnvironment(world, 'Api', this.motoEndpoint, this.proxy.endpoint),
-          ...this.options.env?.Api,
-        }),
-        busy: 0,
-      });
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk) => chunks.push(chunk));
@@ -161,18 +148,15 @@ export class StackOnMoto {
           res.writeHead(403, { 'content-type': 'application/json' }).end(JSON.stringify({ message: refusal }));
           return;
         }
-        // The least busy environment, as Lambda hands an event to an idle one (or starts one).
-        const api = this.apiHosts.reduce((best, candidate) => (candidate.busy < best.busy ? candidate : best));
-        api.busy++;
         try {
-          const answer = await api.host.invoke<APIGatewayProxyStructuredResultV2>(apiEvent(req.method ?? 'GET', url, req.headers, body));
+          const answer = await this.hosts.Api.invoke<APIGatewayProxyStructuredResultV2>(
+            apiEvent(req.method ?? 'GET', url, req.headers, body),
+          );
           res.writeHead(answer.statusCode ?? 200, answer.headers as Record<string, string>);
           res.end(answer.body === undefined ? undefined : Buffer.from(answer.body, answer.isBase64Encoded ? 'base64' : 'utf8'));
         } catch {
           // A function error: API Gateway answers 500 for it.
           res.writeHead(500, { 'content-type': 'application/json' }).end('{"message":"Internal Server Error"}');
-        } finally {
-          api.busy--;
         }
       });
     });
@@ -342,7 +326,7 @@ export class StackOnMoto {
     this.wakeSchedule?.();
     await Promise.allSettled(this.loops);
     for (const mapping of this.mappings) await mapping.stop();
-    for (const host of new Set([...Object.values(this.hosts), ...this.apiHosts.map((api) => api.host)])) await host.stop();
+    for (const host of Object.values(this.hosts)) await host.stop();
     this.server?.closeAllConnections();
     await new Promise<void>((resolve) => (this.server ? this.server.close(() => resolve()) : resolve()));
     await this.proxy.stop();
