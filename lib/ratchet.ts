@@ -50,6 +50,10 @@ import {
   OPEN_INDEX_PROJECTED,
   OPEN_INDEX_SORT,
   PARTITION_KEY,
+  RECENT_INDEX,
+  RECENT_INDEX_PARTITION,
+  RECENT_INDEX_PROJECTION,
+  RECENT_INDEX_SORT,
   TTL_ATTRIBUTE,
 } from '../engines/dynamodb/tables.ts';
 import { BEDROCK_EVENT_DETAIL_TYPE, BEDROCK_EVENT_SOURCE } from '../lambda/bedrock-settings.ts';
@@ -261,7 +265,8 @@ export class Ratchet extends Construct {
       sortKey: { name: AGE_INDEX_SORT, type: AttributeType.STRING },
       projectionType: ProjectionType.KEYS_ONLY,
     });
-    // Every operation, most recently recorded first (GET /operations).
+    // The unprocessable deliveries, newest first. It listed every operation once (`listPartition`, one value): now
+    // none carries it (GET /operations reads the history table's index); kept as it was, so no deploy replaces it.
     this.table.addGlobalSecondaryIndex({
       indexName: LIST_INDEX,
       partitionKey: { name: LIST_INDEX_PARTITION, type: AttributeType.STRING },
@@ -288,7 +293,8 @@ export class Ratchet extends Construct {
         ...(props.geminiWebhookSchemes && { GEMINI_WEBHOOK_SCHEMES: props.geminiWebhookSchemes.join(',') }),
       },
     })
-      .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
+      .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem', 'BatchGetItem'])
+      // The unprocessable deliveries' list (the operations' own is the history table's index).
       .bindIndex(this.table, LIST_INDEX, ['Query'])
       .bindSecret('WEBHOOK_SIGNING_SECRETS', signingSecrets);
     // OpenAI's and Azure OpenAI's webhooks, each checked against the secret the app named (none: 503 not-configured).
@@ -476,6 +482,15 @@ export class Ratchet extends Construct {
       timeToLiveAttribute: HISTORY_TTL_ATTRIBUTE,
       ...durableTable,
     });
+    // GET /operations: each operation's latest item (version 0, no TTL) in one of 16 shards, newest first, with only
+    // what the list's filters read projected (engines/dynamodb/tables.ts). Off the webhook's write path.
+    this.historyTable.addGlobalSecondaryIndex({
+      indexName: RECENT_INDEX,
+      partitionKey: { name: RECENT_INDEX_PARTITION, type: AttributeType.STRING },
+      sortKey: { name: RECENT_INDEX_SORT, type: AttributeType.STRING },
+      projectionType: ProjectionType.INCLUDE,
+      nonKeyAttributes: [...RECENT_INDEX_PROJECTION],
+    });
     const historyTable = this.historyTable;
     const historyFailures = new Queue(this, 'HistoryFailures', {
       retentionPeriod: Duration.days(14),
@@ -487,10 +502,12 @@ export class Ratchet extends Construct {
     });
     this.historyFunction = new RatchetFunction(this, 'HistoryWriter', {
       entry: 'lambda/handlers/history.ts',
-      description: 'Table stream -> operation history (every applied write, idempotent per name#version)',
+      description: 'Table stream -> operation history (every applied write, idempotent per name#version) and the list of operations',
       timeout: Duration.seconds(30),
       environment: { HISTORY_RETENTION_DAYS: String(props.historyRetentionDays ?? DEFAULT_HISTORY_RETENTION_DAYS) },
-    }).bindTable('HISTORY_TABLE', historyTable, ['PutItem']);
+    })
+      // PutItem: an entry; UpdateItem: the operation's latest item, conditional on its version.
+      .bindTable('HISTORY_TABLE', historyTable, ['PutItem', 'UpdateItem']);
     this.historyFunction.addEventSource(
       new DynamoEventSource(this.table, {
         startingPosition: StartingPosition.TRIM_HORIZON,
@@ -503,7 +520,8 @@ export class Ratchet extends Construct {
         filters: [FilterCriteria.filter(HISTORY_FILTER)],
       }),
     );
-    this.apiFunction.bindTable('HISTORY_TABLE', historyTable, ['Query']);
+    // Query: an operation's history, and the list's index; the list's views are read from the table (BatchGetItem).
+    this.apiFunction.bindTable('HISTORY_TABLE', historyTable, ['Query']).bindIndex(historyTable, RECENT_INDEX, ['Query']);
 
     // Reconcile: a schedule polls every provider with a credential for open operations, through the same ingest.
     const geminiApiKey = new Secret(this, 'GeminiApiKey', {
@@ -660,6 +678,7 @@ export class Ratchet extends Construct {
     if (props.azureOpenAI) this.output('AzureOpenAIWebhookUrl', this.azureOpenAIWebhookUrl);
     this.output('WebhookSigningSecretArn', signingSecrets.secretArn);
     this.output('TableName', this.table.tableName);
+    this.output('HistoryTableName', this.historyTable.tableName);
     this.output('EventBusName', this.bus.eventBusName);
     this.output('GeminiApiKeySecretArn', geminiApiKey.secretArn);
     if (platformCredentials) this.output('AgentPlatformCredentialsSecretArn', platformCredentials.secretArn);

@@ -39,7 +39,6 @@ import {
   EFFECTS_GROUP_ATTRIBUTE,
   effectsGroupOf,
   LIST_INDEX_PARTITION,
-  LIST_PARTITION_VALUE,
   OPEN_INDEX_PARTITION,
   OPEN_INDEX_SORT,
   PARTITION_KEY,
@@ -107,6 +106,7 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
     '#bucket': OPEN_INDEX_PARTITION,
     '#due': OPEN_INDEX_SORT,
     '#age': AGE_INDEX_PARTITION,
+    '#list': LIST_INDEX_PARTITION,
   };
   const writeKind: WriteKind = variant === 'change' ? 'state-change' : 'refresh';
   const values: Record<string, unknown> = {
@@ -127,7 +127,6 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
     ':stateChanged': variant === 'change',
     ':writeKind': writeKind,
     ':group': effectsGroupOf(event.name),
-    ':listPartition': LIST_PARTITION_VALUE,
   };
   if (event.eventId !== undefined) values[':eventId'] = event.eventId;
   if (event.updateTime !== undefined) values[':updateTime'] = event.updateTime;
@@ -147,7 +146,6 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
     'recordedAt = :now',
     'writeKind = :writeKind',
     `${EFFECTS_GROUP_ATTRIBUTE} = :group`,
-    `${LIST_INDEX_PARTITION} = :listPartition`,
   ];
   names['#source'] = 'source';
   names['#kind'] = 'kind';
@@ -167,10 +165,11 @@ export function compileWrite(event: OperationEvent, now: string, variant: Varian
   // once it has one, stays as it is (marked overdue or not): only store.write marks.
   // A compiled write is never a result write, and never over a job waiting for one (compiled-apply.ts): a result
   // write's mark goes with the version after it.
+  // No operation is in `recent-by-recorded` any more (tables.ts): one written before leaves it here.
   names['#resultWrite'] = 'resultWrite';
-  if (isTerminal(event.state)) remove = ' REMOVE #bucket, #due, #age, #resultWrite';
+  if (isTerminal(event.state)) remove = ' REMOVE #bucket, #due, #age, #resultWrite, #list';
   else {
-    remove = ' REMOVE #resultWrite';
+    remove = ' REMOVE #resultWrite, #list';
     values[':bucket'] = pollBucketOf(event.name);
     values[':age'] = ageBucketOf(event.name, event.kind);
     set.push('#bucket = :bucket', '#due = if_not_exists(#due, :now)', '#age = if_not_exists(#age, :age)');

@@ -13,7 +13,12 @@ import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import type { DynamoDBDocumentClient } from '@aws-sdk/lib-dynamodb';
 import { createDocumentClient, createDynamoDbClient, type DynamoDbSettings } from './client.ts';
 import { DynamoDbDeadLetters } from './dead-letters.ts';
-import { DynamoDbHistory } from './history.ts';
+import { DynamoDbHistory, type Listing } from './history.ts';
+
+export { listingOf } from './history.ts';
+/** `ratchet-aws backfill-list`. */
+export { backfillList } from './list-backfill.ts';
+
 import { DynamoDbEffectLedger } from './ledger.ts';
 import { DynamoDbOperationStore } from './operation-store.ts';
 
@@ -23,16 +28,20 @@ export { compileWrite } from './compiled-write.ts';
 export type { DueJob, DuePage } from './operation-store.ts';
 export { newImageOf } from './stream-images.ts';
 export { createTableInput, deadLetterTableInput, historyTableInput, keyedTableInput } from './table-inputs.ts';
-export type { DynamoDbDeadLetters, DynamoDbEffectLedger, DynamoDbHistory, DynamoDbOperationStore };
+export type { DynamoDbDeadLetters, DynamoDbEffectLedger, DynamoDbHistory, DynamoDbOperationStore, Listing };
 
 /** A table a function is given, and how it is opened as a port over the one client. */
 export type TableOpener<Port> = (documents: DynamoDBDocumentClient) => Port;
 
-/** The operations table: the store, its queries, the poll schedule, the receipts and the unprocessable log. */
+/**
+ * The operations table: the store, its queries, the poll schedule, the
+ * receipts and the unprocessable log; `listTable`, the history table, where
+ * the list of operations is read (only `list` needs it).
+ */
 export const operationsTable =
-  (name: string): TableOpener<DynamoDbOperationStore> =>
+  (name: string, listTable?: string): TableOpener<DynamoDbOperationStore> =>
   (documents) =>
-    new DynamoDbOperationStore(documents, name);
+    new DynamoDbOperationStore(documents, name, listTable);
 
 /** The history table, its entries kept `retentionDays` (the table's TTL deletes them after). */
 export const historyTable =

@@ -4,7 +4,14 @@
  * with every write.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
+import {
+  BatchGetCommand,
+  type BatchGetCommandOutput,
+  type DynamoDBDocumentClient,
+  GetCommand,
+  QueryCommand,
+  UpdateCommand,
+} from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import {
   type ApplyOutcome,
@@ -43,6 +50,7 @@ import { timeAfter } from '../../core/time.ts';
 import { isPermanentRejection } from './client.ts';
 import { applyCompiled, type CompiledOutcome, type CompiledTable } from './compiled-apply.ts';
 import { compileWrite, RANK_ATTRIBUTE, type Variant } from './compiled-write.ts';
+import { cursorOf, MAX_LIST_ROUNDS, positionOf, RecentOperations } from './recent-operations.ts';
 import {
   AGE_INDEX,
   AGE_INDEX_PARTITION,
@@ -54,7 +62,6 @@ import {
   LIST_INDEX,
   LIST_INDEX_PARTITION,
   LIST_INDEX_SORT,
-  LIST_PARTITION_VALUE,
   OPEN_INDEX,
   OPEN_INDEX_PARTITION,
   OPEN_INDEX_SORT,
@@ -81,6 +88,8 @@ export class DynamoDbOperationStore
   constructor(
     private readonly client: DynamoDBDocumentClient,
     private readonly tableName: string,
+    /** The history table, where the list's read model is kept (tables.ts); only `list` needs it. */
+    private readonly listTable?: string,
   ) {}
 
   async get(name: string): Promise<OperationRecord | undefined> {
@@ -106,7 +115,6 @@ export class DynamoDbOperationStore
       writeKind,
       [EFFECTS_GROUP_ATTRIBUTE]: effectsGroupOf(next.name),
       [RANK_ATTRIBUTE]: rankOf(next.state),
-      [LIST_INDEX_PARTITION]: LIST_PARTITION_VALUE,
     };
     for (const [key, value] of Object.entries(item)) {
       if (key === PARTITION_KEY) continue;
@@ -140,7 +148,10 @@ export class DynamoDbOperationStore
       names[`#${field}`] = field;
       removed.push(`#${field}`);
     }
-    const removals = removed.length > 0 ? ` REMOVE ${removed.join(', ')}` : '';
+    // No operation is in `recent-by-recorded` any more (tables.ts): one written before leaves it here.
+    names['#list'] = LIST_INDEX_PARTITION;
+    removed.push('#list');
+    const removals = ` REMOVE ${removed.join(', ')}`;
     // DynamoDB refuses names and values the expressions do not use.
     if (expectedVersion === undefined) names['#pk'] = PARTITION_KEY;
     else values[':expectedVersion'] = expectedVersion;
@@ -172,61 +183,45 @@ export class DynamoDbOperationStore
     return item && viewFromItem(item);
   }
 
+  /**
+   * Newest first, from the list's read model in the history table
+   * (recent-operations.ts), eventually consistent: an operation shows there
+   * once the history writer has taken its write from the stream (about a
+   * second). Each page's views are read from this table and checked against
+   * the filter again, so what is shown is current; a filtered page reads on
+   * until it is full (at most MAX_LIST_ROUNDS rounds of shard queries).
+   */
   async list(filter: ListFilter): Promise<{ operations: OperationView[]; nextCursor?: string }> {
     if (filter.effects)
       throw new UnsupportedFilterError(
         "effects is Ratchet on one machine's filter: in AWS a receiver's failures show in the EffectsBacklog alarms, the effects function's logs and npx ratchet-aws redrive --stack <name> --list",
       );
-    let start = filter.cursor === undefined ? undefined : cursorKey(filter.cursor);
-    const conditions: string[] = [];
-    const names: Record<string, string> = { '#partition': LIST_INDEX_PARTITION };
-    const values: Record<string, unknown> = { ':partition': LIST_PARTITION_VALUE };
-    if (filter.state) {
-      conditions.push('#state = :state');
-      names['#state'] = 'state';
-      values[':state'] = filter.state;
-    }
-    if (filter.kind) {
-      conditions.push('#kind = :kind');
-      names['#kind'] = 'kind';
-      values[':kind'] = filter.kind;
-    }
-    if (filter.provider) {
-      const kinds = PROVIDER_KINDS[filter.provider].map((kind, i) => {
-        values[`:provider${i}`] = kind;
-        return `:provider${i}`;
-      });
-      conditions.push(`#kind IN (${kinds.join(', ')})`);
-      names['#kind'] = 'kind';
-    }
-    if (filter.overdue) {
-      // Marked overdue and still open: an open item has no terminal rank.
-      conditions.push('attribute_exists(#overdue) AND #rank < :terminalRank');
-      names['#overdue'] = 'overdue';
-      names['#rank'] = RANK_ATTRIBUTE;
-      values[':terminalRank'] = TERMINAL_RANK;
-    }
+    if (!this.listTable) throw new Error('the operations list is kept in the history table: open the operations table with it');
+    const before = filter.cursor === undefined ? undefined : positionOf(filter.cursor);
+    const recent = new RecentOperations(this.client, this.listTable, filter, before);
     const operations: OperationView[] = [];
-    // A filter is applied after each page is read: read on until the page is full, at most 10 reads a request.
-    for (let reads = 0; reads < 10 && operations.length < filter.limit; reads++) {
-      const { Items = [], LastEvaluatedKey } = await this.client.send(
-        new QueryCommand({
-          TableName: this.tableName,
-          IndexName: LIST_INDEX,
-          KeyConditionExpression: '#partition = :partition',
-          ...(conditions.length > 0 && { FilterExpression: conditions.join(' AND ') }),
-          ExpressionAttributeNames: names,
-          ExpressionAttributeValues: values,
-          ScanIndexForward: false,
-          Limit: filter.limit - operations.length,
-          ...(start && { ExclusiveStartKey: start }),
-        }),
-      );
-      operations.push(...Items.map(viewFromItem));
-      start = LastEvaluatedKey;
-      if (!start) break;
+    while (operations.length < filter.limit && !recent.done && recent.rounds < MAX_LIST_ROUNDS) {
+      const names = await recent.next(filter.limit - operations.length);
+      operations.push(...(await this.views(names)).filter((view) => matches(filter, view)));
     }
-    return { operations, ...(start && { nextCursor: Buffer.from(JSON.stringify(start)).toString('base64url') }) };
+    const position = recent.position;
+    return { operations, ...(position !== undefined && { nextCursor: cursorOf(position) }) };
+  }
+
+  /** The views of `names`, in their order (BatchGetItem, 100 at most a request; one no longer here is left out). */
+  private async views(names: readonly string[]): Promise<OperationView[]> {
+    const found = new Map<string, OperationView>();
+    for (let i = 0; i < names.length; i += 100) {
+      let keys: Array<Record<string, unknown>> | undefined = names.slice(i, i + 100).map((name) => ({ [PARTITION_KEY]: name }));
+      while (keys && keys.length > 0) {
+        const answer: BatchGetCommandOutput = await this.client.send(
+          new BatchGetCommand({ RequestItems: { [this.tableName]: { Keys: keys } } }),
+        );
+        for (const item of answer.Responses?.[this.tableName] ?? []) found.set(item[PARTITION_KEY] as string, viewFromItem(item));
+        keys = answer.UnprocessedKeys?.[this.tableName]?.Keys;
+      }
+    }
+    return names.flatMap((name) => found.get(name) ?? []);
   }
 
   /**
@@ -549,6 +544,15 @@ function classified(error: unknown): unknown {
     : error;
 }
 
+/** The list's filter on a current view (the read model it was found by may be behind). */
+function matches(filter: ListFilter, view: OperationView): boolean {
+  if (filter.state && view.state !== filter.state) return false;
+  if (filter.kind && view.kind !== filter.kind) return false;
+  if (filter.provider && !(PROVIDER_KINDS[filter.provider] as readonly string[]).includes(view.kind)) return false;
+  if (filter.overdue && !(view.overdue && rankOf(view.state) < TERMINAL_RANK)) return false;
+  return true;
+}
+
 function viewFromItem(item: Record<string, unknown>): OperationView {
   return {
     ...recordFromItem(item),
@@ -561,9 +565,8 @@ function viewFromItem(item: Record<string, unknown>): OperationView {
   };
 }
 
-/** A cursor is the index key the page ended at; anything else is refused before DynamoDB sees it. */
-/** A list's cursor back to its LastEvaluatedKey; `partition` is the list it must come from (operations or unprocessable). */
-function cursorKey(cursor: string, partition = LIST_PARTITION_VALUE): Record<string, string> {
+/** The unprocessable list's cursor back to its LastEvaluatedKey; anything else is refused before DynamoDB sees it. */
+function cursorKey(cursor: string, partition: string): Record<string, string> {
   let key: unknown;
   try {
     key = JSON.parse(Buffer.from(cursor, 'base64url').toString());

@@ -20,6 +20,10 @@ import {
   OPEN_INDEX_PROJECTED,
   OPEN_INDEX_SORT,
   PARTITION_KEY,
+  RECENT_INDEX,
+  RECENT_INDEX_PARTITION,
+  RECENT_INDEX_PROJECTION,
+  RECENT_INDEX_SORT,
 } from './tables.ts';
 
 /** The operations table, its three indexes and its stream. */
@@ -67,16 +71,29 @@ export function createTableInput(tableName: string): CreateTableCommandInput {
   };
 }
 
+/** The history table and the list's index on its latest items. */
 export function historyTableInput(tableName: string): CreateTableCommandInput {
   return {
     TableName: tableName,
     AttributeDefinitions: [
       { AttributeName: HISTORY_PARTITION_KEY, AttributeType: 'S' },
       { AttributeName: HISTORY_SORT_KEY, AttributeType: 'N' },
+      { AttributeName: RECENT_INDEX_PARTITION, AttributeType: 'S' },
+      { AttributeName: RECENT_INDEX_SORT, AttributeType: 'S' },
     ],
     KeySchema: [
       { AttributeName: HISTORY_PARTITION_KEY, KeyType: 'HASH' },
       { AttributeName: HISTORY_SORT_KEY, KeyType: 'RANGE' },
+    ],
+    GlobalSecondaryIndexes: [
+      {
+        IndexName: RECENT_INDEX,
+        KeySchema: [
+          { AttributeName: RECENT_INDEX_PARTITION, KeyType: 'HASH' },
+          { AttributeName: RECENT_INDEX_SORT, KeyType: 'RANGE' },
+        ],
+        Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: [...RECENT_INDEX_PROJECTION] },
+      },
     ],
     BillingMode: 'PAY_PER_REQUEST',
   };

@@ -18,8 +18,10 @@
  *   schedule: `age#<kind>#<n>` until it is marked overdue, `overdue#<n>` after
  *   (a write that keeps the job open keeps the value it finds); removed once
  *   terminal.
- * - `listPartition`: on every operation, so `recent-by-recorded` lists them
- *   newest first (the unmapped-delivery note has none).
+ * - No attribute shared by every operation: `GET /operations` reads the
+ *   history table's `recent-operations` index (a read model the history
+ *   writer keeps off the webhook's path). Items written before it carried
+ *   `listPartition = "operations"`; every write now removes it.
  * - `effectsGroup`: the operation's message group on the effects queue, which
  *   the AWS Pipe reads from the stream record.
  */
@@ -39,8 +41,13 @@ export const PARTITION_KEY = 'name';
 export const OPEN_INDEX = 'open-by-due';
 export const OPEN_INDEX_PARTITION = 'pollBucket';
 export const OPEN_INDEX_SORT = 'nextPollAt';
-/** Open operations spread over this many index partitions. */
-export const POLL_BUCKETS = 8;
+/**
+ * Open operations spread over this many index partitions (`open#<n>`), so the
+ * hottest holds about 1/16 of the `open-by-due` and `open-by-age` writes. It was
+ * 8: items written then stay in `open#0`…`open#7` until their next write, and
+ * are still read, since every reader queries every bucket.
+ */
+export const POLL_BUCKETS = 16;
 /**
  * What `open-by-due` holds beside its keys: what the AWS dispatcher groups due jobs by (provider and key). The
  * record itself is read by the claim that leases a job (ReturnValues ALL_NEW), so a poll's reschedule, which moves
@@ -58,15 +65,15 @@ export const AGE_INDEX_PARTITION = 'ageBucket';
 export const AGE_INDEX_SORT = 'createdAt';
 
 /**
- * `GET /operations`, most recently recorded first: every operation item carries
- * `listPartition` (one value) and the index sorts on `recordedAt`. One index
- * partition takes about 1,000 writes a second, far above a webhook receiver's
- * rate; beyond that it would be sharded.
+ * The operations table's `recent-by-recorded` index (partition `listPartition`,
+ * sort `recordedAt`): it holds only the unprocessable deliveries now, under
+ * their own partition value. Operations listed there before (`listPartition =
+ * "operations"`) leave it on their next write, which removes the attribute.
+ * The index stays as it was, so a deploy replaces no index.
  */
 export const LIST_INDEX = 'recent-by-recorded';
 export const LIST_INDEX_PARTITION = 'listPartition';
 export const LIST_INDEX_SORT = 'recordedAt';
-export const LIST_PARTITION_VALUE = 'operations';
 
 /**
  * The one item that is not an operation: the last verified delivery the API
@@ -131,3 +138,38 @@ export const HISTORY_MAPPING = { batchSize: 100, retryAttempts: 10 } as const;
 export const HISTORY_PARTITION_KEY = 'name';
 export const HISTORY_SORT_KEY = 'version';
 export const HISTORY_TTL_ATTRIBUTE = 'expiresAt';
+
+/**
+ * The list of operations (`GET /operations`), a read model in the history
+ * table: beside the entries (versions from 1) one latest item per operation
+ * at version LATEST_VERSION, replaced only by a newer version, never expiring.
+ * It carries `listShard` (`list#<n>`, a stable hash of the name over
+ * LIST_SHARDS, so no partition holds more than about 1/16 of the list's
+ * writes) and `listSort` (`<recordedAt>#<name>`: unique, so one position
+ * orders every shard), read through the `recent-operations` index, newest
+ * first, with what the list's filters read projected beside the keys.
+ */
+export const LATEST_VERSION = 0;
+export const RECENT_INDEX = 'recent-operations';
+export const RECENT_INDEX_PARTITION = 'listShard';
+export const RECENT_INDEX_SORT = 'listSort';
+export const LIST_SHARDS = 16;
+/** The latest item's own attributes beside its keys: the version it holds, and what the list's filters read. */
+export const LATEST_OF = 'latestVersion';
+export const OPEN_OVERDUE_ATTRIBUTE = 'openOverdue';
+export const RECENT_INDEX_PROJECTION = ['state', 'kind', OPEN_OVERDUE_ATTRIBUTE] as const;
+
+/** An operation's list shard: a stable hash of its name. */
+export function listShardOf(name: string): string {
+  return `list#${createHash('sha256').update(name).digest().readUInt32BE(0) % LIST_SHARDS}`;
+}
+
+/** Every list shard, for the readers. */
+export function listShards(): string[] {
+  return Array.from({ length: LIST_SHARDS }, (_, n) => `list#${n}`);
+}
+
+/** An operation's place in the list: most recently recorded last, the name breaking ties. */
+export function listSortOf(recordedAt: string, name: string): string {
+  return `${recordedAt}#${name}`;
+}

@@ -24,7 +24,8 @@ const logger = createLogger();
 const { operations: store, history } = openDynamoDb({
   endpoint: config.DYNAMODB_ENDPOINT,
   tables: {
-    operations: operationsTable(config.TABLE_NAME),
+    // The list of operations is read from the history table (engines/dynamodb/tables.ts).
+    operations: operationsTable(config.TABLE_NAME, config.HISTORY_TABLE),
     history: config.HISTORY_TABLE ? historyTable(config.HISTORY_TABLE, config.HISTORY_RETENTION_DAYS) : undefined,
   },
 });

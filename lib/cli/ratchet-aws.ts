@@ -10,6 +10,10 @@ await runProgram({
   name: 'ratchet-aws',
   commands: {
     connect: { about: 'connect a deployed stack to Gemini (webhook, secrets, ping)', load: () => import('./connect.ts') },
+    'backfill-list': {
+      about: 'once after upgrading: list every operation recorded before GET /operations read the history table',
+      load: () => import('./backfill-list.ts'),
+    },
     redrive: { about: "list or re-drive a deployed stack's dead-lettered effects", load: () => import('./redrive.ts') },
   },
   footer: 'ratchet-aws <command> --help says more about each. Ratchet on one machine is the ratchet command (@ratchet/server).',

@@ -183,10 +183,27 @@ describe('IAM, simulated against the synthesized template', () => {
     );
   });
 
-  it('the history bundle: the write from the stream', async () => {
+  it('the history bundle: the write from the stream, the entry and the latest item; then the API lists it from there', async () => {
     const records = (await streamRecords()).filter((r) => r.dynamodb?.Keys?.name?.S === succeeded);
     expect(records).toHaveLength(1);
     expect(await run('HistoryWriter', [{ Records: records }])).toEqual([{ batchItemFailures: [] }]);
+    expect(recorded.filter((call) => call.why === 'HistoryWriter bundle').map((call) => call.action)).toEqual([
+      'dynamodb:PutItem',
+      'dynamodb:UpdateItem',
+    ]);
+    // GET /operations reads the history table's list index, then the operations' views from the table.
+    const [answer] = (await run('Api', [httpApiEvent('GET', '/operations?state=SUCCEEDED')])) as Array<{
+      statusCode: number;
+      body: string;
+    }>;
+    expect(JSON.parse(answer?.body ?? '{}').operations.map((operation: { name: string }) => operation.name)).toContain(succeeded);
+    const listed = proxy.calls.map((call) => [call.action, call.resource.replace(/^.*:table\/[^/]+/, 'table')]);
+    expect(listed).toEqual(
+      expect.arrayContaining([
+        ['dynamodb:Query', 'table/index/recent-operations'],
+        ['dynamodb:BatchGetItem', 'table'],
+      ]),
+    );
   });
 
   it('the effects bundle: delivered, then a receiver outage (backoff), then a transition past its retry window (dead-lettered)', async () => {

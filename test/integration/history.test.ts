@@ -2,14 +2,24 @@
  * History from the table's real stream (moto): every applied write
  * in version order, idempotent per name#version when stream records come
  * again, shuffled or duplicated; served by GET /operations/{name}/history.
+ * Beside the entries, the operation's latest item (the list's read model):
+ * the newest version whatever order the records came in, never an entry.
  */
 
+import { GetCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import type { DynamoDBStreamEvent } from 'aws-lambda';
 import { afterAll, beforeAll, describe, expect, inject, it } from 'vitest';
 import { createApp } from '../../app/http/app.ts';
 import { WebhookSignatureVerifier } from '../../app/http/webhook-signature.ts';
-import { createTableInput, historyTable, historyTableInput, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
-import { HISTORY_FILTER } from '../../engines/dynamodb/tables.ts';
+import {
+  backfillList,
+  createTableInput,
+  historyTable,
+  historyTableInput,
+  openDynamoDb,
+  operationsTable,
+} from '../../engines/dynamodb/index.ts';
+import { HISTORY_FILTER, listShardOf } from '../../engines/dynamodb/tables.ts';
 import { matchesFilter } from '../../lambda/effects/filter.ts';
 import { createHistoryHandler } from '../../lambda/history/stream-handler.ts';
 import { ensureTable } from '../support/aws/tables.ts';
@@ -25,7 +35,10 @@ const {
   documents,
   operations: store,
   history,
-} = openDynamoDb({ endpoint, tables: { operations: operationsTable(tableName), history: historyTable(`${tableName}-history`, 30) } });
+} = openDynamoDb({
+  endpoint,
+  tables: { operations: operationsTable(tableName, `${tableName}-history`), history: historyTable(`${tableName}-history`, 30) },
+});
 const secret = newSecret();
 const app = createApp({
   store,
@@ -79,6 +92,24 @@ describe('history', () => {
       [4, 'REQUIRES_ACTION', 'SUCCEEDED', true, 'webhook', 'msg_3'],
     ]);
     expect(body.history[3]).toMatchObject({ updateTime: '2026-11-30T10:00:03.000000000Z', recordedAt: expect.any(String) });
+
+    // The latest item holds version 4, though versions 1 and 3 came again after it; no TTL (an operation never expires).
+    const { Item } = await documents.send(
+      new GetCommand({ TableName: `${tableName}-history`, Key: { name: 'interactions/h1', version: 0 } }),
+    );
+    expect(Item).toEqual({
+      name: 'interactions/h1',
+      version: 0,
+      latestVersion: 4,
+      listShard: listShardOf('interactions/h1'),
+      listSort: `${body.history[3]?.recordedAt}#interactions/h1`,
+      state: 'SUCCEEDED',
+      kind: 'interaction',
+    });
+    const listed = (await (await app.request('/operations?kind=interaction')).json()) as {
+      operations: Array<{ name: string; version: number }>;
+    };
+    expect(listed.operations.map((o) => [o.name, o.version])).toEqual([['interactions/h1', 4]]);
   });
 
   it('answers 404 for an unknown operation, 400 for a bad name, and keeps an operation called "history" a record', async () => {
@@ -96,5 +127,39 @@ describe('history', () => {
     const handler = createHistoryHandler({ history: failing, logger: silentLogger });
     const result = await handler({ Records: [odd, record, record] } as DynamoDBStreamEvent);
     expect(result.batchItemFailures).toHaveLength(2);
+  });
+
+  it('backfill-list puts every operation in the list that no stream record has put there, and changes nothing run again', async () => {
+    const names = async () =>
+      ((await (await app.request('/operations')).json()) as { operations: Array<{ name: string }> }).operations.map((o) => o.name);
+    expect(await names()).not.toContain('batches/history'); // written above, its stream record never handed to the history writer
+    expect(await backfillList(documents, tableName, history)).toBe(2);
+    expect(await names()).toEqual(['batches/history', 'interactions/h1']);
+    const latest = () =>
+      documents.send(new GetCommand({ TableName: `${tableName}-history`, Key: { name: 'interactions/h1', version: 0 } }));
+    const before = (await latest()).Item;
+    expect(await backfillList(documents, tableName, history)).toBe(2);
+    expect((await latest()).Item).toEqual(before);
+  });
+
+  it('an operation written before the list moved leaves recent-by-recorded on its next write, compiled or not', async () => {
+    const item = async () => (await documents.send(new GetCommand({ TableName: tableName, Key: { name: 'batches/legacy' } }))).Item;
+    await deliver('batch.succeeded', 'batches/legacy', '2026-11-30T10:00:00Z');
+    const legacy = async () =>
+      documents.send(
+        new UpdateCommand({
+          TableName: tableName,
+          Key: { name: 'batches/legacy' },
+          UpdateExpression: 'SET listPartition = :p',
+          ExpressionAttributeValues: { ':p': 'operations' },
+        }),
+      );
+    await legacy();
+    await deliver('batch.succeeded', 'batches/legacy', '2026-11-30T10:00:05Z'); // a later time: a refresh, compiled
+    expect(await item()).not.toHaveProperty('listPartition');
+    await legacy();
+    const record = await store.get('batches/legacy');
+    expect(record && (await store.write({ ...record, version: record.version + 1 }, record.version)).ok).toBe(true);
+    expect(await item()).not.toHaveProperty('listPartition');
   });
 });

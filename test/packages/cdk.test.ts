@@ -106,14 +106,14 @@ export class MyAppStack extends cdk.Stack {
     expect(staged.match(/"packaging": "zip"/g)?.length).toBeGreaterThanOrEqual(4);
     await app.exec('cfn-lint', [join('cdk.out', 'MyAppStack.template.json')]);
 
-    // The AWS commands come with the construct: ratchet-aws connect and redrive, each with --help and one-line bad usage.
+    // The AWS commands come with the construct: ratchet-aws connect, redrive and backfill-list, each with --help and one-line bad usage.
     const ratchetAws = (args: string[]) =>
       promisify(execFile)('npx', ['--no-install', 'ratchet-aws', ...args], { cwd: app.dir }).then(
         ({ stdout, stderr }) => ({ code: 0, stdout, stderr }),
         (error: { code: number; stdout: string; stderr: string }) => ({ code: error.code, stdout: error.stdout, stderr: error.stderr }),
       );
     expect(await ratchetAws(['--version'])).toMatchObject({ code: 0, stdout: `ratchet-aws 0.1.0 (node ${process.version})\n` });
-    for (const command of ['connect', 'redrive']) {
+    for (const command of ['connect', 'redrive', 'backfill-list']) {
       const help = await ratchetAws([command, '--help']);
       expect({ command, code: help.code }).toEqual({ command, code: 0 });
       expect(help.stdout).toMatch(new RegExp(`^usage: ratchet-aws ${command} --stack NAME`));

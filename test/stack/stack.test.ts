@@ -75,15 +75,21 @@ describe('RatchetStack', () => {
     template.hasResourceProperties('AWS::Logs::LogGroup', { RetentionInDays: 30 });
   });
 
-  it('grants the API function its log group, GetItem/UpdateItem on the table, Query on the list index, its secret and invoking reconcile, nothing else', () => {
+  it('grants the API function its log group, GetItem/UpdateItem/BatchGetItem on the table, Query on the unprocessable list and on the history table and its list index, its secret and invoking reconcile, nothing else', () => {
     expect(permissionsOf('ApiRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ApiLogs')],
       XRAY,
-      [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
-      // GET /operations: the list index only.
+      // BatchGetItem: a page of GET /operations, its views read whole.
+      [
+        ['dynamodb:BatchGetItem', 'dynamodb:GetItem', 'dynamodb:UpdateItem'],
+        expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/),
+      ],
+      // GET /decisions: the unprocessable deliveries' index only.
       [['dynamodb:Query'], expect.stringMatching(/index\/recent-by-recorded/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('WebhookSigningSecrets')],
       [['dynamodb:Query'], expect.stringMatching(/^\{"Fn::GetAtt":\["History[0-9A-F]+","Arn"\]\}$/)],
+      // GET /operations: the history table's list index.
+      [['dynamodb:Query'], expect.stringMatching(/History[0-9A-F]+.*index\/recent-operations/)],
       // JWT-signed deliveries are verified by polling: the API wakes reconcile, that function only, no versions or aliases.
       [['lambda:InvokeFunction'], expect.stringMatching(/^\{"Fn::GetAtt":\["Reconcile[0-9A-F]+","Arn"\]\}$/)],
     ]);
@@ -386,8 +392,19 @@ describe('RatchetStack', () => {
     }
   });
 
-  it('writes history from the stream: every applied write, filtered, bisected, bounded, failures kept; the writer may only PutItem', () => {
+  it('writes history from the stream: every applied write, filtered, bisected, bounded, failures kept; the writer may only PutItem and UpdateItem', () => {
     template.hasResourceProperties('AWS::DynamoDB::Table', {
+      // The list of operations: 16 shards of latest items, only what the list's filters read projected.
+      GlobalSecondaryIndexes: [
+        {
+          IndexName: 'recent-operations',
+          KeySchema: [
+            { AttributeName: 'listShard', KeyType: 'HASH' },
+            { AttributeName: 'listSort', KeyType: 'RANGE' },
+          ],
+          Projection: { ProjectionType: 'INCLUDE', NonKeyAttributes: ['state', 'kind', 'openOverdue'] },
+        },
+      ],
       KeySchema: [
         { AttributeName: 'name', KeyType: 'HASH' },
         { AttributeName: 'version', KeyType: 'RANGE' },
@@ -407,7 +424,8 @@ describe('RatchetStack', () => {
     const writes = permissionsOf('HistoryWriterRole').filter(([actions]) =>
       actions.some((a) => a.startsWith('dynamodb:') && !/Stream|Shard|GetRecords/.test(a)),
     );
-    expect(writes).toEqual([[['dynamodb:PutItem'], expect.stringMatching(/History[0-9A-F]+/)]]);
+    // PutItem: an entry; UpdateItem: the operation's latest item (the list's read model).
+    expect(writes).toEqual([[['dynamodb:PutItem', 'dynamodb:UpdateItem'], expect.stringMatching(/History[0-9A-F]+/)]]);
     // The on-failure destination: SendMessage only (CDK's SqsDlq would add GetQueueAttributes and GetQueueUrl).
     expect(permissionsOf('HistoryWriterRole').filter(([actions]) => actions.some((a) => a.startsWith('sqs:')))).toEqual([
       [['sqs:SendMessage'], expect.stringMatching(/HistoryFailures[0-9A-F]+/)],

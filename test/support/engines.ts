@@ -6,10 +6,16 @@
  *
  * `changes()` reads what each engine hands to its consumers: the SQLite
  * outbox, or the DynamoDB table's stream.
+ *
+ * DynamoDB's list of operations is a read model the history writer keeps
+ * from the table's stream (engines/dynamodb/tables.ts), eventually: here its
+ * handler is run over the stream's new records before each `list`, as the
+ * stack's mapping would have run it by then.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import type { DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import { unmarshall } from '@aws-sdk/util-dynamodb';
 import { inject } from 'vitest';
 import type { DeadLetters } from '../../app/effects/dead-letters.ts';
@@ -27,6 +33,7 @@ import type {
 import type { OperationRecord } from '../../core/reducer.ts';
 import {
   createTableInput,
+  type DynamoDbHistory,
   deadLettersTable,
   deadLetterTableInput,
   historyTable,
@@ -36,9 +43,13 @@ import {
   openDynamoDb,
   operationsTable,
 } from '../../engines/dynamodb/index.ts';
+import { HISTORY_FILTER } from '../../engines/dynamodb/tables.ts';
 import { changesAfter } from '../../engines/postgres/change-log.ts';
 import { openPostgresEngine } from '../../engines/postgres/index.ts';
 import { openSqliteEngine } from '../../engines/sqlite/index.ts';
+import { matchesFilter } from '../../lambda/effects/filter.ts';
+import { createHistoryHandler } from '../../lambda/history/stream-handler.ts';
+import { toLambdaRecord } from './aws/stream-mapping.ts';
 import { ensureTable } from './aws/tables.ts';
 import { silentLogger } from './silent-logger.ts';
 import { readStream } from './stream-records.ts';
@@ -102,7 +113,7 @@ export const dynamoDbEngine: Engine = {
     const dynamodb = openDynamoDb({
       endpoint,
       tables: {
-        operations: operationsTable(tableName),
+        operations: operationsTable(tableName, `${tableName}-history`),
         history: historyTable(`${tableName}-history`, 30),
         ledger: ledgerTable(`${tableName}-ledger`),
         deadLetters: deadLettersTable(`${tableName}-dead`),
@@ -116,8 +127,15 @@ export const dynamoDbEngine: Engine = {
       deadLetterTableInput(`${tableName}-dead`),
     ])
       await ensureTable(client, input);
+    const store = dynamodb.operations;
+    const feed = historyWriter(client, endpoint, tableName, dynamodb.history);
+    const list = store.list.bind(store);
+    store.list = async (filter) => {
+      await feed();
+      return list(filter);
+    };
     return {
-      store: dynamodb.operations,
+      store,
       history: dynamodb.history,
       ledger: dynamodb.ledger,
       deadLetters: dynamodb.deadLetters,
@@ -129,6 +147,27 @@ export const dynamoDbEngine: Engine = {
     };
   },
 };
+
+/**
+ * The history function's handler run over the stream records its mapping's
+ * filter passes and it has not yet had, in stream order, 100 to a batch (the
+ * mapping's size); a record it fails fails the feed.
+ */
+function historyWriter(client: DynamoDBClient, endpoint: string, tableName: string, history: DynamoDbHistory): () => Promise<void> {
+  const handler = createHistoryHandler({ history, logger: silentLogger });
+  const fed = new Set<string>();
+  return async () => {
+    const records = (await readStream(client, endpoint, tableName)).filter(
+      (record) => !fed.has(record.dynamodb?.SequenceNumber as string) && matchesFilter(HISTORY_FILTER, record),
+    );
+    for (let i = 0; i < records.length; i += 100) {
+      const batch = records.slice(i, i + 100);
+      const { batchItemFailures } = await handler({ Records: batch.map((record) => toLambdaRecord(record, tableName)) });
+      if (batchItemFailures.length > 0) throw new Error(`the history writer failed ${batchItemFailures.length} records`);
+      for (const record of batch) fed.add(record.dynamodb?.SequenceNumber as string);
+    }
+  };
+}
 
 /** A schema of its own on the run's PostgreSQL server, dropped at close. */
 export const postgresEngine: Engine = {

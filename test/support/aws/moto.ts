@@ -20,6 +20,12 @@ export const MOTO_CREDENTIALS = { accessKeyId: 'local', secretAccessKey: 'local'
  * stream records, first one whose NewImage holds only the key, then the real
  * one; DynamoDB emits the real one only. The tests' stream readers pass over
  * the first (pinned in test/integration/moto-quirks.test.ts).
+ *
+ * And: a stream numbers a record by the count of records before it, read
+ * without a lock, so writes to one table at the same moment can share a
+ * sequence number, and a reader paging by sequence number then misses or
+ * repeats records. A test that counts a stream's records writes that table
+ * one request at a time (test/integration/aws-partitions.test.ts).
  */
 export function isMotoKeyOnlyInsert(record: { eventName?: string; dynamodb?: { Keys?: object; NewImage?: object } }): boolean {
   const keys = Object.keys(record.dynamodb?.Keys ?? {});

@@ -26,6 +26,7 @@ const PREFIXES: Record<string, string> = {
 type RequestBody = {
   TableName?: string;
   IndexName?: string;
+  RequestItems?: Record<string, unknown>;
   SecretId?: string;
   Entries?: Array<{ EventBusName?: string }>;
   QueueUrl?: string;
@@ -37,6 +38,8 @@ function resourceOf(service: string, action: string, body: RequestBody): string[
   if (service === 'dynamodb') {
     if (typeof body.TableName === 'string')
       return [arn('dynamodb', `table/${body.TableName}${body.IndexName ? `/index/${body.IndexName}` : ''}`)];
+    // BatchGetItem, BatchWriteItem: authorized on each table named.
+    if (body.RequestItems) return Object.keys(body.RequestItems).map((table) => arn('dynamodb', `table/${table}`));
     return ['*']; // ListTables and the like
   }
   if (service === 'secretsmanager')

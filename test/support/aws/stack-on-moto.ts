@@ -56,6 +56,8 @@ export interface StackOnMotoOptions {
    * `AWS_IAM` need their SigV4 signature, as API Gateway's IAM authorizer does; without it, no route does.
    */
   iamCallers?: Record<string, string>;
+  /** false: no effects Pipe and no effects event source (a test of the tables alone); on by default. */
+  effects?: boolean;
 }
 
 /** `$.a.b.c`, as the Pipe reads its target parameters from a record. */
@@ -107,6 +109,8 @@ export class StackOnMoto {
   private server?: Server;
   private stopped = false;
   private readonly loops: Promise<void>[] = [];
+  /** Ends the schedule's wait for its next run (stop does not wait out a long interval). */
+  private wakeSchedule?: () => void;
 
   constructor(
     private readonly synthesized: Synthesized,
@@ -158,9 +162,12 @@ export class StackOnMoto {
       });
     });
     await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
-    await this.startPipe();
+    if (this.options.effects !== false) {
+      await this.startPipe();
+      this.loops.push(this.sqsEventSource('Effects'));
+    }
     await this.startHistoryMapping();
-    this.loops.push(this.sqsEventSource('Effects'), this.sqsEventSource('PollWorker'), this.schedule());
+    this.loops.push(this.sqsEventSource('PollWorker'), this.schedule());
     return this;
   }
 
@@ -306,7 +313,13 @@ export class StackOnMoto {
 
   private async schedule(): Promise<void> {
     while (!this.stopped) {
-      await new Promise((resolve) => setTimeout(resolve, this.options.reconcileEveryMs));
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.options.reconcileEveryMs);
+        this.wakeSchedule = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
       if (this.stopped) break;
       // A failed run is counted, and the schedule goes on, as EventBridge's would.
       await this.hosts.Reconcile.invoke({ source: 'aws.events', 'detail-type': 'Scheduled Event' }).catch((error) =>
@@ -317,6 +330,7 @@ export class StackOnMoto {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.wakeSchedule?.();
     await Promise.allSettled(this.loops);
     for (const mapping of this.mappings) await mapping.stop();
     for (const host of Object.values(this.hosts)) await host.stop();
