@@ -43,9 +43,10 @@ export interface DeliveryDeps {
   logger: Logger;
   /**
    * Counts each effect's fate (`EffectDelivered`, `EffectDeadLettered`, …): on AWS Powertools' EMF metrics
-   * (lambda/telemetry.ts), described here by the two calls made of it so app/ imports no metrics backend.
+   * (lambda/telemetry.ts), described here by the one call made of it so app/ imports no metrics backend; the
+   * queue's edge publishes them once per batch.
    */
-  metrics?: { addMetric(name: string, unit: 'Count', value: number): void; publishStoredMetrics(): void };
+  metrics?: { addMetric(name: string, unit: 'Count', value: number): void };
   /** Each sink's outcome and lag (`ratchet_effect_lag_seconds`), and a span per sink's delivery where OpenTelemetry is on. */
   telemetry?: Telemetry;
   clock?: () => Date;
@@ -54,10 +55,7 @@ export interface DeliveryDeps {
 export async function deliverEffect(effect: PendingEffect, deps: DeliveryDeps): Promise<EffectOutcome> {
   const { sinks, ledger, deadLetters, logger, clock = () => new Date() } = deps;
   const { transition, attempt, firstAttemptAtMs } = effect;
-  const count = (metric: string) => {
-    deps.metrics?.addMetric(metric, 'Count', 1);
-    deps.metrics?.publishStoredMetrics();
-  };
+  const count = (metric: string) => deps.metrics?.addMetric(metric, 'Count', 1);
   const key = idempotencyKey(transition);
   const deadLetter = (reason: DeadLetterReason, lastError: string) =>
     deadLetters.put({

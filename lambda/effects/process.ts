@@ -90,7 +90,6 @@ async function decoded(message: SQSRecord, deps: EffectsDeps): Promise<PendingEf
     );
     deps.logger.error('stream record undecodable; dead-lettered with its raw image', { messageId: message.messageId, detail: reason });
     deps.metrics?.addMetric('EffectUndecodable', 'Count', 1);
-    deps.metrics?.publishStoredMetrics();
     return undefined;
   }
 }
