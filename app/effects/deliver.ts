@@ -27,6 +27,11 @@ export interface PendingEffect {
   earlierFailure?: string;
   /** Put back by redrive: delivered, it clears its dead letter. */
   redriven: boolean;
+  /**
+   * The queue knows from the change itself that no effect of its operation came before it (AWS: the stream
+   * record's previousState and overdue mark): no dead letter can hold it back, so none is looked for.
+   */
+  noEarlierEffect?: boolean;
   /** Aborted when the queue can no longer keep this delivery's claim: each sink is told to stop. */
   signal?: AbortSignal;
   /** The `traceparent` of the write that made it, where the engine kept one (OpenTelemetry on): each sink's span links to it. */
@@ -73,7 +78,7 @@ export async function deliverEffect(effect: PendingEffect, deps: DeliveryDeps): 
     });
 
   // Ordering is never silently broken: behind a dead letter of this operation, wait (parked) until it is re-driven.
-  if (await deadLetters.holdsBack(transition.name, transition.version)) {
+  if (!effect.noEarlierEffect && (await deadLetters.holdsBack(transition.name, transition.version))) {
     await deadLetter('waiting-behind', 'an earlier version of this operation is dead-lettered');
     logger.warn('effect parked behind a dead letter of its operation', { key });
     count('EffectParked');
