@@ -11,9 +11,11 @@
  *    streams held, beside none.
  * 3. The packages (bench/packages.ts): each tarball installed alone, and the
  *    installed server's time to its ready line beside this checkout's.
- * 4. The AWS path (bench/aws-path.ts): DynamoDB requests per delivery and
- *    throughput against the seed on moto, the indexes' write cost,
- *    then each Lambda bundle's size and cold start.
+ * 4. The AWS path: what a million webhook events cost, three shapes side by
+ *    side, from the stack's own bundles on moto (bench/aws-cost.ts); then
+ *    (bench/aws-path.ts) DynamoDB requests per delivery and throughput
+ *    against the seed on moto, the indexes' write cost, then each Lambda
+ *    bundle's size and cold start.
  * 5. Inline answers (bench/inline-answers.ts): one poll of an Omni video
  *    interaction whose video comes back inline, by its size.
  * 6. PostgreSQL (bench/postgres.ts): one and three instances beside SQLite
@@ -143,5 +145,7 @@ if (sections.includes('gemini')) {
   await benchInlineAnswers();
 }
 // The AWS part ends the process when it is done (esbuild's service would hold it open).
-if (sections.includes('aws')) await import('./aws-path.ts');
-else process.exit(0);
+if (sections.includes('aws')) {
+  await import('./aws-cost.ts');
+  await import('./aws-path.ts');
+} else process.exit(0);

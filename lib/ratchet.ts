@@ -154,9 +154,10 @@ export interface RatchetProps {
    * https://docs.aws.amazon.com/lambda/latest/dg/services-xray.html), so none is built.
    * - `'webhook'` (default): active tracing on the API function only (each
    *   webhook's verify and write), about 6 % of invocations at 100 a second;
+   *   the others none, and no X-Ray grant;
    * - `'all'`: on every function ($5 per million traces recorded, each
    *   function's invocations its own traces);
-   * - `'off'`: PassThrough everywhere (nothing recorded).
+   * - `'off'`: none (Lambda's PassThrough: nothing recorded, no X-Ray grant).
    */
   tracing?: 'webhook' | 'all' | 'off';
   /** Memory per function in MB (default DEFAULT_MEMORY_MB). */
@@ -322,8 +323,7 @@ export class Ratchet extends Construct {
 
     const functionSettings = (fn: RatchetFunctionName) => ({
       memorySize: props.memoryMb?.[fn] ?? DEFAULT_MEMORY_MB[fn],
-      tracing:
-        props.tracing === 'all' || (fn === 'api' && (props.tracing ?? 'webhook') === 'webhook') ? Tracing.ACTIVE : Tracing.PASS_THROUGH,
+      tracing: props.tracing === 'all' || (fn === 'api' && (props.tracing ?? 'webhook') === 'webhook') ? Tracing.ACTIVE : Tracing.DISABLED,
       applicationLogLevelV2: ApplicationLogLevel[props.logLevel ?? 'INFO'],
       systemLogLevelV2: SystemLogLevel[props.platformLogLevel ?? 'WARN'],
     });

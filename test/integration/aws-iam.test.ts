@@ -108,7 +108,8 @@ async function acknowledge(message: SQSRecord): Promise<void> {
 
 beforeAll(async () => {
   motoEndpoint = inject('dynamodbEndpoint');
-  synthesized = synthesizeWithBundles();
+  // The EventBridge sink on (it is off unless asked for), so its grant is simulated too.
+  synthesized = synthesizeWithBundles({ eventBridgeSink: true });
   world = new TemplateWorld(synthesized.template, motoEndpoint, `iam${Date.now().toString(36)}`);
   await world.provision();
   proxy = await new RecordingProxy(motoEndpoint).start();

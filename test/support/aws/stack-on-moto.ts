@@ -48,13 +48,18 @@ export interface StackOnMotoOptions {
   secrets: Record<string, string>;
   /** Variables beyond the template's, per function (fast backoffs, the fake Gemini's URL). */
   env?: Partial<Record<FunctionName, Record<string, string>>>;
-  /** How often the schedule invokes reconcile. */
+  /** How often the schedule invokes reconcile (0: never, for counts that leave reconcile out). */
   reconcileEveryMs: number;
   /**
    * Callers known to IAM (access key id → secret): when given, the routes the template marks
    * `AWS_IAM` need their SigV4 signature, as API Gateway's IAM authorizer does; without it, no route does.
    */
   iamCallers?: Record<string, string>;
+  /**
+   * The functions log and publish metrics as deployed (the template's application log level, as Lambda hands it
+   * to them in AWS_LAMBDA_LOG_LEVEL), and each host counts its stdout's bytes: what CloudWatch Logs would ingest.
+   */
+  logs?: boolean;
 }
 
 /** `$.a.b.c`, as the Pipe reads its target parameters from a record. */
@@ -129,10 +134,16 @@ export class StackOnMoto {
     await this.proxy.start();
     for (const [prefix, value] of Object.entries(this.options.secrets)) await world.putSecret(prefix, value);
     for (const fn of FUNCTIONS)
-      this.hosts[fn] = new LambdaHost(fn, this.synthesized.bundleOf(fn), {
-        ...deployedEnvironment(world, fn, this.motoEndpoint, this.proxy.endpoint),
-        ...this.options.env?.[fn],
-      });
+      this.hosts[fn] = new LambdaHost(
+        fn,
+        this.synthesized.bundleOf(fn),
+        {
+          ...deployedEnvironment(world, fn, this.motoEndpoint, this.proxy.endpoint),
+          ...(this.options.logs && this.logLevelOf(fn)),
+          ...this.options.env?.[fn],
+        },
+        { logs: this.options.logs ?? false },
+      );
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk) => chunks.push(chunk));
@@ -159,8 +170,18 @@ export class StackOnMoto {
     await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
     await this.startPipe();
     await this.startHistoryMapping();
-    this.loops.push(this.effectsEventSource(), this.schedule());
+    this.loops.push(this.effectsEventSource());
+    if (this.options.reconcileEveryMs > 0) this.loops.push(this.schedule());
     return this;
+  }
+
+  /** What Lambda sets for a function whose JSON log settings name an application log level. */
+  private logLevelOf(fn: FunctionName): Record<string, string> {
+    const properties = this.world.resource(this.world.logicalId('AWS::Lambda::Function', fn)).Properties as {
+      LoggingConfig?: { ApplicationLogLevel?: string };
+    };
+    const level = properties.LoggingConfig?.ApplicationLogLevel;
+    return level ? { AWS_LAMBDA_LOG_LEVEL: level } : {};
   }
 
   /** Why API Gateway would refuse this request before the function (IAM authorization), or undefined. */
