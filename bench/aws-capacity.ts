@@ -56,11 +56,6 @@ export function itemSize(item: Image): number {
 
 const kb = (bytes: number) => Math.max(1, Math.ceil(bytes / 1024));
 
-/** A PutItem's write units. */
-export function itemWriteUnits(item: Image): number {
-  return kb(itemSize(item));
-}
-
 /** The entry `index` holds for `item`, or undefined when the item lacks one of its keys (a sparse index). */
 function indexEntry(item: Image | undefined, index: IndexShape, tableKeys: string[]): Image | undefined {
   if (!item) return undefined;

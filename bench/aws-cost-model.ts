@@ -170,7 +170,7 @@ export function costLines(shape: Shape): Line[] {
   lines.push(line('X-Ray traces recorded', 'xrayTraces', traces));
   for (const fn of shape.functions) lines.push(line(`CloudWatch Logs: ${fn.name}`, 'logsIngestion', fn.logBytes));
   lines.push(line('CloudWatch Logs: API access log', 'logsIngestion', shape.apiRequests * shape.accessLogBytes));
-  lines.push(line('Secrets Manager calls (cached per environment)', 'secretsManager', shape.secretsCalls));
+  lines.push(line('Secrets Manager calls (each environment every 5 min)', 'secretsManager', shape.secretsCalls));
   return lines;
 }
 

@@ -25,12 +25,16 @@ import { FUNCTIONS, type FunctionName, StackOnMoto } from '../test/support/aws/s
 import { synthesizeWithBundles } from '../test/support/aws/synth.ts';
 import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.ts';
 import { eventually, Receiver } from '../test/support/receiver.ts';
-import { type Image, type IndexShape, itemWriteUnits, streamWriteUnits } from './aws-capacity.ts';
+import { type Image, type IndexShape, streamWriteUnits } from './aws-capacity.ts';
 
 /** One phase's counts, as they were (divide by `events` for per-event figures). */
 export interface PhaseCounts {
   events: number;
-  functions: Record<FunctionName, { invocations: number; handlerMs: number; stdoutBytes: number; maxRssMb: number }>;
+  /** Per function: invocations, handler time (wall and CPU, ms in all), stdout bytes, peak RSS, AWS requests it made. */
+  functions: Record<
+    FunctionName,
+    { invocations: number; handlerMs: number; cpuMs: number; stdoutBytes: number; maxRssMb: number; awsCalls: number }
+  >;
   /** `service:Action resource-label` → calls, e.g. `dynamodb:PutItem History`, `sqs:ChangeMessageVisibility EffectsQueue`. */
   calls: Record<string, number>;
   /** Table or `Table/index` → write units. */
@@ -78,9 +82,16 @@ export async function measureStack(endpoint: string, props: Omit<RatchetStackPro
     for (const [id] of world.ofType('AWS::SQS::Queue')) queues.set(String(world.resolve({ 'Fn::GetAtt': [id, 'QueueName'] })), labelOf(id));
     const operations = world.logicalId('AWS::DynamoDB::Table', 'Operations');
     const operationsTable = String(world.resolve({ Ref: operations }));
-    const indexes = ((world.resource(operations).Properties as { GlobalSecondaryIndexes?: IndexShape[] }).GlobalSecondaryIndexes ?? []).map(
-      (index) => index,
-    );
+    /** Each table's global secondary indexes and key attributes, as the template declares them. */
+    const shapes = new Map<string, { indexes: IndexShape[]; keys: string[] }>();
+    for (const [id, table] of world.ofType('AWS::DynamoDB::Table')) {
+      const properties = table.Properties as { GlobalSecondaryIndexes?: IndexShape[]; KeySchema: Array<{ AttributeName: string }> };
+      shapes.set(labelOf(id), {
+        indexes: properties.GlobalSecondaryIndexes ?? [],
+        keys: properties.KeySchema.map((key) => key.AttributeName),
+      });
+    }
+    const indexes = shapes.get('Operations')?.indexes ?? [];
     const settings = Object.fromEntries(
       FUNCTIONS.map((fn) => {
         const p = world.resource(world.logicalId('AWS::Lambda::Function', fn)).Properties as {
@@ -120,6 +131,8 @@ export async function measureStack(endpoint: string, props: Omit<RatchetStackPro
             {
               invocations: after.hosts[fn].invocations - before.hosts[fn].invocations,
               handlerMs: after.hosts[fn].handlerMs - before.hosts[fn].handlerMs,
+              cpuMs: after.hosts[fn].cpuMs - before.hosts[fn].cpuMs,
+              awsCalls: allCalls.filter((call) => call.caller === fn).length,
               stdoutBytes: after.hosts[fn].stdoutBytes - before.hosts[fn].stdoutBytes,
               maxRssMb: after.hosts[fn].maxRssMb,
             },
@@ -145,7 +158,11 @@ export async function measureStack(endpoint: string, props: Omit<RatchetStackPro
       for (const call of calls) {
         const label = resourceLabel(call, tables, queues);
         if (label.startsWith('Operations')) continue; // counted from its stream, indexes included
-        if (call.action === 'dynamodb:PutItem' && call.item) add(counts.writeUnits, label, itemWriteUnits(call.item as Image));
+        const shape = shapes.get(label);
+        if (call.action === 'dynamodb:PutItem' && call.item && shape)
+          // A new item (Ratchet's puts never replace one): the table's units and each index whose keys it carries.
+          for (const [target, units] of Object.entries(streamWriteUnits(undefined, call.item as Image, shape.indexes, shape.keys)))
+            add(counts.writeUnits, target === '' ? label : `${label}/${target}`, units);
         else if (call.action === 'dynamodb:UpdateItem' || call.action === 'dynamodb:DeleteItem') add(counts.writeUnits, label, 1);
       }
       // Reads: every item Ratchet reads is under 4 KB; one unit strongly consistent, half eventually.

@@ -16,6 +16,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { startMoto } from '../test/support/aws/moto.ts';
+import type { FunctionName } from '../test/support/aws/stack-on-moto.ts';
 import { costLines, type FunctionShare, type Line, type PollShape, PRICES, pollCostLines, type Shape, totalOf } from './aws-cost-model.ts';
 import { type Measured, measureStack, type PhaseCounts } from './aws-cost-run.ts';
 
@@ -43,6 +44,39 @@ const ACCESS_LOG_BYTES = JSON.stringify({
   error: '-',
 }).length;
 
+/** At 1,769 MB a function has one vCPU; below, a share in proportion (https://docs.aws.amazon.com/lambda/latest/dg/configuration-memory.html). */
+const ONE_VCPU_MB = 1769;
+/** One request to DynamoDB, SQS or EventBridge in the region: an assumption (DynamoDB answers in single-digit ms). */
+const AWS_ROUND_TRIP_MS = 5;
+/** The outbound webhook's receiver answering: the app's, an assumption. */
+const RECEIVER_MS = 50;
+
+/**
+ * An invocation's billed duration, modelled rather than timed (moto's answers, slow and one at a time, and this
+ * shared machine would decide a wall-clock figure): the handler's CPU time here stretched to the function's CPU
+ * share at its memory, plus a round trip per AWS request it made (in turn: an upper bound for the effects function,
+ * whose operations go side by side) and the receiver's answer per outbound webhook; rounded up to the millisecond.
+ */
+function billedSeconds(name: string, counts: PhaseCounts['functions'][FunctionName], memoryMb: number, webhooks: number): number {
+  if (counts.invocations === 0) return 0;
+  const cpuShare = Math.min(1, memoryMb / ONE_VCPU_MB);
+  const waits = counts.awsCalls * AWS_ROUND_TRIP_MS + (name === 'Effects' ? webhooks * RECEIVER_MS : 0);
+  return Math.ceil((counts.cpuMs / cpuShare + waits) / counts.invocations) / 1000;
+}
+
+/** How long a function keeps a secret's value before asking Secrets Manager again (lambda/secrets.ts). */
+const SECRET_CACHE_SECONDS = 300;
+
+/**
+ * Secrets Manager calls per event, amortised: the run had one environment per function, which asked once per
+ * secret; in AWS each environment asks again every cache period, and a function keeps about its concurrency's worth
+ * of environments (rate x duration).
+ */
+function secretsPerEvent(callsInRun: number, functions: FunctionShare[], eventsPerSecond: number): number {
+  const environments = Math.max(...functions.map((fn) => Math.max(1, Math.ceil(eventsPerSecond * fn.invocations * fn.seconds))));
+  return (callsInRun * environments) / (eventsPerSecond * SECRET_CACHE_SECONDS);
+}
+
 /** A measured run as the model's shape: every count per webhook event. */
 export function shapeOf(label: string, measured: Measured, eventsPerSecond = EVENTS_PER_SECOND): Shape {
   const phase: PhaseCounts = measured.webhooks;
@@ -54,8 +88,7 @@ export function shapeOf(label: string, measured: Measured, eventsPerSecond = EVE
     return {
       name,
       invocations: per(counts.invocations),
-      // Lambda bills each invocation's duration rounded up to the millisecond.
-      seconds: counts.invocations === 0 ? 0 : Math.ceil(counts.handlerMs / counts.invocations) / 1000,
+      seconds: billedSeconds(name, counts, settings.memoryMb, phase.effects),
       memoryMb: settings.memoryMb,
       logBytes: per(counts.stdoutBytes + counts.invocations * platform),
       traced: settings.tracing === 'Active',
@@ -80,7 +113,7 @@ export function shapeOf(label: string, measured: Measured, eventsPerSecond = EVE
     // The Pipe's SendMessage per record; Lambda's poller a receive and a batch delete per invocation; the backoffs.
     sqsRequests: per(phase.pipeRecords + 2 * phase.functions.Effects.invocations + calls('sqs:')),
     eventBridgeEvents: per(calls('events:PutEvents')),
-    secretsCalls: per(calls('secretsmanager:')),
+    secretsCalls: secretsPerEvent(calls('secretsmanager:'), functions, eventsPerSecond),
     eventsPerSecond,
   };
 }

@@ -128,8 +128,9 @@ export type RatchetFunctionName = 'api' | 'effects' | 'history' | 'reconcile' | 
 
 /**
  * Memory per function in MB. Each bundle's peak RSS under load on moto
- * (bench/aws-cost.ts) is about 90 MB: 256 MB leaves it 2.8 times that, and
- * Lambda's CPU share grows with memory (cold starts parse the bundle).
+ * (bench/aws-cost.ts) is 77 to 110 MB: 256 MB leaves more than twice that.
+ * The functions mostly wait (DynamoDB, the receiver), which Lambda bills in
+ * proportion to memory, while CPU time costs the same below one vCPU.
  * Reconcile keeps 512 MB: it loads the providers' SDKs.
  */
 export const DEFAULT_MEMORY_MB: Record<RatchetFunctionName, number> = {

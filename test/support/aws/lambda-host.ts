@@ -20,9 +20,11 @@ process.on('message', ({ id, event }) => {
     try {
       handler ??= (await import(require('node:url').pathToFileURL(process.argv[1]).href)).handler;
       const started = performance.now();
+      const cpu = process.cpuUsage();
       const result = await handler(event, { awsRequestId: String(id), getRemainingTimeInMillis: () => 30000 });
       const ms = performance.now() - started;
-      process.send({ id, result: result ?? null, ms, rss: process.memoryUsage.rss() });
+      const { user, system } = process.cpuUsage(cpu);
+      process.send({ id, result: result ?? null, ms, cpuMs: (user + system) / 1000, rss: process.memoryUsage.rss() });
     } catch (error) {
       process.send({ id, error: String(error && error.stack || error) });
     }
@@ -30,16 +32,17 @@ process.on('message', ({ id, event }) => {
 });
 `;
 
-/** What one environment did: invocations, handler milliseconds in all, its peak RSS, and its stdout's bytes. */
+/** What one environment did: invocations, handler milliseconds in all (wall and CPU), its peak RSS, and its stdout's bytes. */
 export interface HostStats {
   invocations: number;
   handlerMs: number;
+  cpuMs: number;
   maxRssMb: number;
   stdoutBytes: number;
 }
 
 export class LambdaHost {
-  readonly stats: HostStats = { invocations: 0, handlerMs: 0, maxRssMb: 0, stdoutBytes: 0 };
+  readonly stats: HostStats = { invocations: 0, handlerMs: 0, cpuMs: 0, maxRssMb: 0, stdoutBytes: 0 };
   private readonly child: ChildProcess;
   private readonly pending = new Map<number, { resolve: (value: unknown) => void; reject: (error: Error) => void }>();
   private next = 0;
@@ -70,9 +73,24 @@ export class LambdaHost {
     });
     this.child.on(
       'message',
-      ({ id, result, error, ms, rss }: { id: number; result?: unknown; error?: string; ms?: number; rss?: number }) => {
+      ({
+        id,
+        result,
+        error,
+        ms,
+        cpuMs,
+        rss,
+      }: {
+        id: number;
+        result?: unknown;
+        error?: string;
+        ms?: number;
+        cpuMs?: number;
+        rss?: number;
+      }) => {
         this.stats.invocations += 1;
         this.stats.handlerMs += ms ?? 0;
+        this.stats.cpuMs += cpuMs ?? 0;
         // After each invocation (ru_maxrss would not do: Linux keeps the forking parent's across exec).
         this.stats.maxRssMb = Math.max(this.stats.maxRssMb, (rss ?? 0) / 2 ** 20);
         const call = this.pending.get(id);
