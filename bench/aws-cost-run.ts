@@ -6,8 +6,9 @@
  * redeliveries). Counted per phase (tracking, webhooks): invocations, handler
  * milliseconds, stdout bytes and peak RSS per function; every AWS call the
  * functions make (the recording proxy); write units per table and index
- * (the table's from its stream images, the others' from the items written);
- * read units; the records the effects Pipe takes. bench/aws-cost.ts prices it.
+ * (test/support/aws/capacity.ts, from the table's stream images and the
+ * items put); read units; the records the effects Pipe takes.
+ * bench/aws-cost.ts prices it.
  */
 import { DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
 import {
@@ -19,13 +20,13 @@ import {
 } from '@aws-sdk/client-dynamodb-streams';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import type { RatchetStackProps } from '../lib/ratchet-stack.ts';
+import { type Image, shapeOf, type TableShape, writeCost } from '../test/support/aws/capacity.ts';
 import { MOTO_CREDENTIALS, MOTO_REGION } from '../test/support/aws/moto.ts';
 import type { AwsCall } from '../test/support/aws/recording-proxy.ts';
 import { FUNCTIONS, type FunctionName, StackOnMoto } from '../test/support/aws/stack-on-moto.ts';
 import { synthesizeWithBundles } from '../test/support/aws/synth.ts';
 import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.ts';
 import { eventually, Receiver } from '../test/support/receiver.ts';
-import { type Image, type IndexShape, streamWriteUnits } from './aws-capacity.ts';
 
 /** One phase's counts, as they were (divide by `events` for per-event figures). */
 export interface PhaseCounts {
@@ -82,16 +83,11 @@ export async function measureStack(endpoint: string, props: Omit<RatchetStackPro
     for (const [id] of world.ofType('AWS::SQS::Queue')) queues.set(String(world.resolve({ 'Fn::GetAtt': [id, 'QueueName'] })), labelOf(id));
     const operations = world.logicalId('AWS::DynamoDB::Table', 'Operations');
     const operationsTable = String(world.resolve({ Ref: operations }));
-    /** Each table's global secondary indexes and key attributes, as the template declares them. */
-    const shapes = new Map<string, { indexes: IndexShape[]; keys: string[] }>();
-    for (const [id, table] of world.ofType('AWS::DynamoDB::Table')) {
-      const properties = table.Properties as { GlobalSecondaryIndexes?: IndexShape[]; KeySchema: Array<{ AttributeName: string }> };
-      shapes.set(labelOf(id), {
-        indexes: properties.GlobalSecondaryIndexes ?? [],
-        keys: properties.KeySchema.map((key) => key.AttributeName),
-      });
-    }
-    const indexes = shapes.get('Operations')?.indexes ?? [];
+    /** Each table's keys and global secondary indexes, as the template declares them (by its label). */
+    const shapes = new Map<string, TableShape>();
+    for (const [id, table] of world.ofType('AWS::DynamoDB::Table'))
+      shapes.set(labelOf(id), shapeOf({ ...(table.Properties as Parameters<typeof shapeOf>[0]), TableName: labelOf(id) }));
+    const operationsShape = shapes.get('Operations') as TableShape;
     const settings = Object.fromEntries(
       FUNCTIONS.map((fn) => {
         const p = world.resource(world.logicalId('AWS::Lambda::Function', fn)).Properties as {
@@ -150,19 +146,25 @@ export async function measureStack(endpoint: string, props: Omit<RatchetStackPro
       };
       const calls = allCalls.filter((call) => call.caller !== 'Reconcile');
       for (const call of calls) add(counts.calls, `${call.action} ${resourceLabel(call, tables, queues)}`, 1);
+      /** A write's units, on the table (`label`) and each index it touched (`label/index`). */
+      const addCost = (shape: TableShape, before: Image | undefined, after: Image | undefined) => {
+        const cost = writeCost(shape, before, after);
+        add(counts.writeUnits, shape.name, cost.table.units);
+        for (const [index, writes] of Object.entries(cost.indexes))
+          add(
+            counts.writeUnits,
+            `${shape.name}/${index}`,
+            writes.reduce((units, write) => units + write.units, 0),
+          );
+      };
       for (const record of records)
-        for (const [target, units] of Object.entries(
-          streamWriteUnits(record.dynamodb?.OldImage as Image | undefined, record.dynamodb?.NewImage as Image | undefined, indexes),
-        ))
-          add(counts.writeUnits, target === '' ? 'Operations' : `Operations/${target}`, units);
+        addCost(operationsShape, record.dynamodb?.OldImage as Image | undefined, record.dynamodb?.NewImage as Image | undefined);
       for (const call of calls) {
         const label = resourceLabel(call, tables, queues);
         if (label.startsWith('Operations')) continue; // counted from its stream, indexes included
         const shape = shapes.get(label);
-        if (call.action === 'dynamodb:PutItem' && call.item && shape)
-          // A new item (Ratchet's puts never replace one): the table's units and each index whose keys it carries.
-          for (const [target, units] of Object.entries(streamWriteUnits(undefined, call.item as Image, shape.indexes, shape.keys)))
-            add(counts.writeUnits, target === '' ? label : `${label}/${target}`, units);
+        // A new item (Ratchet's puts never replace one): the table's units and each index whose keys it carries.
+        if (call.action === 'dynamodb:PutItem' && call.item && shape) addCost(shape, undefined, call.item as Image);
         else if (call.action === 'dynamodb:UpdateItem' || call.action === 'dynamodb:DeleteItem') add(counts.writeUnits, label, 1);
       }
       // Reads: every item Ratchet reads is under 4 KB; one unit strongly consistent, half eventually.

@@ -1,6 +1,5 @@
 /** The cost model's arithmetic (bench/aws-cost-model.ts): per million events, line by line, at its prices; worked by hand. */
 import { describe, expect, it } from 'vitest';
-import { type IndexShape, itemSize, streamWriteUnits } from '../../bench/aws-capacity.ts';
 import { costLines, pollCostLines, type Shape, totalOf, tracedShare } from '../../bench/aws-cost-model.ts';
 
 const shape: Shape = {
@@ -61,25 +60,5 @@ describe('the AWS cost model', () => {
       'SQS requests': 0.15,
       'CloudWatch Logs': 0,
     });
-  });
-
-  it("counts write units as DynamoDB bills them: the table's by the larger image, an index's entry moved 2, dropped 1, unchanged 0", () => {
-    const byDue: IndexShape = {
-      IndexName: 'due',
-      KeySchema: [{ AttributeName: 'due', KeyType: 'HASH' }],
-      Projection: { ProjectionType: 'KEYS_ONLY' },
-    };
-    const byKind: IndexShape = {
-      IndexName: 'kind',
-      KeySchema: [{ AttributeName: 'kind', KeyType: 'HASH' }],
-      Projection: { ProjectionType: 'KEYS_ONLY' },
-    };
-    const before = { name: { S: 'batches/1' }, kind: { S: 'batch' }, due: { S: 'a' }, big: { S: 'x'.repeat(1500) } };
-    // name 4 + 9, kind 4 + 5, due 3 + 1, big 3 + 1500: 1,529 bytes.
-    expect(itemSize(before)).toBe(1529);
-    expect(streamWriteUnits(before, { ...before, due: { S: 'b' } }, [byDue, byKind])).toEqual({ '': 2, due: 2 });
-    const { due: _due, ...ended } = before;
-    expect(streamWriteUnits(before, ended, [byDue, byKind])).toEqual({ '': 2, due: 1 });
-    expect(streamWriteUnits(undefined, { name: { S: 'b' }, version: { N: '12' } }, [byDue])).toEqual({ '': 1 });
   });
 });
