@@ -71,8 +71,8 @@ export async function measureStack(endpoint: string, props: Omit<RatchetStackPro
   const receiver = await new Receiver(outbound).start();
   const stack = await new StackOnMoto(synthesized, endpoint, {
     secrets: { WebhookSigningSecrets: inbound, EffectsWebhookUrl: receiver.url, EffectsSigningSecret: outbound, GeminiApiKey: 'unused' },
-    // Reconcile is priced apart (per open job polled): it does not run here.
-    reconcileEveryMs: 0,
+    // Reconcile is priced apart (per open job polled): its schedule does not come round here.
+    reconcileEveryMs: 3_600_000,
     logs: true,
   }).start();
   const { world } = stack;

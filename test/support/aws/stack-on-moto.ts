@@ -48,18 +48,20 @@ export interface StackOnMotoOptions {
   secrets: Record<string, string>;
   /** Variables beyond the template's, per function (fast backoffs, the fake Gemini's URL). */
   env?: Partial<Record<FunctionName, Record<string, string>>>;
-  /** How often the schedule invokes reconcile (0: never, for counts that leave reconcile out). */
+  /**
+   * The functions log and publish metrics as deployed (the template's application log level, as Lambda hands it
+   * to them in AWS_LAMBDA_LOG_LEVEL), and each host counts its stdout's bytes: what CloudWatch Logs would ingest.
+   */
+  logs?: boolean;
+  /** How often the schedule invokes reconcile. */
   reconcileEveryMs: number;
   /**
    * Callers known to IAM (access key id → secret): when given, the routes the template marks
    * `AWS_IAM` need their SigV4 signature, as API Gateway's IAM authorizer does; without it, no route does.
    */
   iamCallers?: Record<string, string>;
-  /**
-   * The functions log and publish metrics as deployed (the template's application log level, as Lambda hands it
-   * to them in AWS_LAMBDA_LOG_LEVEL), and each host counts its stdout's bytes: what CloudWatch Logs would ingest.
-   */
-  logs?: boolean;
+  /** false: no effects Pipe and no effects event source (a test of the tables alone); on by default. */
+  effects?: boolean;
 }
 
 /** `$.a.b.c`, as the Pipe reads its target parameters from a record. */
@@ -111,6 +113,8 @@ export class StackOnMoto {
   private server?: Server;
   private stopped = false;
   private readonly loops: Promise<void>[] = [];
+  /** Ends the schedule's wait for its next run (stop does not wait out a long interval). */
+  private wakeSchedule?: () => void;
 
   constructor(
     private readonly synthesized: Synthesized,
@@ -168,10 +172,12 @@ export class StackOnMoto {
       });
     });
     await new Promise<void>((resolve) => this.server?.listen(0, '127.0.0.1', resolve));
-    await this.startPipe();
+    if (this.options.effects !== false) {
+      await this.startPipe();
+      this.loops.push(this.effectsEventSource());
+    }
     await this.startHistoryMapping();
-    this.loops.push(this.effectsEventSource());
-    if (this.options.reconcileEveryMs > 0) this.loops.push(this.schedule());
+    this.loops.push(this.schedule());
     return this;
   }
 
@@ -320,7 +326,13 @@ export class StackOnMoto {
 
   private async schedule(): Promise<void> {
     while (!this.stopped) {
-      await new Promise((resolve) => setTimeout(resolve, this.options.reconcileEveryMs));
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, this.options.reconcileEveryMs);
+        this.wakeSchedule = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
       if (this.stopped) break;
       // A failed run is counted, and the schedule goes on, as EventBridge's would.
       await this.hosts.Reconcile.invoke({ source: 'aws.events', 'detail-type': 'Scheduled Event' }).catch((error) =>
@@ -331,6 +343,7 @@ export class StackOnMoto {
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.wakeSchedule?.();
     await Promise.allSettled(this.loops);
     for (const mapping of this.mappings) await mapping.stop();
     for (const host of Object.values(this.hosts)) await host.stop();
