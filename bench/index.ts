@@ -11,8 +11,10 @@
  *    streams held, beside none.
  * 3. The packages (bench/packages.ts): each tarball installed alone, and the
  *    installed server's time to its ready line beside this checkout's.
- * 4. The AWS path (bench/aws-reconcile.ts, bench/aws-path.ts): reconcile's
- *    poll worker, its polls a second and a million open jobs' sweep; DynamoDB
+ * 4. The AWS path: what a million webhook events cost, three shapes side by
+ *    side, from the stack's own bundles on moto (bench/aws-cost.ts);
+ *    reconcile's poll worker, its polls a second and a million open jobs'
+ *    sweep (bench/aws-reconcile.ts); then (bench/aws-path.ts) DynamoDB
  *    requests per delivery and throughput against the seed on moto, the
  *    indexes' write cost, then each Lambda bundle's size and cold start.
  * 5. Inline answers (bench/inline-answers.ts): one poll of an Omni video
@@ -146,5 +148,6 @@ if (sections.includes('gemini')) {
 // The AWS part ends the process when it is done (esbuild's service would hold it open).
 if (sections.includes('aws')) {
   await import('./aws-reconcile.ts');
+  await import('./aws-cost.ts');
   await import('./aws-path.ts');
 } else process.exit(0);

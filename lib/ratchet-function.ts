@@ -1,12 +1,22 @@
 /**
  * A Lambda function with the house defaults: Node 24 on arm64, its code
  * bundled as lib/lambda-bundle.ts says (lib/function-code.ts), an explicit log
- * group with retention, and grants that travel with the configuration they need.
+ * group with retention, JSON logs at INFO without the platform's START/END/REPORT
+ * lines, and grants that travel with the configuration they need.
  */
 import { type CfnResource, Duration, RemovalPolicy, Validations } from 'aws-cdk-lib';
 import type { ITable } from 'aws-cdk-lib/aws-dynamodb';
 import { PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
-import { Architecture, type FunctionOptions, Function as LambdaFunction, LoggingFormat, Runtime, Tracing } from 'aws-cdk-lib/aws-lambda';
+import {
+  ApplicationLogLevel,
+  Architecture,
+  type FunctionOptions,
+  Function as LambdaFunction,
+  LoggingFormat,
+  Runtime,
+  SystemLogLevel,
+  Tracing,
+} from 'aws-cdk-lib/aws-lambda';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import type { ISecret } from 'aws-cdk-lib/aws-secretsmanager';
 import type { Construct } from 'constructs';
@@ -27,10 +37,14 @@ export class RatchetFunction extends LambdaFunction {
       role,
       runtime: Runtime.NODEJS_24_X,
       architecture: Architecture.ARM_64,
-      memorySize: 512,
+      memorySize: 256,
       timeout: Duration.seconds(10),
       loggingFormat: LoggingFormat.JSON,
-      // X-Ray active tracing: each invocation, with its AWS SDK calls, in one trace.
+      // Lambda drops lines under the level before they reach CloudWatch (and tells Powertools, AWS_LAMBDA_LOG_LEVEL).
+      applicationLogLevelV2: ApplicationLogLevel.INFO,
+      // The platform's START, END and REPORT lines are INFO: at WARN only its errors are kept (its metrics say the rest).
+      systemLogLevelV2: SystemLogLevel.WARN,
+      // Lambda's own sampling when it starts a trace (see RatchetProps.tracing).
       tracing: Tracing.ACTIVE,
       logGroup,
       ...props,

@@ -8,6 +8,12 @@
  * scheduled reconcile Lambda, polling every provider it has a credential for.
  * An app reacts to changes with `onStateChange` (a rule on Ratchet's bus) and
  * lets its own code track and read jobs with `grantTrack` / `grantRead`.
+ *
+ * Lean by default: each function sized by measurement, JSON logs at INFO
+ * without the platform's per-invocation lines, X-Ray on the webhook's
+ * function only at Lambda's own sampling, and the EventBridge sink on only
+ * when the app asks for Ratchet's events (docs/operations.md, "What it costs
+ * in AWS", says what each setting costs).
  */
 import { Aws, CfnOutput, Duration, RemovalPolicy, SecretValue, Validations } from 'aws-cdk-lib';
 import { AccessLogFormat } from 'aws-cdk-lib/aws-apigateway';
@@ -18,7 +24,14 @@ import { AttributeType, BillingMode, ProjectionType, StreamViewType, Table, Tabl
 import { EventBus, type IRuleTarget, Rule, Schedule } from 'aws-cdk-lib/aws-events';
 import { LambdaFunction } from 'aws-cdk-lib/aws-events-targets';
 import { Grant, type IGrantable, PolicyStatement, Role, ServicePrincipal } from 'aws-cdk-lib/aws-iam';
-import { FilterCriteria, type IEventSourceDlq, StartingPosition } from 'aws-cdk-lib/aws-lambda';
+import {
+  ApplicationLogLevel,
+  FilterCriteria,
+  type IEventSourceDlq,
+  StartingPosition,
+  SystemLogLevel,
+  Tracing,
+} from 'aws-cdk-lib/aws-lambda';
 import { DynamoEventSource } from 'aws-cdk-lib/aws-lambda-event-sources';
 import { LogGroup, RetentionDays } from 'aws-cdk-lib/aws-logs';
 import { CfnPipe } from 'aws-cdk-lib/aws-pipes';
@@ -121,9 +134,61 @@ const DEFAULT_RECONCILE = { maxConcurrency: 10, batchSize: 10, intervalMinutes: 
 /** One poll worker invocation's limit: a batch of 10 messages (500 jobs) takes about 4 s at 100 ms a poll. */
 const POLL_WORKER_TIMEOUT = Duration.minutes(2);
 
+/** The functions, by the name the memory setting uses. */
+export type RatchetFunctionName = 'api' | 'effects' | 'history' | 'reconcile' | 'bedrockEvents';
+
+/**
+ * Memory per function in MB. Each bundle's peak RSS under load on moto
+ * (bench/aws-cost.ts) is 77 to 110 MB: 256 MB leaves more than twice that.
+ * The functions mostly wait (DynamoDB, the receiver), which Lambda bills in
+ * proportion to memory, while CPU time costs the same below one vCPU.
+ * Reconcile keeps 512 MB: it loads the providers' SDKs.
+ */
+export const DEFAULT_MEMORY_MB: Record<RatchetFunctionName, number> = {
+  api: 256,
+  effects: 256,
+  history: 256,
+  reconcile: 512,
+  bedrockEvents: 256,
+};
+
 export interface RatchetProps {
   /** Subscribes this address to the alarm topic. */
   alarmEmail?: string;
+  /**
+   * X-Ray. Lambda itself decides which invocations it traces when its caller
+   * sent no sampling decision, and none of Ratchet's callers sends one (an
+   * HTTP API, the SQS and stream event sources, the schedule): the first
+   * invocation each second and 5 % of the others, per function. X-Ray's
+   * sampling rules (AWS::XRay::SamplingRule) do not change that: they are
+   * read by the X-Ray SDK and ADOT, API Gateway REST APIs, AppSync and Step
+   * Functions (https://docs.aws.amazon.com/xray/latest/devguide/xray-console-sampling.html,
+   * https://docs.aws.amazon.com/lambda/latest/dg/services-xray.html), so none is built.
+   * - `'webhook'` (default): active tracing on the API function only (each
+   *   webhook's verify and write), about 6 % of invocations at 100 a second;
+   *   the others none, and no X-Ray grant;
+   * - `'all'`: on every function ($5 per million traces recorded, each
+   *   function's invocations its own traces);
+   * - `'off'`: none (Lambda's PassThrough: nothing recorded, no X-Ray grant).
+   */
+  tracing?: 'webhook' | 'all' | 'off';
+  /** Memory per function in MB (default DEFAULT_MEMORY_MB). */
+  memoryMb?: Partial<Record<RatchetFunctionName, number>>;
+  /** The lowest level of the functions' own log lines CloudWatch receives (default INFO: every decision, no debug). */
+  logLevel?: 'DEBUG' | 'INFO' | 'WARN' | 'ERROR';
+  /**
+   * The lowest level of the Lambda platform's lines (default WARN: its
+   * START, END and REPORT lines, three an invocation, are left out; Lambda's
+   * metrics carry their durations). INFO keeps them (REPORT's peak memory).
+   */
+  platformLogLevel?: 'DEBUG' | 'INFO' | 'WARN';
+  /**
+   * The EventBridge sink: each effect also put on Ratchet's bus ($1.00 per
+   * million events). Default: on exactly when the app adds a rule with
+   * `onStateChange` or `onOverdue`; `true` for rules of the app's own on the
+   * bus (`bus`); `false` refuses `onStateChange`/`onOverdue`.
+   */
+  eventBridgeSink?: boolean;
   /** Reserved concurrency of the API function (default 20; 0: none reserved, e.g. in an account limited to 10). */
   apiReservedConcurrency?: number;
   /**
@@ -218,6 +283,8 @@ export class Ratchet extends Construct {
   readonly bedrockEventsFunction: RatchetFunction;
   readonly bus: EventBus;
   readonly alarms: RatchetAlarms;
+  private readonly eventBridgeSink: boolean | undefined;
+  private eventBridgeSinkOn = false;
 
   /** The API's base URL (`https://….execute-api.….amazonaws.com`): what the client is pointed at. */
   get apiUrl(): string {
@@ -283,7 +350,16 @@ export class Ratchet extends Construct {
       reason: 'Gemini issues and rotates this secret (webhooks rotate_signing_secret); the value is copied here, not generated.',
     });
 
+    const functionSettings = (fn: RatchetFunctionName) => ({
+      memorySize: props.memoryMb?.[fn] ?? DEFAULT_MEMORY_MB[fn],
+      tracing: props.tracing === 'all' || (fn === 'api' && (props.tracing ?? 'webhook') === 'webhook') ? Tracing.ACTIVE : Tracing.DISABLED,
+      applicationLogLevelV2: ApplicationLogLevel[props.logLevel ?? 'INFO'],
+      systemLogLevelV2: SystemLogLevel[props.platformLogLevel ?? 'WARN'],
+    });
+    this.eventBridgeSink = props.eventBridgeSink;
+
     this.apiFunction = new RatchetFunction(this, 'Api', {
+      ...functionSettings('api'),
       entry: 'lambda/handlers/api.ts',
       description: 'Gemini and OpenAI webhooks and the operations API',
       // The webhook route is open: a flood must not take every concurrent execution of the account.
@@ -433,15 +509,15 @@ export class Ratchet extends Construct {
     });
 
     this.effectsFunction = new RatchetFunction(this, 'Effects', {
+      ...functionSettings('effects'),
       entry: 'lambda/handlers/effects.ts',
       description: 'Effects queue -> EventBridge and the outbound webhook, per operation in order, with backoff',
       timeout: Duration.seconds(60),
     })
       .bindTable('EFFECTS_LEDGER_TABLE', ledger, ['GetItem', 'PutItem'])
       .bindTable('EFFECTS_DEAD_LETTER_TABLE', deadLetters, ['Query', 'PutItem', 'DeleteItem']);
-    this.effectsFunction.addEnvironment('EVENT_BUS_NAME', this.bus.eventBusName);
     this.effectsFunction.addEnvironment('EFFECTS_QUEUE_URL', this.effectsQueue.queueUrl);
-    this.bus.grantPutEventsTo(this.effectsFunction);
+    if (props.eventBridgeSink) this.turnOnEventBridgeSink();
     // The outbound webhook is configured in two secrets (`npm run connect -- --effects-url …`), not in the
     // template: a plain redeploy keeps it on, and the URL may carry a token.
     const effectsUrl = new Secret(this, 'EffectsWebhookUrl', {
@@ -501,6 +577,7 @@ export class Ratchet extends Construct {
       reason: 'This queue is the on-failure destination of the history stream mapping.',
     });
     this.historyFunction = new RatchetFunction(this, 'HistoryWriter', {
+      ...functionSettings('history'),
       entry: 'lambda/handlers/history.ts',
       description: 'Table stream -> operation history (every applied write, idempotent per name#version) and the list of operations',
       timeout: Duration.seconds(30),
@@ -548,6 +625,7 @@ export class Ratchet extends Construct {
     // The dispatcher: one run at a time, each done before the next is due, never retried. It hands the due jobs to
     // the poll queue and keeps the chores that run once (the overdue sweep, the hourly webhook health and discovery).
     this.reconcileFunction = new RatchetFunction(this, 'Reconcile', {
+      ...functionSettings('reconcile'),
       entry: 'lambda/handlers/reconcile.ts',
       description: 'Reconcile dispatcher: hands the due jobs to the poll workers; overdue sweep, webhook health, discovery',
       timeout: interval.minus(Duration.seconds(5)),
@@ -630,6 +708,7 @@ export class Ratchet extends Construct {
       reason: "Bedrock's batch jobs are created by the app at run time: any job of this account and region, read only.",
     });
     this.bedrockEventsFunction = new RatchetFunction(this, 'BedrockEvents', {
+      ...functionSettings('bedrockEvents'),
       entry: 'lambda/handlers/bedrock-events.ts',
       description: "Bedrock's batch inference job state changes -> the same ingest (a nudge: the poll after it decides)",
     })
@@ -719,7 +798,18 @@ export class Ratchet extends Construct {
     return this.rule(id, target, filter, EVENTBRIDGE_OVERDUE_DETAIL_TYPE, 'overdue jobs');
   }
 
+  /** The effects function puts each effect on the bus too (EVENT_BUS_NAME and PutEvents on it, nothing else): once. */
+  private turnOnEventBridgeSink(): void {
+    if (this.eventBridgeSinkOn) return;
+    this.eventBridgeSinkOn = true;
+    this.effectsFunction.addEnvironment('EVENT_BUS_NAME', this.bus.eventBusName);
+    this.bus.grantPutEventsTo(this.effectsFunction);
+  }
+
   private rule(id: string, target: IRuleTarget, filter: StateChangeFilter, detailType: string, what: string): Rule {
+    if (this.eventBridgeSink === false)
+      throw new Error(`${id}: eventBridgeSink is false, so nothing is put on Ratchet's bus and this rule would never match`);
+    this.turnOnEventBridgeSink();
     const detail: Record<string, string[]> = {};
     if (filter.kinds) detail.kind = filter.kinds;
     if (filter.states) detail.state = filter.states;

@@ -27,6 +27,11 @@ export interface PendingEffect {
   earlierFailure?: string;
   /** Put back by redrive: delivered, it clears its dead letter. */
   redriven: boolean;
+  /**
+   * The queue knows from the change itself that no effect of its operation came before it (AWS: the stream
+   * record's previousState and overdue mark): no dead letter can hold it back, so none is looked for.
+   */
+  noEarlierEffect?: boolean;
   /** Aborted when the queue can no longer keep this delivery's claim: each sink is told to stop. */
   signal?: AbortSignal;
   /** The `traceparent` of the write that made it, where the engine kept one (OpenTelemetry on): each sink's span links to it. */
@@ -43,9 +48,10 @@ export interface DeliveryDeps {
   logger: Logger;
   /**
    * Counts each effect's fate (`EffectDelivered`, `EffectDeadLettered`, …): on AWS Powertools' EMF metrics
-   * (lambda/telemetry.ts), described here by the two calls made of it so app/ imports no metrics backend.
+   * (lambda/telemetry.ts), described here by the one call made of it so app/ imports no metrics backend; the
+   * queue's edge publishes them once per batch.
    */
-  metrics?: { addMetric(name: string, unit: 'Count', value: number): void; publishStoredMetrics(): void };
+  metrics?: { addMetric(name: string, unit: 'Count', value: number): void };
   /** Each sink's outcome and lag (`ratchet_effect_lag_seconds`), and a span per sink's delivery where OpenTelemetry is on. */
   telemetry?: Telemetry;
   clock?: () => Date;
@@ -54,10 +60,7 @@ export interface DeliveryDeps {
 export async function deliverEffect(effect: PendingEffect, deps: DeliveryDeps): Promise<EffectOutcome> {
   const { sinks, ledger, deadLetters, logger, clock = () => new Date() } = deps;
   const { transition, attempt, firstAttemptAtMs } = effect;
-  const count = (metric: string) => {
-    deps.metrics?.addMetric(metric, 'Count', 1);
-    deps.metrics?.publishStoredMetrics();
-  };
+  const count = (metric: string) => deps.metrics?.addMetric(metric, 'Count', 1);
   const key = idempotencyKey(transition);
   const deadLetter = (reason: DeadLetterReason, lastError: string) =>
     deadLetters.put({
@@ -75,7 +78,7 @@ export async function deliverEffect(effect: PendingEffect, deps: DeliveryDeps): 
     });
 
   // Ordering is never silently broken: behind a dead letter of this operation, wait (parked) until it is re-driven.
-  if (await deadLetters.holdsBack(transition.name, transition.version)) {
+  if (!effect.noEarlierEffect && (await deadLetters.holdsBack(transition.name, transition.version))) {
     await deadLetter('waiting-behind', 'an earlier version of this operation is dead-lettered');
     logger.warn('effect parked behind a dead letter of its operation', { key });
     count('EffectParked');

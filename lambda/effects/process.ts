@@ -18,7 +18,7 @@ import type { DeadLetters } from '../../app/effects/dead-letters.ts';
 import { type DeliveryDeps, deliverEffect, type PendingEffect } from '../../app/effects/deliver.ts';
 import { InvalidStreamRecordError, type Transition } from '../../app/effects/transition.ts';
 import { REDRIVEN_ATTRIBUTE, type RetryScheduler } from './sqs-retry-scheduler.ts';
-import { transitionFromRecord } from './stream-records.ts';
+import { hasNoEarlierEffect, transitionFromRecord } from './stream-records.ts';
 
 export interface EffectsDeps extends DeliveryDeps {
   deadLetters: DeadLetters;
@@ -65,12 +65,12 @@ async function decoded(message: SQSRecord, deps: EffectsDeps): Promise<PendingEf
   let body: unknown;
   try {
     body = JSON.parse(message.body);
-    const transition =
-      body && typeof body === 'object' && 'redriven' in body
-        ? checked((body as RedrivenBody).redriven)
-        : transitionFromRecord(body as DynamoDBRecord);
+    const fromRedrive = body && typeof body === 'object' && 'redriven' in body;
+    const transition = fromRedrive ? checked((body as RedrivenBody).redriven) : transitionFromRecord(body as DynamoDBRecord);
     return {
       transition,
+      // Read from the record itself: most effects are their operation's first, and need no dead-letter query.
+      noEarlierEffect: !fromRedrive && hasNoEarlierEffect(body as DynamoDBRecord),
       attempt: Number(message.attributes.ApproximateReceiveCount ?? 1),
       firstAttemptAtMs: Number(message.attributes.ApproximateFirstReceiveTimestamp ?? (deps.clock?.() ?? new Date()).getTime()),
       redriven: Boolean(message.messageAttributes?.[REDRIVEN_ATTRIBUTE]),
@@ -90,7 +90,6 @@ async function decoded(message: SQSRecord, deps: EffectsDeps): Promise<PendingEf
     );
     deps.logger.error('stream record undecodable; dead-lettered with its raw image', { messageId: message.messageId, detail: reason });
     deps.metrics?.addMetric('EffectUndecodable', 'Count', 1);
-    deps.metrics?.publishStoredMetrics();
     return undefined;
   }
 }

@@ -19,3 +19,15 @@ export function transitionFromRecord(record: DynamoDBRecord): Transition {
   if (!item) throw new InvalidStreamRecordError(`stream record ${record.eventID ?? '?'} has no NewImage`);
   return transitionOf(item, `stream record ${record.eventID ?? '?'}`);
 }
+
+/**
+ * True when no effect of the record's operation can have come before this
+ * one, so no dead letter can hold it back: the job had no state before this
+ * write (previousState is null: a state change or an outcome needs one, and
+ * states never go back to none) and was never found overdue (the mark stays
+ * on the record). An operation's first effect needs no dead-letter query.
+ */
+export function hasNoEarlierEffect(record: DynamoDBRecord): boolean {
+  const image = record.dynamodb?.NewImage;
+  return image?.previousState?.NULL === true && image.overdue === undefined;
+}

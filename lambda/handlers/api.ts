@@ -17,7 +17,7 @@ import { pollNow } from '../../app/reconcile/poll-now.ts';
 import { InvalidSecretError, parseSigningSecrets } from '../../app/signing-secrets.ts';
 import { historyTable, openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { secretSetting } from '../secrets.ts';
-import { createMetrics, emfTelemetry } from '../telemetry.ts';
+import { createMetrics, emfTelemetry, publishedAfter } from '../telemetry.ts';
 
 const config = loadConfig();
 const logger = createLogger();
@@ -95,7 +95,8 @@ async function wakeReconcile(): Promise<void> {
   );
 }
 
-const telemetry = emfTelemetry(metrics);
+// Published once per invocation (one request), after the answer is made.
+const telemetry = emfTelemetry(metrics, { batched: true });
 const webhookDeps = {
   store,
   receipts: store,
@@ -118,17 +119,20 @@ const noAzureEndpoint = async (): Promise<readonly string[]> => {
   throw new NotConfiguredError("AZURE_OPENAI_ENDPOINT is not set (the construct's azureOpenAI.endpoint)");
 };
 
-export const handler = handle(
-  createApp({
-    ...webhookDeps,
-    queries: store,
-    ...(history && { history }),
-    verifier: new WebhookSignatureVerifier(webhookSecrets('WEBHOOK_SIGNING_SECRETS'), dynamicWebhooks(config)),
-    providerWebhooks: {
-      openai: providerReceiver(webhookSecrets('OPENAI_WEBHOOK_SECRET')),
-      'azure-openai': azureResource
-        ? providerReceiver(webhookSecrets('AZURE_OPENAI_WEBHOOK_SECRET'), azureResource)
-        : providerReceiver(noAzureEndpoint),
-    },
-  }),
+export const handler = publishedAfter(
+  handle(
+    createApp({
+      ...webhookDeps,
+      queries: store,
+      ...(history && { history }),
+      verifier: new WebhookSignatureVerifier(webhookSecrets('WEBHOOK_SIGNING_SECRETS'), dynamicWebhooks(config)),
+      providerWebhooks: {
+        openai: providerReceiver(webhookSecrets('OPENAI_WEBHOOK_SECRET')),
+        'azure-openai': azureResource
+          ? providerReceiver(webhookSecrets('AZURE_OPENAI_WEBHOOK_SECRET'), azureResource)
+          : providerReceiver(noAzureEndpoint),
+      },
+    }),
+  ),
+  telemetry,
 );

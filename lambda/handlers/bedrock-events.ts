@@ -10,7 +10,7 @@ import { loadConfig } from '../../app/config.ts';
 import { createLogger } from '../../app/logger.ts';
 import { openDynamoDb, operationsTable } from '../../engines/dynamodb/index.ts';
 import { type BedrockJobEvent, ingestBedrockEvent } from '../bedrock-events.ts';
-import { createMetrics, emfTelemetry } from '../telemetry.ts';
+import { createMetrics, emfTelemetry, publishedAfter } from '../telemetry.ts';
 
 const config = loadConfig();
 const logger = createLogger();
@@ -18,6 +18,9 @@ const { operations: store } = openDynamoDb({
   endpoint: config.DYNAMODB_ENDPOINT,
   tables: { operations: operationsTable(config.TABLE_NAME) },
 });
-const telemetry = emfTelemetry(createMetrics());
+const telemetry = emfTelemetry(createMetrics(), { batched: true });
 
-export const handler = (event: BedrockJobEvent) => ingestBedrockEvent(event, { store, unprocessable: store, logger, telemetry });
+export const handler = publishedAfter(
+  (event: BedrockJobEvent) => ingestBedrockEvent(event, { store, unprocessable: store, logger, telemetry }),
+  telemetry,
+);

@@ -16,7 +16,7 @@ import { EventBridgeSink } from '../effects/eventbridge-sink.ts';
 import { createEffectsHandler, type EffectsHandler } from '../effects/process.ts';
 import { SqsRetryScheduler } from '../effects/sqs-retry-scheduler.ts';
 import { secretSetting } from '../secrets.ts';
-import { createMetrics, emfTelemetry } from '../telemetry.ts';
+import { createMetrics, emfTelemetry, publishedAfter } from '../telemetry.ts';
 
 const config = loadConfig();
 const logger = createLogger();
@@ -52,7 +52,9 @@ async function compose(webhook: { url: string; secret: string } | undefined): Pr
   if (!config.EFFECTS_QUEUE_URL) throw new ConfigError('EFFECTS_QUEUE_URL is not set');
   const queue = new SqsRetryScheduler(config.EFFECTS_QUEUE_URL);
   const metrics = createMetrics();
-  return createEffectsHandler({
+  // Every effect's counts and lags published once per batch, at its end.
+  const telemetry = emfTelemetry(metrics, { batched: true });
+  const handler = createEffectsHandler({
     sinks,
     ledger,
     deadLetters,
@@ -60,8 +62,9 @@ async function compose(webhook: { url: string; secret: string } | undefined): Pr
     retry: retrySettings(config),
     logger,
     metrics,
-    telemetry: emfTelemetry(metrics),
+    telemetry,
   });
+  return publishedAfter(handler, telemetry);
 }
 
 let composed: { key: string; handler: EffectsHandler } | undefined;

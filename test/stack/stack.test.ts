@@ -100,13 +100,11 @@ describe('RatchetStack', () => {
     expect(Object.keys(api?.Properties.Environment.Variables)).not.toContain('GEMINI_WEBHOOK_AUDIENCE');
   });
 
-  it('grants the effects function the ledger, the dead letters, the bus, its secret and its queue, nothing else', () => {
+  it('grants the effects function the ledger, the dead letters, its secret and its queue, nothing else (the bus only with the EventBridge sink)', () => {
     expect(permissionsOf('EffectsRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('EffectsLogs')],
-      XRAY,
       [['dynamodb:GetItem', 'dynamodb:PutItem'], expect.stringContaining('EffectsLedger')],
       [['dynamodb:DeleteItem', 'dynamodb:PutItem', 'dynamodb:Query'], expect.stringContaining('EffectsDeadLetters')],
-      [['events:PutEvents'], expect.stringContaining('Events')],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('EffectsWebhookUrl')],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('EffectsSigningSecret')],
       [
@@ -166,7 +164,6 @@ describe('RatchetStack', () => {
         Variables: Match.objectLike({
           EFFECTS_WEBHOOK_URL_ARN: { Ref: Match.stringLikeRegexp('^EffectsWebhookUrl') },
           EFFECTS_SIGNING_SECRET_ARN: { Ref: Match.stringLikeRegexp('^EffectsSigningSecret') },
-          EVENT_BUS_NAME: { Ref: Match.stringLikeRegexp('^Events') },
           EFFECTS_LEDGER_TABLE: { Ref: Match.stringLikeRegexp('^EffectsLedger') },
           EFFECTS_DEAD_LETTER_TABLE: { Ref: Match.stringLikeRegexp('^EffectsDeadLetters') },
           EFFECTS_QUEUE_URL: { Ref: Match.stringLikeRegexp('^EffectsQueue') },
@@ -233,7 +230,6 @@ describe('RatchetStack', () => {
     });
     expect(permissionsOf('ReconcileRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ReconcileLogs')],
-      XRAY,
       [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
       [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due"/)],
       [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-age"/)],
@@ -301,7 +297,6 @@ describe('RatchetStack', () => {
     });
     expect(permissionsOf('BedrockEventsRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('BedrockEventsLogs')],
-      XRAY,
       [['dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
     ]);
     const fn = Object.entries(template.findResources('AWS::Lambda::Function')).find(([id]) => id.startsWith('BedrockEvents'))?.[1];

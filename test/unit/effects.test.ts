@@ -30,7 +30,8 @@ function operation(version: number, state: OperationRecord['state'], stateChange
     providerState: `JOB_STATE_${state}`,
     updateTime: `2026-11-30T10:00:0${version}.000000000Z`,
     version,
-    previousState: null,
+    // As the reducer writes it: the state before this write (none before the first).
+    previousState: version === 1 ? null : 'RUNNING',
     stateChanged,
     source: 'poll',
     eventId: null,
@@ -54,15 +55,19 @@ function streamRecord(image: OperationRecord, eventName: 'INSERT' | 'MODIFY' = '
 
 class MemoryLedger implements EffectLedger {
   readonly done = new Set<string>();
+  writes = 0;
   async isDelivered(sink: string, key: string) {
     return this.done.has(`${sink}#${key}`);
   }
   async markDelivered(sink: string, key: string) {
+    this.writes += 1;
     this.done.add(`${sink}#${key}`);
   }
 }
 
 class MemoryDeadLetters implements DeadLetters {
+  /** The versions each `holdsBack` was asked about: what the DynamoDB table's Query would cost. */
+  readonly asked: string[] = [];
   readonly undecodable: Array<{ record: unknown; reason: string; sequence: string; name: string | null }> = [];
   readonly letters = new Map<string, DeadLetter>();
   async parkUndecodable({ raw, sequence, name }: Undecodable, reason: string) {
@@ -72,6 +77,7 @@ class MemoryDeadLetters implements DeadLetters {
     this.letters.set(letter.idempotencyKey, letter);
   }
   async holdsBack(name: string, version: number) {
+    this.asked.push(`${name}#${version}`);
     return [...this.letters.values()].some((l) => l.name === name && l.version < version && l.status === 'dead');
   }
   async remove(name: string, version: number) {
@@ -259,6 +265,32 @@ describe('effects handler', () => {
     expect(await handle(redriven)).toEqual({ batchItemFailures: [] });
     expect(sink.delivered).toEqual(['batches/1#2', 'batches/1#3']);
     expect(deadLetters.letters.size).toBe(0);
+  });
+
+  it("looks for no dead letter before an operation's first effect, one ledger write per effect with one sink, and still parks what follows a dead letter", async () => {
+    // Version 1: no state before it, never overdue: nothing of its operation can be dead-lettered before it.
+    await handle([...ops('batches/1', [1]), ...ops('batches/2', [1])]);
+    expect(deadLetters.asked).toEqual([]);
+    expect(ledger.writes).toBe(2);
+    // A first state after an overdue mark (the mark stays on the record) is asked about: the mark had its own effect.
+    const afterMark = streamRecord({
+      ...operation(3, 'RUNNING', true, 'batches/3'),
+      previousState: null,
+      overdue: { at: '2026-11-30T10:00:02Z', afterSeconds: 60 },
+    });
+    await handle([message(afterMark)]);
+    expect(deadLetters.asked).toEqual(['batches/3#3']);
+    // Behind a dead letter, a later version is parked, not delivered.
+    sink.failOn.add('batches/1#2');
+    now = NOW + 3_600_000;
+    await handle(ops('batches/1', [2]));
+    await handle(ops('batches/1', [3]));
+    expect(sink.delivered).toEqual(['batches/1#1', 'batches/2#1', 'batches/3#3']);
+    expect([...deadLetters.letters.values()].map((l) => [l.idempotencyKey, l.reason])).toEqual([
+      ['batches/1#2', 'retries-exhausted'],
+      ['batches/1#3', 'waiting-behind'],
+    ]);
+    expect(ledger.writes).toBe(3);
   });
 
   it('dead-letters at once when the receiver says 410 Gone', async () => {

@@ -41,7 +41,37 @@ describe('on AWS (EMF)', () => {
     expect(first._aws.CloudWatchMetrics[0]).toMatchObject({
       Namespace: 'Ratchet',
       Dimensions: [expect.arrayContaining(['decision', 'reason'])],
-      Metrics: [{ Name: 'ratchet_webhook_deliveries_total', Unit: 'Count' }],
+      Metrics: [
+        { Name: 'ratchet_webhook_deliveries_total', Unit: 'Count' },
+        { Name: 'ratchet_webhook_duration_seconds', Unit: 'Seconds' },
+      ],
     });
+  });
+
+  it('batched: nothing until the flush, then one line per set of dimensions, each metric with all its values', () => {
+    vi.stubEnv('POWERTOOLS_METRICS_DISABLED', 'false');
+    const lines: string[] = [];
+    vi.spyOn(process.stdout, 'write').mockImplementation((chunk) => {
+      lines.push(String(chunk));
+      return true;
+    });
+    const metrics = new Metrics({ namespace: 'Ratchet', serviceName: 'ratchet' });
+    const telemetry = emfTelemetry(metrics, { batched: true });
+    for (const lag of [1, 2, 3]) {
+      telemetry.effect('webhook', lag);
+      metrics.addMetric('EffectDelivered', 'Count', 1);
+    }
+    telemetry.effect('eventbridge', 4);
+    expect(lines).toEqual([]);
+    telemetry.flush();
+    const emitted = lines.map((line) => JSON.parse(line));
+    expect(emitted.map((one) => [one.sink, one.ratchet_effect_lag_seconds, one.EffectDelivered])).toEqual([
+      ['webhook', [1, 2, 3], undefined],
+      ['eventbridge', 4, undefined],
+      [undefined, undefined, [1, 1, 1]],
+    ]);
+    lines.length = 0;
+    telemetry.flush();
+    expect(lines).toEqual([]);
   });
 });

@@ -15,6 +15,9 @@ export interface AwsCall {
   resource: string;
   /** The caller's AWS_SDK_UA_APP_ID (letters, digits, `_`), which the SDK puts in its user agent (`app/<id>`). */
   caller?: string;
+  /** A DynamoDB PutItem's item (DynamoDB JSON) and a read's consistency: what its capacity is computed from (bench/aws-cost.ts). */
+  item?: Record<string, unknown>;
+  consistentRead?: boolean;
 }
 
 const PREFIXES: Record<string, string> = {
@@ -25,6 +28,8 @@ const PREFIXES: Record<string, string> = {
 };
 type RequestBody = {
   TableName?: string;
+  Item?: Record<string, unknown>;
+  ConsistentRead?: boolean;
   IndexName?: string;
   RequestItems?: Record<string, unknown>;
   SecretId?: string;
@@ -111,8 +116,15 @@ export class RecordingProxy {
         const [prefix, action] = String(req.headers['x-amz-target'] ?? '').split('.');
         const service = PREFIXES[prefix ?? ''];
         if (service && action) {
-          for (const resource of resourceOf(service, action, JSON.parse(body.toString() || '{}')))
-            this.calls.push({ action: `${service}:${BATCH_ACTIONS[action] ?? action}`, resource, caller });
+          const request = JSON.parse(body.toString() || '{}') as RequestBody;
+          for (const resource of resourceOf(service, action, request))
+            this.calls.push({
+              action: `${service}:${BATCH_ACTIONS[action] ?? action}`,
+              resource,
+              caller,
+              ...(request.Item && { item: request.Item }),
+              ...(request.ConsistentRead && { consistentRead: true }),
+            });
         } else this.calls.push({ action: `unrecognized:${req.method} ${req.url}`, resource: '*' });
         const upstream = request(
           { host: target.hostname, port: target.port, path: req.url, method: req.method, headers: req.headers },

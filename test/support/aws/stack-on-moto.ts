@@ -49,6 +49,11 @@ export interface StackOnMotoOptions {
   secrets: Record<string, string>;
   /** Variables beyond the template's, per function (fast backoffs, the fake Gemini's URL). */
   env?: Partial<Record<FunctionName, Record<string, string>>>;
+  /**
+   * The functions log and publish metrics as deployed (the template's application log level, as Lambda hands it
+   * to them in AWS_LAMBDA_LOG_LEVEL), and each host counts its stdout's bytes: what CloudWatch Logs would ingest.
+   */
+  logs?: boolean;
   /** How often the schedule invokes reconcile. */
   reconcileEveryMs: number;
   /**
@@ -134,10 +139,16 @@ export class StackOnMoto {
     await this.proxy.start();
     for (const [prefix, value] of Object.entries(this.options.secrets)) await world.putSecret(prefix, value);
     for (const fn of FUNCTIONS)
-      this.hosts[fn] = new LambdaHost(fn, this.synthesized.bundleOf(fn), {
-        ...deployedEnvironment(world, fn, this.motoEndpoint, this.proxy.endpoint),
-        ...this.options.env?.[fn],
-      });
+      this.hosts[fn] = new LambdaHost(
+        fn,
+        this.synthesized.bundleOf(fn),
+        {
+          ...deployedEnvironment(world, fn, this.motoEndpoint, this.proxy.endpoint),
+          ...(this.options.logs && this.logLevelOf(fn)),
+          ...this.options.env?.[fn],
+        },
+        { logs: this.options.logs ?? false },
+      );
     this.server = createServer((req, res) => {
       const chunks: Buffer[] = [];
       req.on('data', (chunk) => chunks.push(chunk));
@@ -169,6 +180,15 @@ export class StackOnMoto {
     await this.startHistoryMapping();
     this.loops.push(this.sqsEventSource('PollWorker'), this.schedule());
     return this;
+  }
+
+  /** What Lambda sets for a function whose JSON log settings name an application log level. */
+  private logLevelOf(fn: FunctionName): Record<string, string> {
+    const properties = this.world.resource(this.world.logicalId('AWS::Lambda::Function', fn)).Properties as {
+      LoggingConfig?: { ApplicationLogLevel?: string };
+    };
+    const level = properties.LoggingConfig?.ApplicationLogLevel;
+    return level ? { AWS_LAMBDA_LOG_LEVEL: level } : {};
   }
 
   /** Why API Gateway would refuse this request before the function (IAM authorization), or undefined. */

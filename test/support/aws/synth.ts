@@ -7,7 +7,7 @@ import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { App } from 'aws-cdk-lib';
-import { RatchetStack } from '../../../lib/ratchet-stack.ts';
+import { RatchetStack, type RatchetStackProps } from '../../../lib/ratchet-stack.ts';
 import { type CfnTemplate, logicalIdIn } from './template.ts';
 
 export interface Synthesized {
@@ -18,10 +18,11 @@ export interface Synthesized {
   remove(): void;
 }
 
-export function synthesizeWithBundles(): Synthesized {
+/** `props`: the construct's settings (the defaults when left out). */
+export function synthesizeWithBundles(props: Omit<RatchetStackProps, 'env'> = {}): Synthesized {
   const outdir = mkdtempSync(join(tmpdir(), 'ratchet-cdk-'));
   const app = new App({ outdir });
-  new RatchetStack(app, 'Ratchet', { env: { account: '123456789012', region: 'us-east-1' } });
+  new RatchetStack(app, 'Ratchet', { ...props, env: { account: '123456789012', region: 'us-east-1' } });
   app.synth();
   const template = JSON.parse(readFileSync(join(outdir, 'Ratchet.template.json'), 'utf8')) as CfnTemplate;
   return {
