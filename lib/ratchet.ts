@@ -135,20 +135,22 @@ const DEFAULT_RECONCILE = { maxConcurrency: 10, batchSize: 10, intervalMinutes: 
 const POLL_WORKER_TIMEOUT = Duration.minutes(2);
 
 /** The functions, by the name the memory setting uses. */
-export type RatchetFunctionName = 'api' | 'effects' | 'history' | 'reconcile' | 'bedrockEvents';
+export type RatchetFunctionName = 'api' | 'effects' | 'history' | 'reconcile' | 'pollWorker' | 'bedrockEvents';
 
 /**
  * Memory per function in MB. Each bundle's peak RSS under load on moto
  * (bench/aws-cost.ts) is 77 to 110 MB: 256 MB leaves more than twice that.
  * The functions mostly wait (DynamoDB, the receiver), which Lambda bills in
  * proportion to memory, while CPU time costs the same below one vCPU.
- * Reconcile keeps 512 MB: it loads the providers' SDKs.
+ * Reconcile's dispatcher and its poll worker keep 512 MB: they load the
+ * providers' SDKs (discovery lists batches; the worker polls).
  */
 export const DEFAULT_MEMORY_MB: Record<RatchetFunctionName, number> = {
   api: 256,
   effects: 256,
   history: 256,
   reconcile: 512,
+  pollWorker: 512,
   bedrockEvents: 256,
 };
 
@@ -652,6 +654,7 @@ export class Ratchet extends Construct {
     );
     // The poll worker: a lease (UpdateItem, the record with it) and the ingest's conditional writes, no reads.
     this.pollWorkerFunction = new RatchetFunction(this, 'PollWorker', {
+      ...functionSettings('pollWorker'),
       entry: 'lambda/handlers/poll-worker.ts',
       description: 'Reconcile poll worker: leases and polls the due jobs of the poll queue, through the same ingest',
       timeout: POLL_WORKER_TIMEOUT,

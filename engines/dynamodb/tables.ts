@@ -144,7 +144,7 @@ export const HISTORY_TTL_ATTRIBUTE = 'expiresAt';
  * table: beside the entries (versions from 1) one latest item per operation
  * at version LATEST_VERSION, replaced only by a newer version, never expiring.
  * It carries `listShard` (`list#<n>`, a stable hash of the name over
- * LIST_SHARDS, so no partition holds more than about 1/16 of the list's
+ * LIST_SHARDS, so no partition holds more than about 1/32 of the list's
  * writes) and `listSort` (`<recordedAt>#<name>`: unique, so one position
  * orders every shard), read through the `recent-operations` index, newest
  * first, with what the list's filters read projected beside the keys.
@@ -153,7 +153,7 @@ export const LATEST_VERSION = 0;
 export const RECENT_INDEX = 'recent-operations';
 export const RECENT_INDEX_PARTITION = 'listShard';
 export const RECENT_INDEX_SORT = 'listSort';
-export const LIST_SHARDS = 16;
+export const LIST_SHARDS = 32;
 /** The latest item's own attributes beside its keys: the version it holds, and what the list's filters read. */
 export const LATEST_OF = 'latestVersion';
 export const OPEN_OVERDUE_ATTRIBUTE = 'openOverdue';

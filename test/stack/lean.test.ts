@@ -16,6 +16,7 @@ const FUNCTIONS = {
   Effects: 'effects',
   HistoryWriter: 'history',
   Reconcile: 'reconcile',
+  PollWorker: 'pollWorker',
   BedrockEvents: 'bedrockEvents',
 } as const;
 
@@ -60,6 +61,7 @@ describe('lean by default, every setting a prop', () => {
       Effects: 'PassThrough',
       HistoryWriter: 'PassThrough',
       Reconcile: 'PassThrough',
+      PollWorker: 'PassThrough',
       BedrockEvents: 'PassThrough',
     });
     expect(Object.keys(lean.template.findResources('AWS::XRay::SamplingRule'))).toEqual([]);
@@ -89,7 +91,7 @@ describe('lean by default, every setting a prop', () => {
     ).toThrow(/eventBridgeSink is false/);
   });
 
-  it('sizes each function by its prop (256 MB, reconcile 512, by default) and logs JSON at INFO without the platform lines', {
+  it('sizes each function by its prop (256 MB, the dispatcher and poll worker 512, by default) and logs JSON at INFO without the platform lines', {
     timeout: 30_000,
   }, () => {
     const lean = synth();
@@ -98,7 +100,7 @@ describe('lean by default, every setting a prop', () => {
       expect(fn.MemorySize).toBe(DEFAULT_MEMORY_MB[setting]);
       expect(fn.LoggingConfig).toMatchObject({ LogFormat: 'JSON', ApplicationLogLevel: 'INFO', SystemLogLevel: 'WARN' });
     }
-    expect(DEFAULT_MEMORY_MB).toMatchObject({ api: 256, effects: 256, history: 256, reconcile: 512, bedrockEvents: 256 });
+    expect(DEFAULT_MEMORY_MB).toMatchObject({ api: 256, effects: 256, history: 256, reconcile: 512, pollWorker: 512, bedrockEvents: 256 });
     const tuned = synth({ memoryMb: { api: 512, history: 128 }, logLevel: 'DEBUG', platformLogLevel: 'INFO' });
     expect([tuned.fn('Api').MemorySize, tuned.fn('HistoryWriter').MemorySize, tuned.fn('Effects').MemorySize]).toEqual([512, 128, 256]);
     expect(tuned.fn('Effects').LoggingConfig).toMatchObject({ ApplicationLogLevel: 'DEBUG', SystemLogLevel: 'INFO' });

@@ -258,7 +258,6 @@ describe('RatchetStack', () => {
     });
     expect(permissionsOf('PollWorkerRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('PollWorkerLogs')],
-      XRAY,
       [['dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
       [['sqs:DeleteMessage', 'sqs:GetQueueAttributes', 'sqs:ReceiveMessage'], expect.stringMatching(/PollQueue[0-9A-F]+","Arn"/)],
