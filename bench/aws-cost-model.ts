@@ -180,7 +180,7 @@ export const writeUnitsOf = (shape: Shape) => sum(shape.writeUnits);
 
 /**
  * One poll of an open job, as the fan-out shapes it (the lead plugs in the merged numbers): a share of a worker
- * invocation, its write units (claim and poll write, indexes included), its queue requests, and the dispatcher's
+ * invocation, its write units (the lease and the next due time, indexes included), its queue requests, and the dispatcher's
  * reads. Per poll.
  */
 export interface PollShape {
@@ -206,7 +206,7 @@ export function pollCostLines(poll: PollShape): Line[] {
   return [
     line('Lambda requests: poll worker', 'lambdaRequests', invocations),
     line('Lambda GB-s: poll worker', 'lambdaArmGbSecond', invocations * poll.invocationSeconds * (poll.memoryMb / 1024)),
-    line('DynamoDB writes: claim and poll write', 'dynamodbWrite', poll.writeUnits),
+    line('DynamoDB writes: the lease and the next due time', 'dynamodbWrite', poll.writeUnits),
     line('DynamoDB reads: the due buckets', 'dynamodbRead', poll.readUnits),
     line('SQS requests', 'sqsFifo', poll.sqsRequests),
     line('CloudWatch Logs', 'logsIngestion', poll.logBytes),

@@ -119,19 +119,23 @@ export function shapeOf(label: string, measured: Measured, eventsPerSecond = EVE
 }
 
 /**
- * One poll as the fan-out shapes it, an estimate until its numbers are merged: ten polls per worker invocation,
- * each about 200 ms of a provider's answer (in turn), 512 MB; a claim write and the poll's own write, each moving
- * the job's due index entry (2 + 2 units); the dispatcher's bucket query a tenth of a unit per job found; a
- * batch's send, receive and delete shared by its ten.
+ * One poll of an open job that changes nothing, as the fan-out does it (lambda/reconcile/fanout.ts, the default
+ * props): a worker invocation takes 10 messages of 50 jobs, 500 polls, at about 126 a second against a provider
+ * answering in 100 ms (bench/aws-reconcile.ts, docs/benchmarks.md): about 4 s at 512 MB. Each poll writes the
+ * lease and then the next due time, each 1 unit on the table and 2 on `open-by-due` (its sort key moves): 6 units
+ * (docs/design.md, "The AWS tables' capacity"). The dispatcher's Query reads the job's index entry (about 120
+ * bytes, eventually consistent: half a unit per 4 KB). SQS: the dispatcher's SendMessageBatch (10 messages), the
+ * event source's receive and delete, about 3 requests per 500 jobs (a standard queue, priced here at the FIFO rate:
+ * an upper bound). Logs: the worker's one summary line and one EMF line per invocation, about 1 KB per 500 polls.
  */
 export const POLL_ESTIMATE: PollShape = {
-  pollsPerInvocation: 10,
-  invocationSeconds: 2,
+  pollsPerInvocation: 500,
+  invocationSeconds: 4,
   memoryMb: 512,
-  writeUnits: 4,
-  readUnits: 0.1,
-  sqsRequests: 0.3,
-  logBytes: 60,
+  writeUnits: 6,
+  readUnits: (120 / 4096) * 0.5,
+  sqsRequests: 3 / 500,
+  logBytes: 1000 / 500,
 };
 
 const money = (usd: number) => `$${usd.toFixed(3)}`;
@@ -168,7 +172,7 @@ function printSideBySide(shapes: Shape[]): void {
 function printPolls(): void {
   const lines = pollCostLines(POLL_ESTIMATE);
   const perMillion = totalOf(lines);
-  console.log('\n  Cost per million polls of an open job (an estimate: bench/aws-cost.ts, POLL_ESTIMATE)');
+  console.log('\n  Cost per million polls of an open job that change nothing (the fan-out, as shaped: bench/aws-cost.ts, POLL_ESTIMATE)');
   for (const line of lines) console.log(`  ${line.what.padEnd(40)} ${money(line.usd).padStart(10)}`);
   console.log(`  ${'total'.padEnd(40)} ${money(perMillion).padStart(10)}`);
   for (const minutes of [30, 60]) {

@@ -55,7 +55,7 @@ describe('the AWS cost model', () => {
     expect(Object.fromEntries(lines.map((line) => [line.what, Number(line.usd.toFixed(6))]))).toEqual({
       'Lambda requests: poll worker': 0.02,
       'Lambda GB-s: poll worker': 1.33334,
-      'DynamoDB writes: claim and poll write': 1.25,
+      'DynamoDB writes: the lease and the next due time': 1.25,
       'DynamoDB reads: the due buckets': 0.0125,
       'SQS requests': 0.15,
       'CloudWatch Logs': 0,
