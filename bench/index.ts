@@ -11,8 +11,10 @@
  *    streams held, beside none.
  * 3. The packages (bench/packages.ts): each tarball installed alone, and the
  *    installed server's time to its ready line beside this checkout's.
- * 4. The AWS path: what a million webhook events cost, three shapes side by
- *    side, from the stack's own bundles on moto (bench/aws-cost.ts);
+ * 4. The AWS path: the write units per change and per poll, table and
+ *    indexes, and the hottest partition (bench/aws-capacity.ts); what a
+ *    million webhook events cost, three shapes side by side, from the
+ *    stack's own bundles on moto (bench/aws-cost.ts);
  *    reconcile's poll worker, its polls a second and a million open jobs'
  *    sweep (bench/aws-reconcile.ts); then (bench/aws-path.ts) DynamoDB
  *    requests per delivery and throughput against the seed on moto, the
@@ -147,6 +149,7 @@ if (sections.includes('gemini')) {
 }
 // The AWS part ends the process when it is done (esbuild's service would hold it open).
 if (sections.includes('aws')) {
+  await import('./aws-capacity.ts');
   await import('./aws-reconcile.ts');
   await import('./aws-cost.ts');
   await import('./aws-path.ts');
