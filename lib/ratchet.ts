@@ -560,7 +560,7 @@ export class Ratchet extends Construct {
       timeToLiveAttribute: HISTORY_TTL_ATTRIBUTE,
       ...durableTable,
     });
-    // GET /operations: each operation's latest item (version 0, no TTL) in one of 16 shards, newest first, with only
+    // GET /operations: each operation's latest item (version 0, no TTL) in one of 32 shards (LIST_SHARDS), newest first, with only
     // what the list's filters read projected (engines/dynamodb/tables.ts). Off the webhook's write path.
     this.historyTable.addGlobalSecondaryIndex({
       indexName: RECENT_INDEX,

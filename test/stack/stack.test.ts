@@ -388,7 +388,7 @@ describe('RatchetStack', () => {
 
   it('writes history from the stream: every applied write, filtered, bisected, bounded, failures kept; the writer may only PutItem and UpdateItem', () => {
     template.hasResourceProperties('AWS::DynamoDB::Table', {
-      // The list of operations: 16 shards of latest items, only what the list's filters read projected.
+      // The list of operations: 32 shards of latest items, only what the list's filters read projected.
       GlobalSecondaryIndexes: [
         {
           IndexName: 'recent-operations',
