@@ -79,7 +79,8 @@ export async function openReconciler(
   deps: PollerDeps & { telemetry?: Telemetry; handOff?: ReconcileDeps['handOff'] },
 ): Promise<Reconciler | undefined> {
   const { logger } = deps;
-  const opened = settings && (await openPollers(settings, deps));
+  // No settings at all (npm start with no provider's credential) is said too: openPollers says why nothing is polled.
+  const opened = await openPollers(settings, deps);
   if (!settings || !opened) return undefined;
   const { poller, gemini, options, others: pollers } = opened;
   const { store, claimJob, clock } = engine;
