@@ -166,6 +166,9 @@ export class PostgresEffectsQueue {
     while (Date.now() < deadlineMs && !this.stopped) {
       const room = this.concurrency - running.size;
       if (!dry && (running.size === 0 || room >= this.concurrency / 2)) {
+        // What ran when the claim was sent: a delivery settled while the claim was on its way may have freed its
+        // operation's next version after the claim's snapshot was taken, so the claim did not see it.
+        const runningAtClaim = running.size;
         const claimed = await this.claim(room);
         for (const row of claimed) {
           const offered: Promise<void> = this.offer(row, deliver).finally(() => running.delete(offered));
@@ -174,7 +177,13 @@ export class PostgresEffectsQueue {
         settled += claimed.length;
         // Fewer than asked: nothing more is ready until a delivery settles (the next version of its operation).
         dry = claimed.length < room;
-        if (claimed.length === 0 && running.size === 0) break;
+        if (running.size === 0) {
+          // Nothing was running when the claim was sent: nothing is ready. Else the deliveries that ran settled
+          // meanwhile: claim again, with a snapshot taken after them.
+          if (runningAtClaim === 0) break;
+          dry = false;
+          continue;
+        }
         if (!dry) continue;
       }
       await Promise.race(running);
