@@ -4,14 +4,7 @@
  * with every write.
  */
 import { ConditionalCheckFailedException } from '@aws-sdk/client-dynamodb';
-import {
-  BatchGetCommand,
-  type BatchGetCommandOutput,
-  type DynamoDBDocumentClient,
-  GetCommand,
-  QueryCommand,
-  UpdateCommand,
-} from '@aws-sdk/lib-dynamodb';
+import { type DynamoDBDocumentClient, GetCommand, QueryCommand, UpdateCommand } from '@aws-sdk/lib-dynamodb';
 import { marshall, unmarshall } from '@aws-sdk/util-dynamodb';
 import {
   type ApplyOutcome,
@@ -47,6 +40,7 @@ import {
 import type { OverdueLimits } from '../../core/overdue.ts';
 import { isPolled, type OperationEvent, type OperationRecord } from '../../core/reducer.ts';
 import { timeAfter } from '../../core/time.ts';
+import { batchGetAll } from './batch-get.ts';
 import { isPermanentRejection } from './client.ts';
 import { applyCompiled, type CompiledOutcome, type CompiledTable } from './compiled-apply.ts';
 import { compileWrite, RANK_ATTRIBUTE, type Variant } from './compiled-write.ts';
@@ -208,19 +202,14 @@ export class DynamoDbOperationStore
     return { operations, ...(position !== undefined && { nextCursor: cursorOf(position) }) };
   }
 
-  /** The views of `names`, in their order (BatchGetItem, 100 at most a request; one no longer here is left out). */
+  /** The views of `names`, in their order (BatchGetItem, batch-get.ts; one no longer here is left out). */
   private async views(names: readonly string[]): Promise<OperationView[]> {
-    const found = new Map<string, OperationView>();
-    for (let i = 0; i < names.length; i += 100) {
-      let keys: Array<Record<string, unknown>> | undefined = names.slice(i, i + 100).map((name) => ({ [PARTITION_KEY]: name }));
-      while (keys && keys.length > 0) {
-        const answer: BatchGetCommandOutput = await this.client.send(
-          new BatchGetCommand({ RequestItems: { [this.tableName]: { Keys: keys } } }),
-        );
-        for (const item of answer.Responses?.[this.tableName] ?? []) found.set(item[PARTITION_KEY] as string, viewFromItem(item));
-        keys = answer.UnprocessedKeys?.[this.tableName]?.Keys;
-      }
-    }
+    const items = await batchGetAll(
+      this.client,
+      this.tableName,
+      names.map((name) => ({ [PARTITION_KEY]: name })),
+    );
+    const found = new Map(items.map((item) => [item[PARTITION_KEY] as string, viewFromItem(item)]));
     return names.flatMap((name) => found.get(name) ?? []);
   }
 

@@ -84,7 +84,13 @@ export class RecentOperations {
         (shard) => !shard.done && (shard.readDownTo === undefined || best === undefined || shard.readDownTo > best),
       );
       this.rounds++;
-      const limit = this.filter.expression ? Math.max(FILTERED_READ, count) : count - names.length;
+      // Unfiltered, each shard that holds the merge back reads twice its share of what is still wanted (and two more):
+      // over uniformly hashed names a page is whole in a round or two, where a page's worth from each of them would
+      // read LIST_SHARDS times too much. A shard that holds more than its share is read again in the next round.
+      const wanted = count - names.length;
+      const limit = this.filter.expression
+        ? Math.max(FILTERED_READ, count)
+        : Math.min(wanted, Math.ceil((2 * wanted) / blocking.length) + 2);
       await Promise.all(blocking.map((shard) => this.read(shard, limit)));
     }
   }
