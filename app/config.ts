@@ -151,6 +151,8 @@ const Env = z.object({
   EFFECTS_LEASE_SECONDS: withDefault(number(z.positive(), z.maximum(3_600)), 5),
   /** In AWS: the effects FIFO queue (the handler sets its messages' visibility as the backoff). */
   EFFECTS_QUEUE_URL: optional(text()),
+  /** In AWS: the index reconcile reads due jobs from, where it is not `open-by-due-v2` (a stack upgrading: `open-by-due`). */
+  OPEN_INDEX_NAME: optional(text()),
   /** Every applied write of every operation, from the stream; locally `<TABLE_NAME>-history`. */
   HISTORY_TABLE: optional(text()),
   /** How long history entries are kept (DynamoDB TTL). */

@@ -122,7 +122,7 @@ export function shapeOf(label: string, measured: Measured, eventsPerSecond = EVE
  * One poll of an open job that changes nothing, as the fan-out does it (lambda/reconcile/fanout.ts, the default
  * props): a worker invocation takes 10 messages of 50 jobs, 500 polls, at about 126 a second against a provider
  * answering in 100 ms (bench/aws-reconcile.ts, docs/benchmarks.md): about 4 s at 512 MB. Each poll writes the
- * lease and then the next due time, each 1 unit on the table and 2 on `open-by-due` (its sort key moves): 6 units
+ * lease and then the next due time, each 1 unit on the table and 2 on `open-by-due-v2` (its sort key moves): 6 units
  * (docs/design.md, "The AWS tables' capacity"). The dispatcher's Query reads the job's index entry (about 120
  * bytes, eventually consistent: half a unit per 4 KB). SQS: the dispatcher's SendMessageBatch (10 messages), the
  * event source's receive and delete, about 3 requests per 500 jobs (a standard queue, priced here at the FIFO rate:

@@ -23,6 +23,8 @@ new RatchetStack(app, 'Ratchet', {
       .filter(Boolean) as Array<'hmac' | 'v1a' | 'jwt'>,
   }),
   ...(concurrency !== undefined && { apiReservedConcurrency: Number(concurrency) }),
+  // cdk deploy -c keepPreviousOpenIndex=true: the first deploy of this version over a stack with open-by-due (docs/operations.md).
+  ...(String(app.node.tryGetContext('keepPreviousOpenIndex')) === 'true' && { keepPreviousOpenIndex: true }),
 });
 // The AWS Solutions checks run on every synth: an unexplained finding fails it.
 Validations.of(app).addPlugins(new AwsSolutionsChecks(app));

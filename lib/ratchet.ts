@@ -63,6 +63,7 @@ import {
   OPEN_INDEX_PROJECTED,
   OPEN_INDEX_SORT,
   PARTITION_KEY,
+  PREVIOUS_OPEN_INDEX,
   RECENT_INDEX,
   RECENT_INDEX_PARTITION,
   RECENT_INDEX_PROJECTION,
@@ -184,6 +185,16 @@ export interface RatchetProps {
    * metrics carry their durations). INFO keeps them (REPORT's peak memory).
    */
   platformLogLevel?: 'DEBUG' | 'INFO' | 'WARN';
+  /**
+   * For one deploy of a stack deployed before `open-by-due-v2` (the due-job
+   * schedule with only `kind` and `credential` projected): keeps its
+   * `open-by-due` index as it was, and reconcile reading it, while the new
+   * index is built beside it (DynamoDB adds or deletes one index a table
+   * update). Deploy again without it once `open-by-due-v2` is ACTIVE: that
+   * deletes the old one. A new stack leaves it unset. docs/operations.md,
+   * "Upgrading".
+   */
+  keepPreviousOpenIndex?: boolean;
   /**
    * The EventBridge sink: each effect also put on Ratchet's bus ($1.00 per
    * million events). Default: on exactly when the app adds a rule with
@@ -327,6 +338,13 @@ export class Ratchet extends Construct {
       projectionType: ProjectionType.INCLUDE,
       nonKeyAttributes: OPEN_INDEX_PROJECTED,
     });
+    // The schedule as stacks before open-by-due-v2 have it (every attribute projected), kept for one upgrading deploy.
+    if (props.keepPreviousOpenIndex)
+      this.table.addGlobalSecondaryIndex({
+        indexName: PREVIOUS_OPEN_INDEX,
+        partitionKey: { name: OPEN_INDEX_PARTITION, type: AttributeType.STRING },
+        sortKey: { name: OPEN_INDEX_SORT, type: AttributeType.STRING },
+      });
     // Sparse, keys only: observed open jobs by kind and when they were tracked (reconcile's overdue sweep).
     this.table.addGlobalSecondaryIndex({
       indexName: AGE_INDEX,
@@ -641,12 +659,14 @@ export class Ratchet extends Construct {
         POLL_QUEUE_URL: this.pollQueue.queueUrl,
         // What the workers poll in about an interval (POLLS_AT_ONCE each, at 100 ms a poll): the queue holds no more.
         POLL_QUEUE_ROOM: String(reconcile.maxConcurrency * POLLS_AT_ONCE * 10 * interval.toSeconds()),
+        // Upgrading: the index that is there for sure (the new one may still be filling).
+        ...(props.keepPreviousOpenIndex && { OPEN_INDEX_NAME: PREVIOUS_OPEN_INDEX }),
       },
     })
       // The due query reads keys, kind and credential; the overdue sweep reads the age index (keys only), then each
       // job (GetItem) and marks it (UpdateItem); discovery adopts with the same conditional write.
       .bindTable('TABLE_NAME', this.table, ['GetItem', 'UpdateItem'])
-      .bindIndex(this.table, OPEN_INDEX, ['Query'])
+      .bindIndex(this.table, props.keepPreviousOpenIndex ? PREVIOUS_OPEN_INDEX : OPEN_INDEX, ['Query'])
       .bindIndex(this.table, AGE_INDEX, ['Query'])
       .bindSecret('GEMINI_API_KEY', geminiApiKey);
     this.reconcileFunction.addToRolePolicy(

@@ -36,12 +36,14 @@ export type TableOpener<Port> = (documents: DynamoDBDocumentClient) => Port;
 /**
  * The operations table: the store, its queries, the poll schedule, the
  * receipts and the unprocessable log; `listTable`, the history table, where
- * the list of operations is read (only `list` needs it).
+ * the list of operations is read (only `list` needs it); `openIndex`, the
+ * schedule index reconcile reads due jobs from (tables.ts OPEN_INDEX unless a
+ * stack is upgrading).
  */
 export const operationsTable =
-  (name: string, listTable?: string): TableOpener<DynamoDbOperationStore> =>
+  (name: string, listTable?: string, openIndex?: string): TableOpener<DynamoDbOperationStore> =>
   (documents) =>
-    new DynamoDbOperationStore(documents, name, listTable);
+    new DynamoDbOperationStore(documents, name, listTable, openIndex);
 
 /** The history table, its entries kept `retentionDays` (the table's TTL deletes them after). */
 export const historyTable =

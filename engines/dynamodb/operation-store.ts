@@ -84,6 +84,8 @@ export class DynamoDbOperationStore
     private readonly tableName: string,
     /** The history table, where the list's read model is kept (tables.ts); only `list` needs it. */
     private readonly listTable?: string,
+    /** The schedule index the due jobs are read from: OPEN_INDEX, or PREVIOUS_OPEN_INDEX while a stack upgrades (tables.ts). */
+    private readonly openIndex: string = OPEN_INDEX,
   ) {}
 
   async get(name: string): Promise<OperationRecord | undefined> {
@@ -275,7 +277,7 @@ export class DynamoDbOperationStore
   }
 
   /**
-   * One page of one `open-by-due` partition: the jobs due at `now`, earliest
+   * One page of one `open-by-due-v2` partition: the jobs due at `now`, earliest
    * first, as the index holds them (what the AWS dispatcher hands out, grouped
    * by provider and key); `next` where there are more.
    */
@@ -283,7 +285,7 @@ export class DynamoDbOperationStore
     const { Items = [], LastEvaluatedKey } = await this.client.send(
       new QueryCommand({
         TableName: this.tableName,
-        IndexName: OPEN_INDEX,
+        IndexName: this.openIndex,
         KeyConditionExpression: '#bucket = :bucket AND #due <= :now',
         ExpressionAttributeNames: { '#bucket': OPEN_INDEX_PARTITION, '#due': OPEN_INDEX_SORT },
         ExpressionAttributeValues: { ':bucket': `open#${bucket}`, ':now': now },
@@ -573,7 +575,7 @@ function cursorKey(cursor: string, partition: string): Record<string, string> {
   return key as Record<string, string>;
 }
 
-/** A due job as the open-by-due index holds it. */
+/** A due job as the open-by-due-v2 index holds it. */
 export interface DueJob {
   name: string;
   /** Its `nextPollAt` when read: a lease is taken only while it still is. */

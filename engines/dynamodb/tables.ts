@@ -10,7 +10,7 @@
  * - `writeKind`: what the last write was (`state-change`, `refresh`, `track`,
  *   `overdue`, `poll-schedule`); the effects filter passes `state-change` and `overdue`.
  * - `pollBucket` + `nextPollAt`: present only while the operation is open and
- *   pollable, so the `open-by-due` index is sparse: reconcile finds the
+ *   pollable, so the `open-by-due-v2` index is sparse: reconcile finds the
  *   operations due for a poll without scanning.
  * - `ageBucket`: present only while the operation is observed (it has a state)
  *   and open, so the `open-by-age` index (sorted by `createdAt`, keys only)
@@ -38,18 +38,29 @@ export function effectsGroupOf(name: string): string {
 }
 
 export const PARTITION_KEY = 'name';
-export const OPEN_INDEX = 'open-by-due';
+/**
+ * The due-job schedule, `open-by-due-v2`: open, pollable jobs by bucket and due
+ * time, projecting only `kind` and `credential`. It is a new index, not
+ * `open-by-due` changed, because DynamoDB changes an index's projection only by
+ * deleting and re-creating it, one index a table update: a stack deployed with
+ * `open-by-due` (everything projected) keeps it for one deploy beside this one
+ * (the construct's `keepPreviousOpenIndex`, reconcile reading it meanwhile),
+ * and drops it in the next. Both are kept by the same writes (the same keys).
+ */
+export const OPEN_INDEX = 'open-by-due-v2';
+/** The schedule index of stacks deployed before `open-by-due-v2`: every attribute projected. */
+export const PREVIOUS_OPEN_INDEX = 'open-by-due';
 export const OPEN_INDEX_PARTITION = 'pollBucket';
 export const OPEN_INDEX_SORT = 'nextPollAt';
 /**
  * Open operations spread over this many index partitions (`open#<n>`), so the
- * hottest holds about 1/16 of the `open-by-due` and `open-by-age` writes. It was
+ * hottest holds about 1/16 of the `open-by-due-v2` and `open-by-age` writes. It was
  * 8: items written then stay in `open#0`…`open#7` until their next write, and
  * are still read, since every reader queries every bucket.
  */
 export const POLL_BUCKETS = 16;
 /**
- * What `open-by-due` holds beside its keys: what the AWS dispatcher groups due jobs by (provider and key). The
+ * What `open-by-due-v2` holds beside its keys: what the AWS dispatcher groups due jobs by (provider and key). The
  * record itself is read by the claim that leases a job (ReturnValues ALL_NEW), so a poll's reschedule, which moves
  * only `nextPollAt`, writes the index's one small item and nothing more.
  */

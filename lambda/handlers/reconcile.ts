@@ -24,7 +24,7 @@ const metrics = createMetrics();
 const telemetry = emfTelemetry(metrics);
 const { operations: store } = openDynamoDb({
   endpoint: config.DYNAMODB_ENDPOINT,
-  tables: { operations: operationsTable(config.TABLE_NAME) },
+  tables: { operations: operationsTable(config.TABLE_NAME, undefined, config.OPEN_INDEX_NAME) },
 });
 const sqs = new SQSClient({});
 /** Stop handing out jobs this long before the Lambda's own timeout. */

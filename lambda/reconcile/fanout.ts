@@ -4,7 +4,7 @@
  * and poll them. Both halves here, apart from their handlers, so a test runs
  * them with its own clock.
  *
- * - `dispatchDue`: every `open-by-due` partition read in parallel, page after
+ * - `dispatchDue`: every `open-by-due-v2` partition read in parallel, page after
  *   page, the jobs due at `now` grouped by provider and key (one message holds
  *   one key's jobs, JOBS_PER_MESSAGE at most) and sent with SendMessageBatch;
  *   no more than the queue has room for (POLL_QUEUE_ROOM less what it holds),

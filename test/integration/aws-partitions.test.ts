@@ -205,7 +205,7 @@ describe.skipIf(process.version.startsWith('v24.'))('the AWS tables under thousa
     );
     console.log(lines.join('\n'));
 
-    // Each path's cost, from DynamoDB's rules by hand: a write of an item under 1 KB is 1 unit on the table; open-by-due
+    // Each path's cost, from DynamoDB's rules by hand: a write of an item under 1 KB is 1 unit on the table; open-by-due-v2
     // (kind and credential projected, neither ever changing) takes the job in at its first write and lets it go at its
     // end; open-by-age (keys only) takes an observed open job and lets it go at its end; recent-by-recorded holds none.
     const expected: Record<Path, number> = {

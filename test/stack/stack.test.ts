@@ -180,7 +180,7 @@ describe('RatchetStack', () => {
     template.hasResourceProperties('AWS::DynamoDB::Table', {
       GlobalSecondaryIndexes: [
         {
-          IndexName: 'open-by-due',
+          IndexName: 'open-by-due-v2',
           KeySchema: [
             { AttributeName: 'pollBucket', KeyType: 'HASH' },
             { AttributeName: 'nextPollAt', KeyType: 'RANGE' },
@@ -231,7 +231,7 @@ describe('RatchetStack', () => {
     expect(permissionsOf('ReconcileRole')).toEqual([
       [['logs:CreateLogStream', 'logs:PutLogEvents'], expect.stringContaining('ReconcileLogs')],
       [['dynamodb:GetItem', 'dynamodb:UpdateItem'], expect.stringMatching(/^\{"Fn::GetAtt":\["Operations[0-9A-F]+","Arn"\]\}$/)],
-      [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due"/)],
+      [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-due-v2"/)],
       [['dynamodb:Query'], expect.stringMatching(/Operations[0-9A-F]+","Arn".*\/index\/open-by-age"/)],
       [['secretsmanager:GetSecretValue'], expect.stringContaining('GeminiApiKey')],
       [['sqs:GetQueueAttributes', 'sqs:SendMessage'], expect.stringMatching(/^\{"Fn::GetAtt":\["PollQueue[0-9A-F]+","Arn"\]\}$/)],
