@@ -10,23 +10,15 @@
  * items put); read units; the records the effects Pipe takes.
  * bench/aws-cost.ts prices it.
  */
-import { DescribeTableCommand, DynamoDBClient } from '@aws-sdk/client-dynamodb';
-import {
-  type _Record,
-  DescribeStreamCommand,
-  DynamoDBStreamsClient,
-  GetRecordsCommand,
-  GetShardIteratorCommand,
-} from '@aws-sdk/client-dynamodb-streams';
 import { matchesFilter, STATE_CHANGE_FILTER } from '../lambda/effects/filter.ts';
 import type { RatchetStackProps } from '../lib/ratchet-stack.ts';
 import { type Image, shapeOf, type TableShape, writeCost } from '../test/support/aws/capacity.ts';
-import { isMotoKeyOnlyInsert, MOTO_CREDENTIALS, MOTO_REGION } from '../test/support/aws/moto.ts';
 import type { AwsCall } from '../test/support/aws/recording-proxy.ts';
 import { FUNCTIONS, type FunctionName, StackOnMoto } from '../test/support/aws/stack-on-moto.ts';
 import { synthesizeWithBundles } from '../test/support/aws/synth.ts';
 import { envelope, newSecret, signedDelivery } from '../test/support/deliveries.ts';
 import { eventually, Receiver } from '../test/support/receiver.ts';
+import { StreamReader } from '../test/support/stream-records.ts';
 
 /** One phase's counts, as they were (divide by `events` for per-event figures). */
 export interface PhaseCounts {
@@ -107,8 +99,8 @@ export async function measureStack(endpoint: string, props: Omit<RatchetStackPro
       }),
     ) as Measured['settings'];
 
-    const streams = new StreamReader(endpoint, operationsTable);
-    await streams.open();
+    const streams = await StreamReader.open(endpoint, operationsTable);
+    await streams.read(); // what earlier runs on this moto wrote
     progress('stack up');
     const snapshot = () => ({
       calls: stack.proxy.calls.length,
@@ -118,7 +110,7 @@ export async function measureStack(endpoint: string, props: Omit<RatchetStackPro
     const phase = async (events: number, before: ReturnType<typeof snapshot>): Promise<PhaseCounts> => {
       const after = snapshot();
       const allCalls = stack.proxy.calls.slice(before.calls, after.calls);
-      const records = await streams.drain();
+      const records = await streams.read();
       const counts: PhaseCounts = {
         events,
         functions: Object.fromEntries(
@@ -249,48 +241,4 @@ async function inBatches<T>(items: T[], concurrency: number, each: (item: T) => 
       while (next < items.length) await each(items[next++] as T);
     }),
   );
-}
-
-/** Every record of the table's stream, read as it grows (moto keeps them all): what each write did to the table and its indexes. */
-class StreamReader {
-  private readonly client: DynamoDBStreamsClient;
-  private readonly iterators = new Map<string, string | undefined>();
-
-  constructor(
-    private readonly endpoint: string,
-    private readonly tableName: string,
-  ) {
-    this.client = new DynamoDBStreamsClient({ endpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
-  }
-
-  async open(): Promise<void> {
-    const dynamodb = new DynamoDBClient({ endpoint: this.endpoint, region: MOTO_REGION, credentials: MOTO_CREDENTIALS });
-    const { Table } = await dynamodb.send(new DescribeTableCommand({ TableName: this.tableName }));
-    dynamodb.destroy();
-    const arn = Table?.LatestStreamArn as string;
-    const { StreamDescription } = await this.client.send(new DescribeStreamCommand({ StreamArn: arn }));
-    for (const shard of StreamDescription?.Shards ?? []) {
-      const { ShardIterator } = await this.client.send(
-        new GetShardIteratorCommand({ StreamArn: arn, ShardId: shard.ShardId, ShardIteratorType: 'TRIM_HORIZON' }),
-      );
-      this.iterators.set(shard.ShardId as string, ShardIterator);
-    }
-    await this.drain(); // what earlier runs on this moto wrote
-  }
-
-  /** The records written since the last drain, without moto's key-only INSERTs (DynamoDB writes no such record). */
-  async drain(): Promise<_Record[]> {
-    const records: _Record[] = [];
-    for (const [shard, iterator] of this.iterators) {
-      let at = iterator;
-      while (at) {
-        const page = await this.client.send(new GetRecordsCommand({ ShardIterator: at, Limit: 1000 }));
-        records.push(...(page.Records ?? []).filter((record) => !isMotoKeyOnlyInsert(record)));
-        at = page.NextShardIterator;
-        if ((page.Records ?? []).length === 0) break;
-      }
-      this.iterators.set(shard, at);
-    }
-    return records;
-  }
 }
