@@ -30,11 +30,34 @@ export interface CallFailure {
   retryAfterSeconds?: number;
 }
 
+/** Keys held back after a 429, each until its Retry-After (DEFAULT_HOLD_SECONDS when the answer named none). */
+export class KeyHolds {
+  /** Until when each key is held back, in clock milliseconds. */
+  private readonly until = new Map<string, number>();
+
+  constructor(private readonly clock: () => number = Date.now) {}
+
+  /** Holds `key` back after a 429 that asked for `retryAfterSeconds`. */
+  hold(key: string, retryAfterSeconds?: number): void {
+    this.until.set(key, this.clock() + (retryAfterSeconds ?? DEFAULT_HOLD_SECONDS) * 1000);
+  }
+
+  /** Whole seconds `key` is held back still (0: it may be asked). */
+  heldFor(key: string): number {
+    const until = this.until.get(key);
+    if (until === undefined) return 0;
+    const left = until - this.clock();
+    if (left > 0) return Math.ceil(left / 1000);
+    this.until.delete(key);
+    return 0;
+  }
+}
+
 export class PacedKeys {
   /** When each key's next call may go, in clock milliseconds. */
   private readonly nextAt = new Map<string, number>();
-  /** Until when each key is held back after a 429. */
-  private readonly heldUntil = new Map<string, number>();
+  /** The keys held back after a 429. */
+  private readonly holds: KeyHolds;
   private readonly clock: () => number;
 
   constructor(
@@ -44,6 +67,7 @@ export class PacedKeys {
     if (keys.length === 0) throw new Error(`no ${options.provider} API key`);
     if (!(options.requestsPerSecond > 0)) throw new Error(`${options.provider}: requestsPerSecond must be above 0`);
     this.clock = options.clock ?? Date.now;
+    this.holds = new KeyHolds(this.clock);
   }
 
   get labels(): string[] {
@@ -75,20 +99,14 @@ export class PacedKeys {
     } catch (error) {
       const { status, retryAfterSeconds } = failureOf(error);
       if (status === 401 || status === 403) this.options.keyHealth?.refused(key.label, status);
-      if (status === 429) this.heldUntil.set(key.label, this.clock() + (retryAfterSeconds ?? DEFAULT_HOLD_SECONDS) * 1000);
+      if (status === 429) this.holds.hold(key.label, retryAfterSeconds);
       throw error;
     }
   }
 
   private refuseIfHeld(label: string): void {
-    const until = this.heldUntil.get(label);
-    if (until === undefined) return;
-    const left = until - this.clock();
-    if (left <= 0) {
-      this.heldUntil.delete(label);
-      return;
-    }
-    const seconds = Math.ceil(left / 1000);
+    const seconds = this.holds.heldFor(label);
+    if (seconds === 0) return;
     throw new PollFailedError(
       `${this.options.provider} asked for a pause: the key labelled ${JSON.stringify(label)} is held back ${seconds} s more (429)`,
       429,

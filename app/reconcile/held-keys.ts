@@ -10,36 +10,35 @@
  * key's jobs back untouched, still due (lambda/reconcile/fanout.ts).
  */
 import { type ProviderName, providerOf } from '../../core/lifecycle.ts';
-import { DEFAULT_HOLD_SECONDS } from '../../providers/paced-keys.ts';
+import { KeyHolds } from '../../providers/paced-keys.ts';
 import type { PollAnswer, PollTarget } from '../../providers/port.ts';
 import { type Poller, PollFailedError } from './poller.ts';
 
 export class HeldKeys implements Poller {
-  /** Until when each provider+key is held, in clock milliseconds. */
-  private readonly heldUntil = new Map<string, number>();
+  /** Each provider+key held back after a 429. */
+  private readonly holds: KeyHolds;
 
   constructor(
     private readonly poller: Poller,
-    private readonly clock: () => number = Date.now,
-  ) {}
+    clock: () => number = Date.now,
+  ) {
+    this.holds = new KeyHolds(clock);
+  }
 
   /** Seconds `provider`'s key labelled `credential` is held back still (0: it may be asked). */
   heldFor(provider: ProviderName, credential?: string): number {
-    return Math.max(0, Math.ceil(((this.heldUntil.get(`${provider}#${credential ?? ''}`) ?? 0) - this.clock()) / 1000));
+    return this.holds.heldFor(`${provider}#${credential ?? ''}`);
   }
 
   async poll(operation: PollTarget): Promise<PollAnswer> {
     const key = `${providerOf(operation.kind)}#${operation.credential ?? ''}`;
-    const left = (this.heldUntil.get(key) ?? 0) - this.clock();
-    if (left > 0) {
-      const seconds = Math.ceil(left / 1000);
+    const seconds = this.holds.heldFor(key);
+    if (seconds > 0)
       throw new PollFailedError(`the provider asked for a pause: this key is held back ${seconds} s more (429)`, 429, seconds);
-    }
     try {
       return await this.poller.poll(operation);
     } catch (error) {
-      if (error instanceof PollFailedError && error.status === 429)
-        this.heldUntil.set(key, this.clock() + (error.retryAfterSeconds ?? DEFAULT_HOLD_SECONDS) * 1000);
+      if (error instanceof PollFailedError && error.status === 429) this.holds.hold(key, error.retryAfterSeconds);
       throw error;
     }
   }
