@@ -14,7 +14,9 @@
  * connections), written once: a write refused, within a bound, as the front
  * ends answer 503; health unavailable, then ok; nothing accepted before lost;
  * the same engine writing, reading, feeding changes, history and onChange
- * once it is back; close() not hanging while it is away. (Claims and leases
+ * once it is back, and a delivery the outage cut offered again (what its
+ * handler wrote through `sql` committed once); close() not hanging while it
+ * is away. (Claims and leases
  * between instances: postgres-effects.test.ts and postgres-faults.test.ts;
  * instances under a storm: e2e/postgres-failover.)
  */
@@ -25,7 +27,7 @@ import { join } from 'node:path';
 import fc from 'fast-check';
 import pg from 'pg';
 import { afterAll, describe, expect, inject, it } from 'vitest';
-import type { StateChange } from '../../app/effects/app-sink.ts';
+import type { OnChange, StateChange } from '../../app/effects/app-sink.ts';
 import type { Engine, EngineOptions } from '../../app/engine.ts';
 import type { OperationChange } from '../../app/feed.ts';
 import { ingest, NotRecordedError } from '../../app/ingest.ts';
@@ -305,7 +307,16 @@ interface Outage {
   label: string;
   /** Why it cannot run here (it needs what this machine does not allow); undefined: it runs. */
   cannot?: string;
-  open(options: EngineOptions): Promise<{ engine: Engine; away(): Promise<void>; back(): Promise<void> }>;
+  open(options: EngineOptions): Promise<{ engine: Engine; away(): Promise<void>; back(): Promise<void>; written?: Written }>;
+}
+
+/**
+ * Where `onChange` writes through its `sql` (PostgreSQL: in the transaction that records the delivery), and what it
+ * wrote: what committed with each delivery's record, exactly once per change whatever the outage cut.
+ */
+interface Written {
+  table: string;
+  read(): Promise<string[]>;
 }
 
 /** How long anything may take to answer while the database is away: the busy timeout (SQLite), the statement and connect timeouts (PostgreSQL, below), and room for a loaded machine. */
@@ -368,19 +379,38 @@ async function ownPostgres(): Promise<TestPostgres> {
   return ownServer;
 }
 
-/** An engine on `url`'s database, in a schema of its own, started. */
-async function startedPostgres(url: string, id: string, options: EngineOptions): Promise<Engine> {
+/** An engine on `url`'s database, in a schema of its own, started, with a table there for `onChange` to write to. */
+async function startedPostgres(url: string, id: string, options: EngineOptions): Promise<{ engine: Engine; written: Written }> {
+  const schema = `port_${id}_${Date.now().toString(36)}`;
   const engine = await openPostgres({
     ...options,
     url,
-    schema: `port_${id}_${Date.now().toString(36)}`,
+    schema,
     poolMax: 4,
     migrate: true,
     effectsLeaseMs: 5_000,
     timeouts: PG_TIMEOUTS,
   });
   await engine.start();
-  return engine;
+  // No key: a second commit of one change would be a second row.
+  const table = `${schema}.handled`;
+  const client = new pg.Client({ connectionString: url });
+  await client.connect();
+  try {
+    await client.query(`CREATE TABLE ${table} (id text NOT NULL)`);
+  } finally {
+    await client.end();
+  }
+  const read = async () => {
+    const reader = new pg.Client({ connectionString: url });
+    await reader.connect();
+    try {
+      return (await reader.query<{ id: string }>(`SELECT id FROM ${table}`)).rows.map((row) => row.id);
+    } finally {
+      await reader.end();
+    }
+  };
+  return { engine, written: { table, read } };
 }
 
 const OUTAGES: Array<{ port: string; outages: Outage[] }> = [
@@ -437,8 +467,8 @@ const OUTAGES: Array<{ port: string; outages: Outage[] }> = [
         cannot: process.env.RATCHET_TEST_DATABASE_URL ? 'RATCHET_TEST_DATABASE_URL names a server the tests cannot restart' : undefined,
         open: async (options) => {
           const server = await ownPostgres();
-          const engine = await startedPostgres(server.url, 'restarted', options);
-          return { engine, away: () => server.halt('fast'), back: () => server.resume() };
+          const { engine, written } = await startedPostgres(server.url, 'restarted', options);
+          return { engine, written, away: () => server.halt('fast'), back: () => server.resume() };
         },
       },
       {
@@ -453,9 +483,10 @@ const OUTAGES: Array<{ port: string; outages: Outage[] }> = [
           await admin.query(`CREATE ROLE ${role} LOGIN; GRANT CREATE ON DATABASE postgres TO ${role}`);
           const url = new URL(server.url);
           url.username = role;
-          const engine = await startedPostgres(url.href, 'refusing', options);
+          const { engine, written } = await startedPostgres(url.href, 'refusing', options);
           return {
             engine,
+            written,
             away: async () => {
               await admin.query(`ALTER ROLE ${role} CONNECTION LIMIT 0`);
               await admin.query('SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE usename = $1', [role]);
@@ -489,7 +520,7 @@ async function settledWithin<T>(ms: number, what: string, promise: Promise<T>): 
   }
 }
 
-const faultOptions = (onChange: (change: StateChange) => unknown): EngineOptions => ({
+const faultOptions = (onChange: OnChange): EngineOptions => ({
   work: {
     historyRetentionDays: 30,
     changesRetentionMs: 86_400_000,
@@ -505,18 +536,32 @@ for (const { port, outages } of OUTAGES)
     describe.skipIf(outage.cannot)(`the Engine port on ${port} while its database is ${outage.label}`, () => {
       it('refuses a write as the front ends answer 503, within a bound; says unavailable; loses nothing; and the same engine carries on once it is back', async () => {
         const delivered: string[] = [];
-        const { engine, away, back } = await outage.open(
-          faultOptions((change) => {
+        let table: string | undefined;
+        // The outage cuts a delivery every time: the handler's first run for before-outage#2 has written (through
+        // `sql`, where there is one) and returns only once the database is away, before its record is written.
+        const CUT = 'batches/before-outage#2';
+        let cut = () => {};
+        const outageBegun = new Promise<void>((resolve) => {
+          cut = resolve;
+        });
+        cleanup.push(async () => cut());
+        const { engine, away, back, written } = await outage.open(
+          faultOptions(async (change, { sql }) => {
             delivered.push(change.id);
+            if (sql && table) await sql(`INSERT INTO ${table} (id) VALUES ($1)`, [change.id]);
+            if (change.id === CUT && delivered.indexOf(CUT) === delivered.length - 1) await outageBegun;
           }),
         );
+        table = written?.table;
         cleanup.push(() => engine.close(false));
         const start = await engine.changes.headCursor();
         for (const event of inOrder('batches/before-outage')) await ingest(event, { store: engine.store });
         expect(await engine.health()).toBe('ok');
         const beforeOutage = await engine.changes.headCursor();
+        await eventually(() => delivered.includes(CUT), 10_000, `${CUT}'s delivery to begin`);
 
         await away();
+        cut();
         try {
           const [during] = inOrder('batches/during-outage') as [OperationEvent];
           const refused = await settledWithin(AWAY_BOUND_MS, 'a write while away', ingest(during, { store: engine.store }));
@@ -555,13 +600,30 @@ for (const { port, outages } of OUTAGES)
           'batches/after-outage#3',
         ]);
         expect((await readAll(engine, 100, start)).map((c) => `${c.name}#${c.version}`)).toHaveLength(6);
-        // History (SQLite derives it from the outbox a moment later) and onChange, each change once.
+        // History (SQLite derives it from the outbox a moment later), each change once.
         for (const name of ['batches/before-outage', 'batches/after-outage'])
           await eventually(async () => (await engine.history.list(name)).length === 3, 10_000, `${name}'s history`);
+        // onChange: every change, in version order per job. What the handler does outside a transaction is at least
+        // once (docs/apps.md): a delivery the outage cut after the handler ran, before its record was written, is
+        // offered again, the same change, before the next version. So a change may come twice here only if it was
+        // written before the outage; what the handler writes through `sql` commits with the record, once.
         const expected = ['before-outage', 'after-outage'].flatMap((n) => [1, 2, 3].map((v) => `batches/${n}#${v}`));
-        await eventually(() => delivered.length >= expected.length, 15_000, 'every change to onChange');
+        await eventually(() => expected.every((id) => delivered.includes(id)), 15_000, 'every change to onChange');
         await new Promise((resolve) => setTimeout(resolve, 200));
-        expect([...delivered].sort()).toEqual([...expected].sort());
+        for (const name of ['batches/before-outage', 'batches/after-outage']) {
+          const versions = delivered.filter((id) => id.startsWith(`${name}#`)).map((id) => Number(id.split('#')[1]));
+          expect(
+            versions.filter((version, i) => version !== versions[i - 1]),
+            `${name}: ${versions}`,
+          ).toEqual([1, 2, 3]);
+        }
+        const twice = delivered.filter((id, i) => delivered.indexOf(id) !== i);
+        expect(twice.filter((id) => !id.startsWith('batches/before-outage#'))).toEqual([]);
+        if (written) {
+          // The cut delivery's transaction never committed: it was offered again, and its `sql` write stayed once.
+          expect(twice).toContain(CUT);
+          expect((await written.read()).sort()).toEqual([...expected].sort());
+        }
         expect(await engine.store.get('batches/during-outage')).toBeUndefined();
       });
 
