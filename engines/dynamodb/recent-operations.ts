@@ -14,11 +14,16 @@ import { listShards, OPEN_OVERDUE_ATTRIBUTE, RECENT_INDEX, RECENT_INDEX_PARTITIO
 /** Rounds of shard queries one page may take when a filter skips most items (the old list's bound: 10 reads). */
 export const MAX_LIST_ROUNDS = 10;
 /**
- * Items a shard query reads when a filter may skip most of them: a read is
- * billed by size (an index item is about 100 bytes, 250 of them 6 read units),
- * so reading more at once costs little and saves rounds.
+ * Index items (about 150 bytes each) that fit the 4 KB a query is billed for
+ * at least (half a read unit, eventually consistent): reading fewer costs the
+ * same.
  */
-const FILTERED_READ = 250;
+export const MINIMUM_BILLED_READ = 25;
+/**
+ * The most items a shard query reads when a filter skips most of them: 250 of
+ * them are 5 read units, so a rare filter's page is whole in a round or two.
+ */
+export const FILTERED_READ = 250;
 
 interface Shard {
   partition: string;
@@ -36,6 +41,9 @@ export class RecentOperations {
   private readonly shards: Shard[] = listShards().map((partition) => ({ partition, buffer: [], done: false }));
   private readonly filter: { expression?: string; names: Record<string, string>; values: Record<string, unknown> };
   private last?: string;
+  /** Items the shard queries evaluated, and those of them the filter let through: what a filtered read expects. */
+  private scanned = 0;
+  private matched = 0;
   rounds = 0;
 
   constructor(
@@ -80,19 +88,40 @@ export class RecentOperations {
       }
       if (names.length >= count || this.done || this.rounds >= MAX_LIST_ROUNDS) return names;
       const best = this.head()?.item.sort;
-      const blocking = this.shards.filter(
-        (shard) => !shard.done && (shard.readDownTo === undefined || best === undefined || shard.readDownTo > best),
+      const wanted = count - names.length;
+      const open = this.shards.filter((shard) => !shard.done);
+      // Twice a shard's share of what is still wanted, and two more.
+      const shareOf = (shards: number) => Math.ceil((2 * wanted) / shards) + 2;
+      const fair = shareOf(open.length);
+      // The shards that hold the merge back; filtered, also those holding less than their share of matching items,
+      // which a rare filter's next round would be waiting on one by one.
+      const reading = open.filter(
+        (shard) =>
+          shard.readDownTo === undefined ||
+          best === undefined ||
+          shard.readDownTo > best ||
+          (this.filter.expression !== undefined && shard.buffer.length < fair),
       );
       this.rounds++;
-      // Unfiltered, each shard that holds the merge back reads twice its share of what is still wanted (and two more):
-      // over uniformly hashed names a page is whole in a round or two, where a page's worth from each of them would
-      // read LIST_SHARDS times too much. A shard that holds more than its share is read again in the next round.
-      const wanted = count - names.length;
-      const limit = this.filter.expression
-        ? Math.max(FILTERED_READ, count)
-        : Math.min(wanted, Math.ceil((2 * wanted) / blocking.length) + 2);
-      await Promise.all(blocking.map((shard) => this.read(shard, limit)));
+      // Each reads twice its share of what is still wanted (and two more): over uniformly hashed names a page is whole
+      // in a round or two, where a page's worth from each would read LIST_SHARDS times too much. A shard that holds
+      // more than its share is read again in the next round.
+      const share = shareOf(reading.length);
+      const limit = this.filter.expression ? this.filteredRead(share) : Math.min(wanted, share);
+      await Promise.all(reading.map((shard) => this.read(shard, limit)));
     }
+  }
+
+  /**
+   * What a shard reads for `share` matching items: its share over the part of
+   * what was read so far that the filter let through (all of it before the
+   * first read), at least what a query is billed for anyway, at most
+   * FILTERED_READ. A common filter's page costs what an unfiltered one does; a
+   * rare one's reads grow to FILTERED_READ from its second round.
+   */
+  private filteredRead(share: number): number {
+    const rate = this.scanned === 0 ? 1 : Math.max(this.matched, 1) / this.scanned;
+    return Math.min(FILTERED_READ, Math.max(MINIMUM_BILLED_READ, Math.ceil(share / rate)));
   }
 
   private async read(shard: Shard, limit: number): Promise<void> {
@@ -104,7 +133,11 @@ export class RecentOperations {
       names['#sort'] = RECENT_INDEX_SORT;
       values[':before'] = this.before;
     }
-    const { Items = [], LastEvaluatedKey } = await this.client.send(
+    const {
+      Items = [],
+      LastEvaluatedKey,
+      ScannedCount,
+    } = await this.client.send(
       new QueryCommand({
         TableName: this.tableName,
         IndexName: RECENT_INDEX,
@@ -117,6 +150,8 @@ export class RecentOperations {
         ...(shard.start && { ExclusiveStartKey: shard.start }),
       }),
     );
+    this.scanned += ScannedCount ?? Items.length;
+    this.matched += Items.length;
     shard.buffer.push(...Items.map((item) => ({ name: item.name as string, sort: item[RECENT_INDEX_SORT] as string })));
     shard.start = LastEvaluatedKey;
     shard.done = LastEvaluatedKey === undefined;
