@@ -18,12 +18,12 @@ export const MAX_LIST_ROUNDS = 10;
  * at least (half a read unit, eventually consistent): reading fewer costs the
  * same.
  */
-export const MINIMUM_BILLED_READ = 25;
+const MINIMUM_BILLED_READ = 25;
 /**
  * The most items a shard query reads when a filter skips most of them: 250 of
  * them are 5 read units, so a rare filter's page is whole in a round or two.
  */
-export const FILTERED_READ = 250;
+const FILTERED_READ = 250;
 
 interface Shard {
   partition: string;
