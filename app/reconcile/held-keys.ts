@@ -27,11 +27,11 @@ export class HeldKeys implements Poller {
 
   /** Seconds `provider`'s key labelled `credential` is held back still (0: it may be asked). */
   heldFor(provider: ProviderName, credential?: string): number {
-    return this.holds.heldFor(`${provider}#${credential ?? ''}`);
+    return this.holds.heldFor(keyOf(provider, credential));
   }
 
   async poll(operation: PollTarget): Promise<PollAnswer> {
-    const key = `${providerOf(operation.kind)}#${operation.credential ?? ''}`;
+    const key = keyOf(providerOf(operation.kind), operation.credential);
     const seconds = this.holds.heldFor(key);
     if (seconds > 0)
       throw new PollFailedError(`the provider asked for a pause: this key is held back ${seconds} s more (429)`, 429, seconds);
@@ -43,3 +43,6 @@ export class HeldKeys implements Poller {
     }
   }
 }
+
+/** A provider's key labelled `credential` (none: its only key), as one hold. */
+const keyOf = (provider: ProviderName, credential?: string) => `${provider}#${credential ?? ''}`;

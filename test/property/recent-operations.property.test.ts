@@ -49,6 +49,22 @@ function memoryIndex(items: Item[]) {
 
 const pick = (item: Item) => ({ [RECENT_INDEX_PARTITION]: item[RECENT_INDEX_PARTITION], [RECENT_INDEX_SORT]: item[RECENT_INDEX_SORT] });
 
+/** One page's names, as DynamoDBOperationStore.list reads them: until it is full, the list ends, or its rounds run out. */
+async function pageOf(recent: RecentOperations, limit: number): Promise<string[]> {
+  const names: string[] = [];
+  while (names.length < limit && !recent.done && recent.rounds < MAX_LIST_ROUNDS) names.push(...(await recent.next(limit - names.length)));
+  return names;
+}
+
+/** `count` operations recorded 17 s apart over the day, each in the state `stateOf` gives it. */
+function spread(count: number, stateOf: (i: number) => string): Item[] {
+  return Array.from({ length: count }, (_, i): Item => {
+    const name = `batches/${i}`;
+    const recordedAt = new Date(Date.UTC(2026, 11, 7) + i * 17_000).toISOString();
+    return { name, state: stateOf(i), [RECENT_INDEX_PARTITION]: listShardOf(name), [RECENT_INDEX_SORT]: `${recordedAt}#${name}` };
+  });
+}
+
 /** Pages through the list as DynamoDBOperationStore.list does (names only: the views' read and re-check left aside). */
 async function pageAll(items: Item[], filter: Omit<ListFilter, 'limit' | 'cursor'>, limit: number) {
   const { client, read } = memoryIndex(items);
@@ -58,10 +74,7 @@ async function pageAll(items: Item[], filter: Omit<ListFilter, 'limit' | 'cursor
   do {
     const before = read.items;
     const recent = new RecentOperations(client, 'history', { ...filter, limit }, cursor === undefined ? undefined : positionOf(cursor));
-    const names: string[] = [];
-    while (names.length < limit && !recent.done && recent.rounds < MAX_LIST_ROUNDS)
-      names.push(...(await recent.next(limit - names.length)));
-    pages.push(names);
+    pages.push(await pageOf(recent, limit));
     reads.push(read.items - before);
     const position = recent.position;
     cursor = position === undefined ? undefined : cursorOf(position);
@@ -135,11 +148,7 @@ describe('the DynamoDB list across its shards', () => {
 
   it(`reads a few items per item handed out, not a page's worth from each of its ${LIST_SHARDS} shards`, async () => {
     // 5,000 operations spread over the day: a full unfiltered page's reads, at the console's and the API's limits.
-    const items = Array.from({ length: 5_000 }, (_, i): Item => {
-      const name = `batches/${i}`;
-      const recordedAt = new Date(Date.UTC(2026, 11, 7) + i * 17_000).toISOString();
-      return { name, state: 'RUNNING', [RECENT_INDEX_PARTITION]: listShardOf(name), [RECENT_INDEX_SORT]: `${recordedAt}#${name}` };
-    });
+    const items = spread(5_000, () => 'RUNNING');
     const lines: string[] = [];
     for (const limit of [20, 50, 100]) {
       const { client, read } = memoryIndex(items);
@@ -154,20 +163,13 @@ describe('the DynamoDB list across its shards', () => {
 
   it('reads for a filtered page what the filter lets through: a common filter costs what no filter does, a rare one reads more', async () => {
     // 5,000 operations: two in three RUNNING, one in a hundred FAILED (50 in all).
-    const items = Array.from({ length: 5_000 }, (_, i): Item => {
-      const name = `batches/${i}`;
-      const recordedAt = new Date(Date.UTC(2026, 11, 7) + i * 17_000).toISOString();
-      const state = i % 100 === 0 ? 'FAILED' : i % 3 === 0 ? 'SUCCEEDED' : 'RUNNING';
-      return { name, state, [RECENT_INDEX_PARTITION]: listShardOf(name), [RECENT_INDEX_SORT]: `${recordedAt}#${name}` };
-    });
+    const items = spread(5_000, (i) => (i % 100 === 0 ? 'FAILED' : i % 3 === 0 ? 'SUCCEEDED' : 'RUNNING'));
     const lines: string[] = [];
     for (const state of ['RUNNING', 'SUCCEEDED', 'FAILED'] as const)
       for (const limit of [20, 50, 100]) {
         const { client, read } = memoryIndex(items);
         const recent = new RecentOperations(client, 'history', { limit, state }, undefined);
-        const names: string[] = [];
-        while (names.length < limit && !recent.done && recent.rounds < MAX_LIST_ROUNDS)
-          names.push(...(await recent.next(limit - names.length)));
+        const names = await pageOf(recent, limit);
         expect(names).toEqual(newestFirst(items.filter((item) => item.state === state)).slice(0, limit));
         lines.push(
           `${state} limit ${limit}: ${read.items} items read in ${read.queries} queries (${read.units} read units), ${recent.rounds} rounds`,
