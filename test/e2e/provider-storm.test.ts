@@ -22,7 +22,7 @@ import {
   openaiVideo,
   startFakeOpenAI,
 } from '../support/fake-openai.ts';
-import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
+import { firstSweepDone, type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
 import { shuffle } from '../support/shuffle.ts';
 
@@ -54,7 +54,11 @@ beforeAll(async () => {
     RECONCILE_INTERVAL_SECONDS: '0.3',
     EFFECTS_WEBHOOK_URL: receiver.url,
     EFFECTS_SIGNING_SECRET: outboundSecret,
+    // Its sweeps adopt nothing here: INFO logs them.
+    POWERTOOLS_LOG_LEVEL: 'INFO',
   });
+  // Every job below is tracked (201): discovery's first sweep, listing as Ratchet starts, must not adopt one first.
+  await firstSweepDone(ratchet, ['openai', 'anthropic']);
 });
 
 afterAll(async () => {

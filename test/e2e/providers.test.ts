@@ -13,7 +13,7 @@ import { RatchetClient } from '../../sdk/client.ts';
 import { newSecret } from '../support/deliveries.ts';
 import { anthropicBatch, type FakeAnthropic, startFakeAnthropic } from '../support/fake-anthropic.ts';
 import { type FakeOpenAI, openaiBatch, openaiDelivery, startFakeOpenAI } from '../support/fake-openai.ts';
-import { type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
+import { firstSweepDone, type RatchetProcess, startRatchet } from '../support/ratchet-process.ts';
 import { eventually, Receiver } from '../support/receiver.ts';
 
 const HOMES = [
@@ -60,6 +60,9 @@ describe.each(HOMES)('providers on $label', (home) => {
       EFFECTS_SIGNING_SECRET: outboundSecret,
     });
     start = ((await (await ratchet.api('/changes?wait=0')).json()) as { cursor: string }).cursor;
+    // The tests below set a batch at a fake, then track it (201): discovery's first sweep, listing as Ratchet
+    // starts, must be over first (each adopts a batch above, so each says so at WARN).
+    await firstSweepDone(ratchet, ['openai', 'anthropic']);
   });
 
   afterAll(async () => {

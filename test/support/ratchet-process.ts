@@ -107,6 +107,27 @@ export async function startRatchet(env: Record<string, string>, options: StartOp
   };
 }
 
+/**
+ * Resolves once each of `providers` has logged a discovery sweep ("batch
+ * discovery swept": INFO, or WARN where it adopted a batch). The first sweep
+ * starts with the instance and may still be listing when the ready line is
+ * out: a batch a test sets at a provider's fake before that sweep is over can
+ * be adopted before the test tracks it, whose track then answers 200, not 201.
+ * The next sweep is an hour later.
+ */
+export async function firstSweepDone(ratchet: RatchetProcess, providers: string[], timeoutMs = 20_000): Promise<void> {
+  const swept = (provider: string) =>
+    ratchet
+      .output()
+      .split('\n')
+      .some((line) => line.includes('"batch discovery swept"') && line.includes(`"provider":"${provider}"`));
+  for (let waited = 0; !providers.every(swept); waited += 50) {
+    if (waited > timeoutMs)
+      throw new Error(`no discovery sweep for ${providers.filter((p) => !swept(p)).join(', ')} within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
 /** Runs a command to its end, for start-up failures. */
 export function runToExit(command: string[], env: Record<string, string>): Promise<{ code: number | null; output: string }> {
   const [file, ...args] = command as [string, ...string[]];
