@@ -5,6 +5,7 @@
 import { type ChildProcess, spawn, spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
+import { eventually } from './receiver.ts';
 
 export const PROJECT_ROOT = resolve(import.meta.dirname, '..', '..');
 
@@ -116,16 +117,10 @@ export async function startRatchet(env: Record<string, string>, options: StartOp
  * The next sweep is an hour later.
  */
 export async function firstSweepDone(ratchet: RatchetProcess, providers: string[], timeoutMs = 20_000): Promise<void> {
+  const lines = () => ratchet.output().split('\n');
   const swept = (provider: string) =>
-    ratchet
-      .output()
-      .split('\n')
-      .some((line) => line.includes('"batch discovery swept"') && line.includes(`"provider":"${provider}"`));
-  for (let waited = 0; !providers.every(swept); waited += 50) {
-    if (waited > timeoutMs)
-      throw new Error(`no discovery sweep for ${providers.filter((p) => !swept(p)).join(', ')} within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 50));
-  }
+    lines().some((line) => line.includes('"batch discovery swept"') && line.includes(`"provider":"${provider}"`));
+  await eventually(() => providers.every(swept), timeoutMs, `the first discovery sweep of ${providers.join(' and ')}`);
 }
 
 /** Runs a command to its end, for start-up failures. */
